@@ -1,0 +1,154 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use tandem_group::{MemberInfo, Membership, Ordered};
+
+use super::*;
+use crate::writeset::{flags, Key, KeyType};
+
+fn info(n: u8) -> MemberInfo {
+    MemberInfo { uuid: [n; 16], name: format!("node{n}"), group_addr: String::new(), incoming: String::new(), app: vec![] }
+}
+
+fn membership(ids: &[u8]) -> Membership {
+    Membership {
+        voters: ids.iter().map(|&i| i as u64).collect(),
+        learners: vec![],
+        members: ids.iter().map(|&i| (i as u64, info(i))).collect::<BTreeMap<_, _>>(),
+    }
+}
+
+fn write_set(from: u8, last_seen: Seqno, row: u8) -> Vec<u8> {
+    let ws = WriteSet {
+        source: Uuid([from; 16]),
+        trx_id: 1,
+        conn_id: 1,
+        flags: flags::TRX_START | flags::TRX_END,
+        last_seen,
+        keys: vec![Key { parts: vec![b"db".to_vec(), b"t".to_vec(), vec![row]], kind: KeyType::Exclusive }],
+        data: vec![row; 3],
+    };
+    Envelope { source: Uuid([from; 16]), token: 1, body: Body::WriteSet(ws) }.encode()
+}
+
+fn msg(from: u8, body: Body) -> Vec<u8> {
+    Envelope { source: Uuid([from; 16]), token: 7, body }.encode()
+}
+
+/// An event of a generated history.
+#[derive(Clone, Debug)]
+enum Event {
+    Members(Vec<u8>),
+    Bytes(u64, Vec<u8>),
+}
+
+fn feed(state: &mut GroupState, e: &Event) -> Outcome {
+    match e {
+        Event::Members(ids) => state.apply(Ordered::Membership(membership(ids))),
+        Event::Bytes(origin, payload) => state.apply(Ordered::Message { origin: *origin, payload }),
+    }
+}
+
+#[test]
+fn founding_view_consumes_seqno_one_and_founder_is_synced() {
+    let mut s = GroupState::default();
+    let Outcome::View(v) = s.apply(Ordered::Membership(membership(&[1]))) else { panic!("expected a view") };
+    assert_eq!(v.state_id.seqno, 1);
+    assert_eq!(v.view_no, 1);
+    assert!(!v.state_id.uuid.is_nil() && v.state_id.uuid != Uuid([1; 16]));
+    assert_eq!(s.members[0].state, MemberState::Synced);
+}
+
+#[test]
+fn founder_with_saved_position_continues_that_history() {
+    let saved = Gtid { uuid: Uuid([9; 16]), seqno: 41 };
+    let mut m = membership(&[1]);
+    m.members.get_mut(&1).unwrap().app = encode_start_position(saved);
+    let Outcome::View(v) = GroupState::default().apply(Ordered::Membership(m)) else { panic!() };
+    assert_eq!(v.state_id, Gtid { uuid: Uuid([9; 16]), seqno: 42 });
+}
+
+#[test]
+fn joiner_gets_a_synced_donor_honouring_the_donor_list() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    s.apply(Ordered::Membership(membership(&[1, 2])));
+    s.apply(Ordered::Membership(membership(&[1, 2, 3])));
+    assert_eq!(s.member(Uuid([3; 16])).unwrap().state, MemberState::Joiner);
+    // node2 is not synced yet, and the list has no trailing comma: nobody.
+    let req = |donors: &str| Body::StateRequest { donors: donors.into(), request: b"mariabackup\0addr".to_vec() };
+    let Outcome::StateRequest { donor, .. } = s.clone().apply(Ordered::Message { origin: 3, payload: &msg(3, req("node2")) }) else { panic!() };
+    assert_eq!(donor, None);
+    let Outcome::StateRequest { donor, .. } = s.clone().apply(Ordered::Message { origin: 3, payload: &msg(3, req("node2,")) }) else { panic!() };
+    assert_eq!(donor, Some(Uuid([1; 16])));
+    let Outcome::StateRequest { donor, .. } = s.apply(Ordered::Message { origin: 3, payload: &msg(3, req("")) }) else { panic!() };
+    assert_eq!(donor, Some(Uuid([1; 16])));
+    assert_eq!(s.member(Uuid([1; 16])).unwrap().state, MemberState::Donor);
+}
+
+#[test]
+fn promotion_without_member_change_is_not_a_view() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    s.apply(Ordered::Membership(membership(&[1, 2])));
+    let before = s.seqno;
+    assert_eq!(s.apply(Ordered::Membership(membership(&[1, 2]))), Outcome::Nothing);
+    assert_eq!(s.seqno, before);
+}
+
+#[test]
+fn messages_from_non_members_and_garbage_are_skipped_without_a_seqno() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    let before = s.seqno;
+    assert_eq!(s.apply(Ordered::Message { origin: 5, payload: &write_set(5, 0, 1) }), Outcome::Nothing);
+    assert_eq!(s.apply(Ordered::Message { origin: 1, payload: b"\x01garbage" }), Outcome::Nothing);
+    assert_eq!(s.seqno, before);
+}
+
+fn arb_event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        1 => prop::sample::subsequence(vec![1u8, 2, 3, 4], 1..=4).prop_map(|mut v| { v.insert(0, 1); v.dedup(); Event::Members(v) }),
+        6 => (1u8..=4, 0i64..6, 0u8..5).prop_map(|(from, lag, row)| Event::Bytes(from as u64, write_set(from, -lag, row))),
+        1 => (1u8..=4).prop_map(|from| Event::Bytes(from as u64, msg(from, Body::Causal))),
+        1 => (1u8..=4).prop_map(|from| Event::Bytes(from as u64, msg(from, Body::State(MemberState::Synced)))),
+        1 => (1u8..=4).prop_map(|from| Event::Bytes(from as u64, msg(from, Body::ViewBump))),
+    ]
+}
+
+proptest! {
+    /// Every replica that sees the same ordered events (or a snapshot and the
+    /// events after it) produces the same outcomes, and the seqnos handed to
+    /// write-sets and views are dense: each exactly one above the last.
+    #[test]
+    fn replicas_derive_identical_dense_histories(events in prop::collection::vec(arb_event(), 1..150), cut in 0usize..150) {
+        let events: Vec<Event> = std::iter::once(Event::Members(vec![1])).chain(events).collect();
+        let cut = cut.min(events.len());
+        let mut a = GroupState::default();
+        let mut b = GroupState::default();
+        let mut late: Option<GroupState> = None;
+        let mut last = 0;
+        for (i, e) in events.iter().enumerate() {
+            if i == cut {
+                late = Some(GroupState::decode(&a.encode()).unwrap());
+            }
+            let oa = feed(&mut a, e);
+            let ob = feed(&mut b, e);
+            if let Some(l) = late.as_mut() {
+                prop_assert_eq!(&feed(l, e), &oa);
+            }
+            prop_assert_eq!(&oa, &ob);
+            let consumed = match &oa {
+                Outcome::WriteSet { seqno, .. } => Some(*seqno),
+                Outcome::View(v) => Some(v.state_id.seqno),
+                _ => None,
+            };
+            if let Some(s) = consumed {
+                prop_assert_eq!(s, last + 1, "seqnos must be dense");
+                last = s;
+            }
+            prop_assert_eq!(a.seqno, last);
+        }
+        prop_assert_eq!(&a, &b);
+    }
+}

@@ -1,0 +1,174 @@
+//! Total order, membership and quorum.
+//!
+//! Everything Galera-specific (seqnos, views, certification) lives in the engine
+//! on top of this crate. The engine sees the group only through [`GroupChannel`]
+//! (what it asks of the group) and [`Replica`] (what the group tells it, in total
+//! order), so the consensus library behind it can be swapped.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Identity of one member *incarnation* in the group. A restarted process gets a
+/// fresh id: the consensus log is in memory, and a reused id with lost state is
+/// undefined behaviour for Raft.
+pub type MemberId = u64;
+
+/// What a member tells the others about itself when it joins.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MemberInfo {
+    /// The wsrep node id (Galera's gcomm uuid), random per incarnation.
+    pub uuid: [u8; 16],
+    /// `wsrep_node_name`.
+    pub name: String,
+    /// `host:port` of this member's group listener.
+    pub group_addr: String,
+    /// `wsrep_node_incoming_address`: where clients reach this member.
+    pub incoming: String,
+    /// Opaque data of the application, carried unchanged in every membership
+    /// (the engine puts the position a bootstrapping member starts from here,
+    /// so every replica derives the same group uuid and first seqno).
+    pub app: Vec<u8>,
+}
+
+/// A configuration of the group as agreed in total order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Membership {
+    /// Members that count for quorum.
+    pub voters: Vec<MemberId>,
+    /// Members that receive everything but do not vote (joiners until synced).
+    pub learners: Vec<MemberId>,
+    /// Every voter and learner, with what it told us about itself.
+    pub members: BTreeMap<MemberId, MemberInfo>,
+}
+
+impl Membership {
+    pub fn contains(&self, id: MemberId) -> bool {
+        self.members.contains_key(&id)
+    }
+}
+
+/// One event of the totally ordered stream. Every member applies the same
+/// events in the same order (a member that joins late gets a snapshot of the
+/// replica state instead of the events before it).
+#[derive(Debug)]
+pub enum Ordered<'a> {
+    /// A payload that `origin` submitted with [`GroupChannel::submit`].
+    Message { origin: MemberId, payload: &'a [u8] },
+    /// A new (uniform) membership took effect.
+    Membership(Membership),
+}
+
+/// Local, unordered news about this member's connectivity. Never part of the
+/// total order: two members may disagree on it for a while.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connectivity {
+    /// This member is in the primary component: its submissions get ordered.
+    Primary,
+    /// This member lost the majority (or never reached it): nothing it submits
+    /// is ordered until it is back. `reachable` are the members it still hears.
+    NonPrimary { reachable: Vec<MemberId> },
+}
+
+/// The deterministic state machine the group drives. Implemented by the engine.
+///
+/// Calls are serialised by the group (never two at once). `apply` must not block
+/// for long: it runs on the consensus task and stalls heartbeats otherwise.
+pub trait Replica: Send + 'static {
+    fn apply(&mut self, event: Ordered<'_>);
+    /// The replica's whole state as of the last applied event, for a member that
+    /// joins after the log it would need was discarded.
+    fn snapshot(&self) -> Vec<u8>;
+    /// Replace the state with a snapshot taken by [`Replica::snapshot`] on some member.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), String>;
+    fn connectivity(&mut self, now: Connectivity);
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupError {
+    /// Not in the primary component; retry later or give up.
+    NonPrimary,
+    /// The channel was shut down or never started.
+    Closed,
+    /// Bad configuration or a peer that cannot be talked to; the text says why.
+    Config(String),
+    Other(String),
+}
+
+impl fmt::Display for GroupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupError::NonPrimary => write!(f, "not in primary component"),
+            GroupError::Closed => write!(f, "group channel closed"),
+            GroupError::Config(s) => write!(f, "configuration error: {s}"),
+            GroupError::Other(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl std::error::Error for GroupError {}
+
+/// Where and how to take part in a group.
+#[derive(Clone, Debug)]
+pub struct GroupConfig {
+    /// `wsrep_cluster_name`: members of another cluster are refused.
+    pub cluster_name: String,
+    /// Address the group listener binds (`gmcast.listen_addr` / `base_port`).
+    pub listen_addr: String,
+    /// Peers from `gcomm://a,b,c` (may include our own address; ignored then).
+    pub peers: Vec<String>,
+    /// Form a new group with this member as its only voter.
+    pub bootstrap: bool,
+    pub me: MemberInfo,
+    pub timeouts: Timeouts,
+}
+
+#[derive(Clone, Debug)]
+pub struct Timeouts {
+    /// Leader heartbeat period (`evs.keepalive_period`).
+    pub heartbeat: Duration,
+    /// No leader contact for this long makes a member non-primary and may
+    /// start an election (`evs.suspect_timeout`).
+    pub suspect: Duration,
+    /// A member silent this long is evicted by the leader (`evs.inactive_timeout`).
+    pub inactive: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            heartbeat: Duration::from_millis(100),
+            suspect: Duration::from_secs(5),
+            inactive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// A snapshot of the channel's own view of things, for status variables.
+#[derive(Clone, Debug, Default)]
+pub struct GroupStatus {
+    pub me: MemberId,
+    pub primary: bool,
+    pub leader: Option<MemberId>,
+}
+
+/// What the engine asks of the group.
+pub trait GroupChannel: Send + Sync + 'static {
+    fn me(&self) -> MemberId;
+    /// Hand a payload to the group for total ordering. Returns once accepted for
+    /// ordering; the ordering itself is observed through [`Replica::apply`]. A
+    /// payload may still be lost if the member loses the primary component before
+    /// it is ordered: the engine must not wait for it forever.
+    fn submit(&self, payload: Vec<u8>) -> Result<(), GroupError>;
+    /// Make a learner a voter (the engine calls this once a joiner is synced).
+    /// Any member may call it; it is carried out by the leader.
+    fn promote(&self, member: MemberId) -> Result<(), GroupError>;
+    fn status(&self) -> GroupStatus;
+    /// Leave gracefully: the others remove us from the membership, so quorum is
+    /// computed without us. Blocks until done or the timeout passes.
+    fn leave(&self, timeout: Duration) -> Result<(), GroupError>;
+    /// Stop every task and thread of the channel. Idempotent.
+    fn shutdown(&self);
+}
