@@ -12,6 +12,7 @@ fn ws(source: Uuid, last_seen: Seqno, keys: &[(&[&str], KeyType)]) -> WriteSet {
         conn_id: 1,
         flags: flags::TRX_START | flags::TRX_END,
         last_seen,
+        safe: last_seen,
         keys: keys
             .iter()
             .map(|(parts, kind)| Key { parts: parts.iter().map(|p| p.as_bytes().to_vec()).collect(), kind: *kind })

@@ -24,7 +24,7 @@ pub struct Member {
     pub name: String,
     pub incoming: String,
     pub state: MemberState,
-    /// Last seqno this member said it has committed.
+    /// Every write-set this member sends from now on has seen at least this.
     pub committed: Seqno,
 }
 
@@ -183,7 +183,7 @@ impl GroupState {
     fn apply_write_set(&mut self, token: u64, ws: WriteSet) -> Outcome {
         self.seqno += 1;
         let seqno = self.seqno;
-        self.note_progress(ws.source, ws.last_seen);
+        self.note_progress(ws.source, ws.safe);
         let verdict = self.cert.certify(&ws, seqno);
         if seqno % PURGE_INTERVAL == 0 {
             self.purge();

@@ -25,6 +25,7 @@ fn write_set(from: u8, last_seen: Seqno, row: u8) -> Vec<u8> {
         conn_id: 1,
         flags: flags::TRX_START | flags::TRX_END,
         last_seen,
+        safe: last_seen,
         keys: vec![Key { parts: vec![b"db".to_vec(), b"t".to_vec(), vec![row]], kind: KeyType::Exclusive }],
         data: vec![row; 3],
     };

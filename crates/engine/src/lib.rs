@@ -4,10 +4,19 @@
 //! traits and the database server through [`app::Application`], so every
 //! decision here can be driven deterministically by tests.
 
+pub mod app;
 pub mod certification;
+pub mod client;
 pub mod group_state;
+pub mod local_group;
 pub mod message;
 pub mod monitor;
-pub mod view;
+pub mod node;
+pub mod options;
+pub mod queue;
+pub mod stats;
+pub mod status;
 pub mod types;
+pub mod view;
+pub mod waiter;
 pub mod writeset;

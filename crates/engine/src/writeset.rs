@@ -50,6 +50,10 @@ pub struct WriteSet {
     /// The origin's last committed seqno when the transaction was replicated:
     /// everything up to it was visible to the transaction.
     pub last_seen: Seqno,
+    /// The lowest `last_seen` of any transaction the origin still has in
+    /// flight: no later write-set of the origin can have seen less, so the
+    /// certification index may forget what is below it.
+    pub safe: Seqno,
     pub keys: Vec<Key>,
     /// The binlog events, opaque to us.
     pub data: Vec<u8>,

@@ -1,1 +1,81 @@
-//! placeholder
+//! libtandem.so: the wsrep provider (interface 26) that MariaDB loads with
+//! `wsrep_provider=`. A thin shell: it converts C types, guards against
+//! panics, and hands every call to the engine. All `unsafe` of the project
+//! lives in this crate.
+
+mod convert;
+mod guard;
+mod logger;
+mod server_app;
+mod slots;
+mod group;
+
+use std::ffi::{c_char, c_int};
+use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
+
+use wsrep_abi::*;
+
+pub use slots::vtable;
+
+/// Capabilities of Galera 4's base protocol. No STREAMING: the server then
+/// refuses `wsrep_trx_fragment_size > 0` instead of streaming.
+pub const CAPABILITIES: wsrep_cap_t = WSREP_CAP_MULTI_MASTER
+    | WSREP_CAP_CERTIFICATION
+    | WSREP_CAP_PARALLEL_APPLYING
+    | WSREP_CAP_TRX_REPLAY
+    | WSREP_CAP_ISOLATION
+    | WSREP_CAP_PAUSE
+    | WSREP_CAP_CAUSAL_READS;
+
+/// A `const char*` that may live in a `static`.
+#[repr(transparent)]
+pub struct CStrPtr(pub *const c_char);
+// SAFETY: points to immutable static bytes.
+unsafe impl Sync for CStrPtr {}
+
+/// Read by the loader and by MTR's version check through `char**`.
+#[no_mangle]
+pub static wsrep_interface_version: CStrPtr = CStrPtr(WSREP_INTERFACE_VERSION.as_ptr() as *const c_char);
+
+/// # Safety
+/// Called by the wsrep loader with a writable `wsrep_t`.
+#[no_mangle]
+pub unsafe extern "C" fn wsrep_loader(hptr: *mut wsrep_t) -> c_int {
+    guard::guard("wsrep_loader", libc::EINVAL, || {
+        if hptr.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: non-null, and the loader allocated a whole `wsrep_t`.
+        unsafe { hptr.write(vtable()) };
+        0
+    })
+}
+
+/// The allowlist service the server lends us until deinit.
+static ALLOWLIST: AtomicPtr<wsrep_allowlist_service_v1_t> = AtomicPtr::new(std::ptr::null_mut());
+
+/// # Safety
+/// `service` is the server's static allowlist service struct.
+#[no_mangle]
+pub unsafe extern "C" fn wsrep_init_allowlist_service_v1(service: *mut wsrep_allowlist_service_v1_t) -> c_int {
+    ALLOWLIST.store(service, Ordering::Release);
+    0
+}
+
+#[no_mangle]
+pub extern "C" fn wsrep_deinit_allowlist_service_v1() {
+    ALLOWLIST.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+static ISOLATION: AtomicI32 = AtomicI32::new(WSREP_NODE_ISOLATION_NOT_ISOLATED);
+
+/// Called from the server's fatal-signal handler: async-signal-safe, so it
+/// only records the mode.
+#[no_mangle]
+pub extern "C" fn wsrep_node_isolation_mode_set_v1(mode: wsrep_node_isolation_mode_t) -> wsrep_node_isolation_result_t {
+    if !(WSREP_NODE_ISOLATION_NOT_ISOLATED..=WSREP_NODE_ISOLATION_FORCE_DISCONNECT).contains(&mode) {
+        return WSREP_NODE_ISOLATION_INVALID_VALUE;
+    }
+    ISOLATION.store(mode, Ordering::Relaxed);
+    WSREP_NODE_ISOLATION_SUCCESS
+}

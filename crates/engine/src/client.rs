@@ -1,0 +1,420 @@
+//! What client (session) threads call: local transactions from first key to
+//! release, TOI, causal reads, pause and desync.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::app::{ApplyJob, Applied};
+use crate::certification::Verdict;
+use crate::message::{Body, MemberState};
+use crate::monitor::Interrupted;
+use crate::node::{LocalState, Node};
+use crate::stats::Stats;
+use crate::types::{Gtid, Seqno, Uuid, SEQNO_UNDEFINED};
+use crate::waiter::Reply;
+use crate::writeset::{flags, Key, KeyType, WriteSet};
+
+/// Outcome of a provider call, in wsrep terms (the provider maps it to codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    TrxMissing,
+    TrxFail,
+    BfAbort,
+    SizeExceeded,
+    ConnFail,
+    NodeFail,
+    NotAllowed,
+}
+
+/// What `certify` / `to_execute_start` fill into the server's meta.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ordered {
+    pub gtid: Gtid,
+    pub depends_on: Seqno,
+    pub source: Uuid,
+}
+
+impl Ordered {
+    pub const NONE: Ordered = Ordered { gtid: Gtid::UNDEFINED, depends_on: SEQNO_UNDEFINED, source: Uuid::NIL };
+}
+
+#[derive(Default, Debug)]
+struct TrxBody {
+    keys: Vec<Key>,
+    data: Vec<u8>,
+    flags: u32,
+    conn_id: u64,
+    seqno: Seqno,
+    depends_on: Seqno,
+    passed: bool,
+}
+
+/// A local transaction the provider has seen (it appended a key or data).
+#[derive(Debug)]
+pub struct LocalTrx {
+    pub trx_id: u64,
+    body: Mutex<TrxBody>,
+    /// Raised by a BF abort; polled by every wait of this transaction.
+    pub aborted: AtomicBool,
+}
+
+impl LocalTrx {
+    fn seqno(&self) -> Seqno {
+        self.body.lock().seqno
+    }
+}
+
+/// The opaque value we hand the server for transactions we track.
+pub const TRACKED: usize = 1;
+
+impl Node {
+    fn trx(&self, trx_id: u64) -> Arc<LocalTrx> {
+        self.inner
+            .trxs
+            .lock()
+            .entry(trx_id)
+            .or_insert_with(|| {
+                Arc::new(LocalTrx {
+                    trx_id,
+                    body: Mutex::new(TrxBody { seqno: SEQNO_UNDEFINED, ..TrxBody::default() }),
+                    aborted: AtomicBool::new(false),
+                })
+            })
+            .clone()
+    }
+
+    fn known_trx(&self, trx_id: u64) -> Option<Arc<LocalTrx>> {
+        self.inner.trxs.lock().get(&trx_id).cloned()
+    }
+
+    pub fn append_key(&self, trx_id: u64, parts: Vec<Vec<u8>>, kind: KeyType) {
+        let trx = self.trx(trx_id);
+        let mut b = trx.body.lock();
+        Stats::add(&self.inner.stats.repl_keys, 1);
+        Stats::add(&self.inner.stats.repl_keys_bytes, parts.iter().map(|p| p.len() as u64).sum());
+        b.keys.push(Key { parts, kind });
+    }
+
+    pub fn append_data(&self, trx_id: u64, data: &[u8]) {
+        self.trx(trx_id).body.lock().data.extend_from_slice(data);
+    }
+
+    /// Replicates and certifies a local transaction.
+    pub fn certify(&self, conn_id: u64, trx_id: u64, trx_flags: u32) -> (Status, Ordered) {
+        let trx = self.trx(trx_id);
+        if trx.aborted.load(Ordering::Acquire) {
+            return (Status::TrxFail, Ordered::NONE);
+        }
+        let ws = {
+            let mut b = trx.body.lock();
+            b.flags = trx_flags;
+            b.conn_id = conn_id;
+            self.write_set(trx_id, conn_id, trx_flags, std::mem::take(&mut b.keys), b.data.clone())
+        };
+        if let Err(status) = self.check_size(&ws) {
+            self.landed(ws.last_seen);
+            return (status, Ordered::NONE);
+        }
+        let (seqno, verdict) = match self.replicate_write_set(ws) {
+            Ok(r) => r,
+            Err(status) => return (status, Ordered::NONE),
+        };
+        let ordered = self.ordered(seqno, &verdict);
+        {
+            let mut b = trx.body.lock();
+            b.seqno = seqno;
+            b.depends_on = ordered.depends_on;
+            b.passed = matches!(verdict, Verdict::Pass { .. });
+        }
+        let status = match verdict {
+            Verdict::Fail => {
+                Stats::add(&self.inner.stats.local_cert_failures, 1);
+                Status::TrxFail
+            }
+            // Ordered and certified, but an applier aborted it meanwhile:
+            // the server rolls back and replays it.
+            Verdict::Pass { .. } if trx.aborted.load(Ordering::Acquire) => Status::BfAbort,
+            Verdict::Pass { .. } => Status::Ok,
+        };
+        (status, ordered)
+    }
+
+    fn write_set(&self, trx_id: u64, conn_id: u64, trx_flags: u32, keys: Vec<Key>, data: Vec<u8>) -> WriteSet {
+        let last_seen = self.inner.apply.last_left();
+        let safe = {
+            let mut in_flight = self.inner.in_flight.lock();
+            *in_flight.entry(last_seen).or_default() += 1;
+            *in_flight.keys().next().unwrap_or(&last_seen)
+        };
+        WriteSet { source: self.me(), trx_id, conn_id, flags: trx_flags, last_seen, safe, keys, data }
+    }
+
+    fn landed(&self, last_seen: Seqno) {
+        let mut in_flight = self.inner.in_flight.lock();
+        if let Some(n) = in_flight.get_mut(&last_seen) {
+            *n -= 1;
+            if *n == 0 {
+                in_flight.remove(&last_seen);
+            }
+        }
+    }
+
+    /// No write-set we send from now on will have seen less than this.
+    pub fn safe_seqno(&self) -> Seqno {
+        let committed = self.inner.apply.last_left();
+        self.inner.in_flight.lock().keys().next().map_or(committed, |&s| s.min(committed))
+    }
+
+    fn check_size(&self, ws: &WriteSet) -> Result<(), Status> {
+        let max = self.inner.options.lock().int("repl.max_ws_size");
+        let size = ws.data.len() + ws.keys.iter().flat_map(|k| &k.parts).map(Vec::len).sum::<usize>();
+        if size as i64 > max {
+            log::warn!("Write-set of {size} bytes exceeds repl.max_ws_size {max}");
+            return Err(Status::SizeExceeded);
+        }
+        Ok(())
+    }
+
+    fn ordered(&self, seqno: Seqno, verdict: &Verdict) -> Ordered {
+        let depends_on = match verdict {
+            Verdict::Pass { depends_on } => *depends_on,
+            Verdict::Fail => seqno - 1,
+        };
+        Ordered { gtid: Gtid { uuid: self.inner.local.lock().group_uuid, seqno }, depends_on, source: self.me() }
+    }
+
+    fn replicate_write_set(&self, ws: WriteSet) -> Result<(Seqno, Verdict), Status> {
+        let bytes = ws.data.len() as u64;
+        let last_seen = ws.last_seen;
+        let reply = self.replicate(Body::WriteSet(ws));
+        self.landed(last_seen);
+        match reply? {
+            Reply::Ordered { seqno, verdict } => {
+                Stats::add(&self.inner.stats.replicated, 1);
+                Stats::add(&self.inner.stats.replicated_bytes, bytes);
+                Stats::add(&self.inner.stats.repl_data_bytes, bytes);
+                Ok((seqno, verdict))
+            }
+            other => {
+                log::error!("Unexpected reply to a write-set: {other:?}");
+                Err(Status::NodeFail)
+            }
+        }
+    }
+
+    /// Sends `body` through the total order and waits for it to come back.
+    /// Gives up only once the node has been out of the primary component for
+    /// the suspect timeout; a write-set ordered after that is applied like a
+    /// remote one, so no node ever misses it.
+    pub(crate) fn replicate(&self, body: Body) -> Result<Reply, Status> {
+        let inner = &self.inner;
+        if !inner.local.lock().primary {
+            return Err(Status::ConnFail);
+        }
+        let grace = inner.options.lock().period("evs.suspect_timeout");
+        let (token, slot) = inner.waiters.register();
+        if let Err(e) = self.submit(token, body) {
+            inner.waiters.abandon(token);
+            log::debug!("Replication failed: {e}");
+            return Err(Status::ConnFail);
+        }
+        loop {
+            if let Some(reply) = slot.wait(Duration::from_millis(100)) {
+                return Ok(reply);
+            }
+            let cut_off = {
+                let l = inner.local.lock();
+                !l.primary && l.non_primary_since.is_some_and(|t| t.elapsed() >= grace)
+            };
+            if cut_off || inner.closing.load(Ordering::Acquire) {
+                if inner.waiters.abandon(token) {
+                    return Err(Status::ConnFail);
+                }
+                // The reply won the race: it is (about to be) in the slot.
+                return slot.wait(Duration::from_secs(3600)).ok_or(Status::ConnFail);
+            }
+        }
+    }
+
+    pub fn commit_order_enter(&self, trx_id: u64, opaque: usize, seqno: Seqno) -> Status {
+        let trx = if opaque == TRACKED { self.known_trx(trx_id) } else { None };
+        let abort = trx.as_ref().map(|t| &t.aborted);
+        match self.inner.commit.enter(seqno, seqno - 1, abort, None) {
+            Ok(()) => Status::Ok,
+            Err(_) => Status::BfAbort,
+        }
+    }
+
+    pub fn commit_order_leave(&self, seqno: Seqno, error: &[u8]) -> Status {
+        if !error.is_empty() {
+            log::error!(
+                "Failed to apply or commit seqno {seqno}: {}; this node may be inconsistent",
+                String::from_utf8_lossy(error)
+            );
+        }
+        self.inner.commit.leave(seqno);
+        Status::Ok
+    }
+
+    /// End of a local transaction (committed or rolled back).
+    pub fn release(&self, trx_id: u64, opaque: usize) -> Status {
+        if opaque != TRACKED {
+            return Status::Ok;
+        }
+        let Some(trx) = self.inner.trxs.lock().remove(&trx_id) else { return Status::Ok };
+        let b = trx.body.lock();
+        if b.seqno >= 0 {
+            self.inner.commit.leave(b.seqno);
+            self.inner.apply.leave(b.seqno);
+            if b.passed {
+                Stats::add(&self.inner.stats.local_commits, 1);
+            }
+        }
+        Status::Ok
+    }
+
+    /// A BF aborter (applier with `bf_seqno`) wants `victim` out of its way.
+    pub fn abort_certification(&self, bf_seqno: Seqno, victim: u64) -> (Status, Seqno) {
+        let Some(trx) = self.known_trx(victim) else { return (Status::Ok, SEQNO_UNDEFINED) };
+        let seqno = trx.seqno();
+        if seqno >= 0 && seqno < bf_seqno {
+            // Ordered before the aborter: it commits first, the aborter waits.
+            return (Status::NotAllowed, seqno);
+        }
+        trx.aborted.store(true, Ordering::Release);
+        self.inner.commit.interrupt();
+        self.inner.apply.interrupt();
+        (Status::Ok, seqno)
+    }
+
+    /// Re-applies an ordered local transaction that a BF abort rolled back.
+    pub fn replay(&self, trx_id: u64, recv_ctx: usize) -> Status {
+        let Some(trx) = self.known_trx(trx_id) else { return Status::TrxMissing };
+        trx.aborted.store(false, Ordering::Release);
+        let b = trx.body.lock();
+        if b.seqno < 0 || !b.passed {
+            return Status::TrxFail;
+        }
+        let _ = self.inner.apply.enter(b.seqno, b.depends_on, None, None);
+        let job = ApplyJob {
+            trx_id,
+            conn_id: b.conn_id,
+            source: self.me(),
+            flags: b.flags,
+            data: &b.data,
+            gtid: Gtid { uuid: self.inner.local.lock().group_uuid, seqno: b.seqno },
+            depends_on: b.depends_on,
+            opaque: TRACKED,
+        };
+        let Applied { ok, .. } = self.inner.app.apply(recv_ctx, &job);
+        Stats::add(&self.inner.stats.local_replays, 1);
+        if ok {
+            Status::Ok
+        } else {
+            Status::TrxFail
+        }
+    }
+
+    /// Total order isolation: replicate the statement, then hold the commit
+    /// order until `to_execute_end` so it runs alone.
+    pub fn to_execute_start(&self, conn_id: u64, keys: Vec<Vec<Vec<u8>>>, data: Vec<u8>, trx_flags: u32) -> (Status, Ordered) {
+        let keys = keys.into_iter().map(|parts| Key { parts, kind: KeyType::Exclusive }).collect();
+        let ws = self.write_set(0, conn_id, trx_flags | flags::ISOLATION, keys, data);
+        let (seqno, verdict) = match self.replicate_write_set(ws) {
+            Ok(r) => r,
+            Err(status) => return (status, Ordered::NONE),
+        };
+        let ordered = self.ordered(seqno, &verdict);
+        self.inner.toi.lock().insert(conn_id, seqno);
+        if verdict == Verdict::Fail {
+            return (Status::TrxFail, ordered);
+        }
+        let _ = self.inner.apply.enter(seqno, seqno - 1, None, None);
+        let _ = self.inner.commit.enter(seqno, seqno - 1, None, None);
+        (Status::Ok, ordered)
+    }
+
+    pub fn to_execute_end(&self, conn_id: u64, error: &[u8]) -> Status {
+        let Some(seqno) = self.inner.toi.lock().remove(&conn_id) else { return Status::TrxMissing };
+        if !error.is_empty() {
+            log::error!("TOI statement at seqno {seqno} failed: {}", String::from_utf8_lossy(error));
+        }
+        self.inner.commit.leave(seqno);
+        self.inner.apply.leave(seqno);
+        Status::Ok
+    }
+
+    /// Causal read: wait until everything ordered cluster-wide before now is
+    /// committed here (`upto == None`), or until `upto` is committed.
+    pub fn sync_wait(&self, upto: Option<Gtid>, timeout: Option<Duration>) -> Result<Gtid, Status> {
+        let target = match upto {
+            Some(g) => g.seqno,
+            None => match self.replicate(Body::Causal)? {
+                Reply::Causal(seqno) => seqno,
+                _ => return Err(Status::NodeFail),
+            },
+        };
+        let timeout = timeout.unwrap_or_else(|| self.inner.options.lock().period("repl.causal_read_timeout"));
+        Stats::add(&self.inner.stats.causal_reads, upto.is_none() as u64);
+        match self.inner.apply.wait_left(target, Some(timeout)) {
+            Ok(()) => Ok(self.last_committed()),
+            Err(Interrupted::TimedOut) | Err(Interrupted::Aborted) => Err(Status::TrxFail),
+        }
+    }
+
+    pub fn last_committed(&self) -> Gtid {
+        Gtid { uuid: self.inner.local.lock().group_uuid, seqno: self.inner.apply.last_left() }
+    }
+
+    /// Stops committing after the last ordered seqno and waits for everything
+    /// up to it; returns that seqno.
+    pub fn pause(&self) -> Seqno {
+        let at = self.inner.local.lock().last_ordered;
+        self.inner.commit.pause(at);
+        self.inner.apply.pause(at);
+        let started = Instant::now();
+        let _ = self.inner.apply.wait_left(at, None);
+        log::info!("Provider paused at seqno {at} (drained in {:?})", started.elapsed());
+        at
+    }
+
+    pub fn resume(&self) {
+        self.inner.commit.resume();
+        self.inner.apply.resume();
+        log::info!("Provider resumed");
+    }
+
+    pub fn desync(&self) -> Status {
+        let first = {
+            let mut l = self.inner.local.lock();
+            l.desyncs += 1;
+            if l.desyncs == 1 {
+                l.state = LocalState::Donor;
+            }
+            l.desyncs == 1
+        };
+        self.inner.stats.desync_count.store(self.inner.local.lock().desyncs as i64, Ordering::Relaxed);
+        if first {
+            let _ = self.submit(0, Body::State(MemberState::Donor));
+        }
+        Status::Ok
+    }
+
+    pub fn resync(&self) -> Status {
+        let last = {
+            let mut l = self.inner.local.lock();
+            l.desyncs = l.desyncs.saturating_sub(1);
+            l.desyncs == 0
+        };
+        self.inner.stats.desync_count.store(self.inner.local.lock().desyncs as i64, Ordering::Relaxed);
+        if last && self.submit(0, Body::State(MemberState::Synced)).is_err() {
+            // Not connected: nothing to catch up with.
+            self.inner.local.lock().state = LocalState::Synced;
+        }
+        Status::Ok
+    }
+}

@@ -1,0 +1,164 @@
+//! An in-process group: one sequencer thread orders everything submitted by
+//! any member of the hub. For engine tests of several nodes in one process,
+//! and for running the provider without the network.
+//!
+//! Membership changes when members join or leave the hub; a member can be cut
+//! off (non-primary) and reconnected to model partitions.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tandem_group::{
+    Connectivity, GroupChannel, GroupConfig, GroupError, GroupStatus, MemberId, MemberInfo, Membership, Ordered,
+    Replica,
+};
+
+enum Input {
+    Join(MemberId, MemberInfo, Box<dyn Replica>),
+    Leave(MemberId),
+    Message(MemberId, Vec<u8>),
+    Cut(MemberId, bool),
+    Stop,
+}
+
+struct Seat {
+    info: MemberInfo,
+    replica: Box<dyn Replica>,
+    cut: bool,
+}
+
+/// The shared sequencer.
+pub struct LocalHub {
+    tx: Mutex<Sender<Input>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    next_id: Mutex<MemberId>,
+    cut: Arc<Mutex<BTreeMap<MemberId, bool>>>,
+}
+
+impl LocalHub {
+    pub fn new() -> Arc<LocalHub> {
+        let (tx, rx) = channel();
+        let cut = Arc::new(Mutex::new(BTreeMap::new()));
+        let thread = std::thread::Builder::new()
+            .name("tandem-local-hub".into())
+            .spawn(move || sequence(rx))
+            .expect("spawn hub thread");
+        Arc::new(LocalHub { tx: Mutex::new(tx), thread: Mutex::new(Some(thread)), next_id: Mutex::new(1), cut })
+    }
+
+    /// A `GroupFactory`-compatible constructor bound to this hub.
+    pub fn join(self: &Arc<Self>, config: GroupConfig, replica: Box<dyn Replica>) -> Arc<LocalMember> {
+        let id = {
+            let mut n = self.next_id.lock();
+            *n += 1;
+            *n
+        };
+        self.cut.lock().insert(id, false);
+        let _ = self.tx.lock().send(Input::Join(id, config.me, replica));
+        Arc::new(LocalMember { hub: self.clone(), id })
+    }
+
+    /// Cuts a member off from the others (it becomes non-primary) or heals it.
+    pub fn set_cut(&self, id: MemberId, cut: bool) {
+        self.cut.lock().insert(id, cut);
+        let _ = self.tx.lock().send(Input::Cut(id, cut));
+    }
+
+    pub fn stop(&self) {
+        let _ = self.tx.lock().send(Input::Stop);
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn membership(seats: &BTreeMap<MemberId, Seat>) -> Membership {
+    let live: BTreeMap<MemberId, MemberInfo> =
+        seats.iter().filter(|(_, s)| !s.cut).map(|(id, s)| (*id, s.info.clone())).collect();
+    Membership { voters: live.keys().copied().collect(), learners: vec![], members: live }
+}
+
+fn sequence(rx: Receiver<Input>) {
+    let mut seats: BTreeMap<MemberId, Seat> = BTreeMap::new();
+    let broadcast = |seats: &mut BTreeMap<MemberId, Seat>, event: &dyn Fn() -> Ordered<'static>| {
+        for seat in seats.values_mut().filter(|s| !s.cut) {
+            seat.replica.apply(event());
+        }
+    };
+    while let Ok(input) = rx.recv() {
+        match input {
+            Input::Join(id, info, mut replica) => {
+                if !seats.is_empty() {
+                    if let Some(donor) = seats.values().find(|s| !s.cut) {
+                        let _ = replica.restore(&donor.replica.snapshot());
+                    }
+                }
+                replica.connectivity(Connectivity::Primary);
+                seats.insert(id, Seat { info, replica, cut: false });
+                let m = membership(&seats);
+                broadcast(&mut seats, &|| Ordered::Membership(m.clone()));
+            }
+            Input::Leave(id) => {
+                if seats.remove(&id).is_some() {
+                    let m = membership(&seats);
+                    broadcast(&mut seats, &|| Ordered::Membership(m.clone()));
+                }
+            }
+            Input::Message(origin, payload) => {
+                if seats.get(&origin).is_some_and(|s| !s.cut) {
+                    for seat in seats.values_mut().filter(|s| !s.cut) {
+                        seat.replica.apply(Ordered::Message { origin, payload: &payload });
+                    }
+                }
+            }
+            Input::Cut(id, cut) => {
+                if let Some(seat) = seats.get_mut(&id) {
+                    seat.cut = cut;
+                    seat.replica.connectivity(if cut {
+                        Connectivity::NonPrimary { reachable: vec![id] }
+                    } else {
+                        Connectivity::Primary
+                    });
+                }
+            }
+            Input::Stop => break,
+        }
+    }
+}
+
+pub struct LocalMember {
+    hub: Arc<LocalHub>,
+    id: MemberId,
+}
+
+impl GroupChannel for LocalMember {
+    fn me(&self) -> MemberId {
+        self.id
+    }
+
+    fn submit(&self, payload: Vec<u8>) -> Result<(), GroupError> {
+        if self.hub.cut.lock().get(&self.id).copied().unwrap_or(true) {
+            return Err(GroupError::NonPrimary);
+        }
+        self.hub.tx.lock().send(Input::Message(self.id, payload)).map_err(|_| GroupError::Closed)
+    }
+
+    fn promote(&self, _member: MemberId) -> Result<(), GroupError> {
+        Ok(())
+    }
+
+    fn status(&self) -> GroupStatus {
+        GroupStatus { me: self.id, primary: !self.hub.cut.lock().get(&self.id).copied().unwrap_or(true), leader: None }
+    }
+
+    fn leave(&self, _timeout: Duration) -> Result<(), GroupError> {
+        self.hub.cut.lock().remove(&self.id);
+        self.hub.tx.lock().send(Input::Leave(self.id)).map_err(|_| GroupError::Closed)
+    }
+
+    fn shutdown(&self) {}
+}

@@ -1,0 +1,771 @@
+//! One node of the cluster: the join sequence, the applier loop, and what each
+//! ordered outcome means locally. Client-side calls live in `client.rs`.
+//!
+//! Join sequence (all of it is here):
+//! 1. `connect` starts the group channel; the first primary view that
+//!    includes us arrives as `Task::Connect`.
+//! 2. A founder (it has the state by definition) delivers that view and is
+//!    synced. Anyone else calls `sst_request`, asks the group for a state
+//!    transfer (ordered, so every member agrees on the donor) and blocks the
+//!    applier queue until the server reports `sst_received`.
+//! 3. Write-sets ordered meanwhile wait in the queue; those already contained
+//!    in the transferred state are skipped, the rest applied.
+//! 4. The node announces `Synced` through the group; when that comes back
+//!    ordered, everything before it has been applied: `synced_cb`, and the
+//!    group promotes us to voter.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use tandem_group::{Connectivity, GroupChannel, GroupConfig, GroupError, MemberInfo, Ordered, Replica, Timeouts};
+
+use crate::app::{ApplyJob, Application};
+use crate::certification::Verdict;
+use crate::client::LocalTrx;
+use crate::group_state::{encode_start_position, GroupState, Outcome, ViewChange};
+use crate::message::{Body, Envelope, MemberState};
+use crate::monitor::Monitor;
+use crate::options::Options;
+use crate::queue::{Task, TaskQueue};
+use crate::stats::Stats;
+use crate::types::{Gtid, Seqno, Uuid};
+use crate::view::{View, ViewMember, ViewStatus};
+use crate::waiter::{Reply, Waiters};
+use crate::writeset::flags;
+
+/// Every this many seqnos each member reports its safe seqno.
+const PROGRESS_INTERVAL: Seqno = 1024;
+
+/// Starts a group channel; the provider passes the openraft one, tests a
+/// simulated one.
+pub type GroupFactory =
+    Box<dyn Fn(GroupConfig, Box<dyn Replica>) -> Result<Arc<dyn GroupChannel>, GroupError> + Send + Sync>;
+
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub name: String,
+    pub node_address: String,
+    pub incoming: String,
+    pub data_dir: PathBuf,
+    pub options: String,
+    /// Position of the local data, if known (`wsrep_start_position`).
+    pub start_position: Gtid,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalState {
+    Initialized,
+    Joining,
+    ReceivingState,
+    Joined,
+    Synced,
+    Donor,
+}
+
+impl LocalState {
+    pub fn comment(self) -> &'static str {
+        match self {
+            LocalState::Initialized => "Initialized",
+            LocalState::Joining => "Joining",
+            LocalState::ReceivingState => "Joining: receiving State Transfer",
+            LocalState::Joined => "Joined",
+            LocalState::Synced => "Synced",
+            LocalState::Donor => "Donor/Desynced",
+        }
+    }
+
+    /// `wsrep_member_status_t` numbering.
+    pub fn number(self) -> i64 {
+        match self {
+            LocalState::Initialized => 0,
+            LocalState::Joining | LocalState::ReceivingState => 1,
+            LocalState::Donor => 2,
+            LocalState::Joined => 3,
+            LocalState::Synced => 4,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Local {
+    pub state: LocalState,
+    pub group_uuid: Uuid,
+    /// Last seqno handed out by the group, as far as we have seen.
+    pub last_ordered: Seqno,
+    /// We are in the primary component (as the group channel tells us).
+    pub primary: bool,
+    pub non_primary_since: Option<Instant>,
+    /// The group has delivered a view that includes us.
+    pub in_group: bool,
+    /// A primary view must be followed by `synced_cb` (we were cut off).
+    pub resync_on_view: bool,
+    pub members: Vec<ViewMember>,
+    pub donors: String,
+    pub desyncs: u32,
+}
+
+pub struct Inner {
+    pub app: Arc<dyn Application>,
+    pub config: NodeConfig,
+    pub options: Mutex<Options>,
+    factory: GroupFactory,
+    pub me: RwLock<Uuid>,
+    pub group: Mutex<Option<Arc<dyn GroupChannel>>>,
+    pub queue: TaskQueue,
+    pub waiters: Waiters,
+    pub apply: Monitor,
+    pub commit: Monitor,
+    pub trxs: Mutex<HashMap<u64, Arc<LocalTrx>>>,
+    pub toi: Mutex<HashMap<u64, Seqno>>,
+    /// `last_seen` of local write-sets on their way through the group.
+    pub in_flight: Mutex<std::collections::BTreeMap<Seqno, usize>>,
+    pub local: Mutex<Local>,
+    pub stats: Stats,
+    sst: Mutex<Option<Result<Gtid, i32>>>,
+    sst_done: Condvar,
+    pub closing: AtomicBool,
+    receivers: AtomicUsize,
+}
+
+/// The node, shared by every server thread.
+#[derive(Clone)]
+pub struct Node {
+    pub inner: Arc<Inner>,
+}
+
+/// How the applier loop ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RecvEnd {
+    Closed,
+    Fatal,
+}
+
+enum Step {
+    Next,
+    ExitThread,
+    Fatal,
+}
+
+impl Node {
+    pub fn new(app: Arc<dyn Application>, config: NodeConfig, factory: GroupFactory) -> Result<Node, String> {
+        let mut options = Options::default();
+        options.set(&config.options).map_err(|e| e.to_string())?;
+        let position = config.start_position.seqno;
+        let inner = Inner {
+            app,
+            options: Mutex::new(options),
+            factory,
+            me: RwLock::new(Uuid::random()),
+            group: Mutex::new(None),
+            queue: TaskQueue::default(),
+            waiters: Waiters::default(),
+            apply: Monitor::new(position),
+            commit: Monitor::new(position),
+            trxs: Mutex::new(HashMap::new()),
+            toi: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(Default::default()),
+            local: Mutex::new(Local {
+                state: LocalState::Initialized,
+                group_uuid: config.start_position.uuid,
+                last_ordered: position,
+                primary: false,
+                non_primary_since: None,
+                in_group: false,
+                resync_on_view: false,
+                members: vec![],
+                donors: String::new(),
+                desyncs: 0,
+            }),
+            stats: Stats::default(),
+            sst: Mutex::new(None),
+            sst_done: Condvar::new(),
+            closing: AtomicBool::new(false),
+            receivers: AtomicUsize::new(0),
+            config,
+        };
+        Ok(Node { inner: Arc::new(inner) })
+    }
+
+    pub fn me(&self) -> Uuid {
+        *self.inner.me.read()
+    }
+
+    pub fn group(&self) -> Option<Arc<dyn GroupChannel>> {
+        self.inner.group.lock().clone()
+    }
+
+    /// Joins (or founds) the group. Returns at once: everything else arrives
+    /// through `recv()`.
+    pub fn connect(&self, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Result<(), String> {
+        let peers = parse_cluster_address(url)?;
+        let bootstrap = bootstrap || peers.is_empty();
+        let config = self.group_config(cluster_name, peers, bootstrap);
+        *self.inner.me.write() = Uuid(config.me.uuid);
+        self.inner.closing.store(false, Ordering::Release);
+        self.inner.queue.reopen();
+        {
+            let mut l = self.inner.local.lock();
+            l.donors = donors.to_string();
+            l.in_group = false;
+            l.primary = false;
+        }
+        log::info!(
+            "Connecting to cluster '{cluster_name}' at '{url}' as {} ({}), listening on {}{}",
+            config.me.name,
+            self.me(),
+            config.listen_addr,
+            if bootstrap { ", bootstrapping a new cluster" } else { "" }
+        );
+        let replica = NodeReplica { node: self.clone(), state: GroupState::default() };
+        let group = (self.inner.factory)(config, Box::new(replica)).map_err(|e| e.to_string())?;
+        *self.inner.group.lock() = Some(group);
+        Ok(())
+    }
+
+    fn group_config(&self, cluster_name: &str, peers: Vec<String>, bootstrap: bool) -> GroupConfig {
+        let opts = self.inner.options.lock();
+        let host = host_of(&self.inner.config.node_address).unwrap_or_else(|| "0.0.0.0".into());
+        let port = opts.int("base_port");
+        let listen_addr = match opts.get("gmcast.listen_addr") {
+            "tcp://0.0.0.0:4567" => format!("{host}:{port}"),
+            explicit => explicit.trim_start_matches("tcp://").to_string(),
+        };
+        let advertised_host = if host == "0.0.0.0" { "127.0.0.1".to_string() } else { host };
+        let suspect = opts.period("evs.suspect_timeout");
+        let timeouts = Timeouts {
+            heartbeat: (suspect / 20).clamp(Duration::from_millis(50), Duration::from_millis(500)),
+            suspect,
+            inactive: opts.period("evs.inactive_timeout"),
+        };
+        let start = if bootstrap { encode_start_position(self.inner.config.start_position) } else { vec![] };
+        GroupConfig {
+            cluster_name: cluster_name.to_string(),
+            listen_addr: listen_addr.clone(),
+            peers,
+            bootstrap,
+            me: MemberInfo {
+                uuid: Uuid::random().0,
+                name: self.inner.config.name.clone(),
+                group_addr: format!("{advertised_host}:{}", listen_addr.rsplit(':').next().unwrap_or("4567")),
+                incoming: self.inner.config.incoming.clone(),
+                app: start,
+            },
+            timeouts,
+        }
+    }
+
+    /// Leaves the group; the final view follows through `recv()`.
+    pub fn disconnect(&self) {
+        self.inner.closing.store(true, Ordering::Release);
+        self.inner.sst_done.notify_all();
+        self.inner.waiters.wake_all();
+        if let Some(group) = self.inner.group.lock().take() {
+            if let Err(e) = group.leave(Duration::from_secs(5)) {
+                log::warn!("Leaving the group: {e}");
+            }
+            group.shutdown();
+        }
+        self.inner.queue.push(Task::Final);
+    }
+
+    /// Stops everything for good (provider `free`).
+    pub fn shutdown(&self) {
+        self.inner.closing.store(true, Ordering::Release);
+        if let Some(group) = self.inner.group.lock().take() {
+            group.shutdown();
+        }
+        self.inner.queue.close();
+    }
+
+    pub fn submit(&self, token: u64, body: Body) -> Result<(), GroupError> {
+        let group = self.group().ok_or(GroupError::Closed)?;
+        group.submit(Envelope { source: self.me(), token, body }.encode())
+    }
+
+    /// The applier loop of one server thread.
+    pub fn recv(&self, ctx: usize) -> RecvEnd {
+        self.inner.receivers.fetch_add(1, Ordering::AcqRel);
+        let end = loop {
+            let Some(task) = self.inner.queue.pop() else { break RecvEnd::Closed };
+            self.inner.stats.note_queue(self.inner.queue.len() as i64);
+            match self.run(ctx, task) {
+                Step::Next => {}
+                Step::ExitThread if self.inner.receivers.load(Ordering::Acquire) > 1 => break RecvEnd::Closed,
+                Step::ExitThread => {}
+                Step::Fatal => {
+                    self.inner.queue.close();
+                    break RecvEnd::Fatal;
+                }
+            }
+        };
+        self.inner.receivers.fetch_sub(1, Ordering::AcqRel);
+        end
+    }
+
+    fn run(&self, ctx: usize, task: Task) -> Step {
+        match task {
+            Task::Apply { seqno, verdict, ws } => self.apply_write_set(ctx, seqno, &verdict, &ws),
+            Task::Connect(vc) => self.join(ctx, &vc),
+            Task::View(vc) => self.deliver_view(ctx, &vc),
+            Task::NonPrimary { after } => self.deliver_non_primary(ctx, after),
+            Task::Donate { after, request, joiner } => self.donate(ctx, after, &request, joiner),
+            Task::Synced { after } => self.become_synced(after),
+            Task::Final => {
+                let group_uuid = self.inner.local.lock().group_uuid;
+                self.inner.app.view(ctx, &View::final_view(group_uuid));
+                self.inner.local.lock().state = LocalState::Initialized;
+                self.inner.queue.close();
+                Step::Next
+            }
+        }
+    }
+
+    fn apply_write_set(&self, ctx: usize, seqno: Seqno, verdict: &Verdict, ws: &crate::writeset::WriteSet) -> Step {
+        let inner = &self.inner;
+        if inner.apply.has_left(seqno) {
+            return Step::Next; // contained in the state we received
+        }
+        let (depends_on, extra) = match verdict {
+            Verdict::Pass { depends_on } => (*depends_on, 0),
+            // A loser still consumes its seqno, as an empty ordered event.
+            Verdict::Fail => (seqno - 1, flags::ROLLBACK),
+        };
+        if inner.apply.last_left() < depends_on {
+            inner.stats.apply_waits.fetch_add(1, Ordering::Relaxed);
+        }
+        if inner.apply.enter(seqno, depends_on, None, None).is_err() {
+            return Step::Next;
+        }
+        let job = ApplyJob {
+            trx_id: ws.trx_id,
+            conn_id: ws.conn_id,
+            source: ws.source,
+            flags: ws.flags | extra,
+            data: &ws.data,
+            gtid: Gtid { uuid: inner.local.lock().group_uuid, seqno },
+            depends_on,
+            opaque: 0,
+        };
+        let applied = inner.app.apply(ctx, &job);
+        // The server leaves commit order itself; this covers paths where it
+        // did not (a failed apply), so later seqnos never stall.
+        inner.commit.leave(seqno);
+        inner.apply.leave(seqno);
+        Stats::add(&inner.stats.received, 1);
+        Stats::add(&inner.stats.received_bytes, ws.data.len() as u64);
+        if !applied.ok {
+            log::error!("Failed to apply write-set {seqno} from {}: node is inconsistent", ws.source);
+            return Step::Fatal;
+        }
+        if applied.exit_loop {
+            Step::ExitThread
+        } else {
+            Step::Next
+        }
+    }
+
+    fn view_for(&self, vc: &ViewChange) -> View {
+        View {
+            status: ViewStatus::Primary,
+            state_id: vc.state_id,
+            view_no: vc.view_no,
+            my_idx: View::index_of(&vc.members, self.me()),
+            members: vc.members.clone(),
+        }
+    }
+
+    /// A primary view consumes its seqno: it goes through both monitors alone.
+    fn deliver_view(&self, ctx: usize, vc: &ViewChange) -> Step {
+        let s = vc.state_id.seqno;
+        let inner = &self.inner;
+        if inner.apply.has_left(s) {
+            return Step::Next;
+        }
+        let _ = inner.apply.enter(s, s - 1, None, None);
+        let _ = inner.commit.enter(s, s - 1, None, None);
+        let ok = inner.app.view(ctx, &self.view_for(vc));
+        inner.commit.leave(s);
+        inner.apply.leave(s);
+        let resync = {
+            let mut l = inner.local.lock();
+            l.members = vc.members.clone();
+            std::mem::take(&mut l.resync_on_view)
+        };
+        log::info!("New primary view {} with {} member(s) at seqno {s}", vc.view_no, vc.members.len());
+        if !ok {
+            log::error!("The server refused view {}", vc.view_no);
+            return Step::Fatal;
+        }
+        if resync {
+            let _ = self.submit(0, Body::State(MemberState::Synced));
+        }
+        Step::Next
+    }
+
+    fn join(&self, ctx: usize, vc: &ViewChange) -> Step {
+        let inner = &self.inner;
+        let view = self.view_for(vc);
+        if !inner.app.connected(&view) {
+            log::error!("The server refused to connect to view {}", vc.view_no);
+            inner.queue.release_hold();
+            return Step::Fatal;
+        }
+        let founder = vc.members.len() == 1;
+        let step = if founder { self.found(ctx, vc) } else { self.receive_state(vc) };
+        inner.queue.release_hold();
+        step
+    }
+
+    fn found(&self, ctx: usize, vc: &ViewChange) -> Step {
+        let s = vc.state_id.seqno;
+        self.inner.apply.reset(s - 1);
+        self.inner.commit.reset(s - 1);
+        let step = self.deliver_view(ctx, vc);
+        if matches!(step, Step::Next) {
+            self.set_synced();
+        }
+        step
+    }
+
+    fn receive_state(&self, vc: &ViewChange) -> Step {
+        let inner = &self.inner;
+        inner.local.lock().state = LocalState::Joining;
+        let request = inner.app.sst_request().unwrap_or_default();
+        let position = if request.is_empty() || request.starts_with(b"trivial") {
+            // wsrep_sst_method=skip: the data is declared to be at the view.
+            log::info!("State transfer skipped at the server's request");
+            vc.state_id.seqno
+        } else {
+            match self.request_and_wait_state(&request) {
+                Some(gtid) => gtid.seqno,
+                None => return Step::Fatal,
+            }
+        };
+        inner.apply.reset(position);
+        inner.commit.reset(position);
+        inner.local.lock().state = LocalState::Joined;
+        log::info!("Joined at seqno {position}; catching up with the group");
+        if let Err(e) = self.submit(0, Body::State(MemberState::Synced)) {
+            log::warn!("Could not announce synced state: {e}");
+        }
+        Step::Next
+    }
+
+    /// Asks the group for a donor until one is found, then waits for the
+    /// server's `sst_received`.
+    fn request_and_wait_state(&self, request: &[u8]) -> Option<Gtid> {
+        let inner = &self.inner;
+        let donors = inner.local.lock().donors.clone();
+        loop {
+            if inner.closing.load(Ordering::Acquire) {
+                return None;
+            }
+            let (token, slot) = inner.waiters.register();
+            let sent = self.submit(token, Body::StateRequest { donors: donors.clone(), request: request.to_vec() });
+            let reply = sent.ok().and_then(|_| slot.wait(Duration::from_secs(10)));
+            inner.waiters.abandon(token);
+            match reply {
+                Some(Reply::Donor(Some(donor))) => {
+                    log::info!("State transfer from {donor} requested");
+                    break;
+                }
+                _ => {
+                    log::warn!("Requesting state transfer failed: no donor available. Will keep retrying every 1 second(s)");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+        }
+        inner.local.lock().state = LocalState::ReceivingState;
+        let mut result = inner.sst.lock();
+        while result.is_none() && !inner.closing.load(Ordering::Acquire) {
+            inner.sst_done.wait(&mut result);
+        }
+        match result.take() {
+            Some(Ok(gtid)) => Some(gtid),
+            Some(Err(rc)) => {
+                log::error!("State transfer failed: {rc}. This is unrecoverable, restart required.");
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// The server reports the end of a received state transfer.
+    pub fn sst_received(&self, gtid: Gtid, rcode: i32) {
+        let outcome = if rcode < 0 { Err(rcode) } else { Ok(gtid) };
+        *self.inner.sst.lock() = Some(outcome);
+        self.inner.sst_done.notify_all();
+    }
+
+    /// The server reports the end of a state transfer it sent.
+    pub fn sst_sent(&self, gtid: Gtid, rcode: i32) {
+        if rcode < 0 {
+            log::error!("State transfer to joiner failed: {rcode}");
+        } else {
+            log::info!("State transfer sent at {gtid}");
+        }
+        self.inner.local.lock().state = LocalState::Joined;
+        if let Err(e) = self.submit(0, Body::State(MemberState::Synced)) {
+            log::warn!("Could not announce synced state: {e}");
+        }
+    }
+
+    fn donate(&self, ctx: usize, after: Seqno, request: &[u8], joiner: Uuid) -> Step {
+        let inner = &self.inner;
+        let _ = inner.apply.wait_left(after, None);
+        inner.local.lock().state = LocalState::Donor;
+        let state = Gtid { uuid: inner.local.lock().group_uuid, seqno: after };
+        log::info!("Donating state {state} to {joiner}");
+        if !inner.app.sst_donate(ctx, request, state, false) {
+            log::error!("The server refused to donate to {joiner}");
+            self.sst_sent(Gtid::UNDEFINED, -libc_einval());
+        }
+        Step::Next
+    }
+
+    fn become_synced(&self, after: Seqno) -> Step {
+        let _ = self.inner.apply.wait_left(after, None);
+        if self.inner.local.lock().desyncs > 0 {
+            return Step::Next; // still desynced by the operator
+        }
+        self.set_synced();
+        if let Some(group) = self.group() {
+            if let Err(e) = group.promote(group.me()) {
+                log::warn!("Promotion to voter failed: {e}");
+            }
+        }
+        Step::Next
+    }
+
+    fn set_synced(&self) {
+        self.inner.local.lock().state = LocalState::Synced;
+        log::info!("Synced with group");
+        self.inner.app.synced();
+    }
+
+    fn deliver_non_primary(&self, ctx: usize, after: Seqno) -> Step {
+        let _ = self.inner.apply.wait_left(after, Some(Duration::from_secs(1)));
+        let (group_uuid, me) = (self.inner.local.lock().group_uuid, self.me());
+        let member = {
+            let l = self.inner.local.lock();
+            l.members.iter().find(|m| m.uuid == me).cloned()
+        };
+        let members = member.into_iter().collect::<Vec<_>>();
+        let view = View {
+            status: ViewStatus::NonPrimary,
+            state_id: Gtid { uuid: group_uuid, seqno: -1 },
+            view_no: -1,
+            my_idx: View::index_of(&members, me),
+            members,
+        };
+        log::warn!("Lost the primary component: non-primary view");
+        self.inner.app.view(ctx, &view);
+        let mut l = self.inner.local.lock();
+        l.state = LocalState::Initialized;
+        l.resync_on_view = true;
+        Step::Next
+    }
+}
+
+fn libc_einval() -> i32 {
+    22
+}
+
+/// The deterministic replica the group drives, plus the step from outcome
+/// to local work.
+struct NodeReplica {
+    node: Node,
+    state: GroupState,
+}
+
+impl Replica for NodeReplica {
+    fn apply(&mut self, event: Ordered<'_>) {
+        let outcome = self.state.apply(event);
+        self.node.dispatch(outcome, &self.state);
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.state.encode()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
+        if self.node.inner.local.lock().in_group {
+            log::error!("Received a group snapshot while already a member: ordered events were lost; restart this node");
+        }
+        self.state = GroupState::decode(snapshot)?;
+        Ok(())
+    }
+
+    fn connectivity(&mut self, now: Connectivity) {
+        self.node.on_connectivity(now, self.state.seqno);
+    }
+}
+
+impl Node {
+    fn dispatch(&self, outcome: Outcome, state: &GroupState) {
+        let inner = &self.inner;
+        let me = self.me();
+        let in_group = {
+            let mut l = inner.local.lock();
+            l.last_ordered = state.seqno;
+            l.in_group
+        };
+        match outcome {
+            Outcome::Nothing => {}
+            Outcome::WriteSet { token, seqno, verdict, ws } => {
+                if let Verdict::Pass { depends_on } = verdict {
+                    inner.stats.note_dependency(seqno - depends_on);
+                }
+                if seqno % PROGRESS_INTERVAL == 0 {
+                    // Lets every member purge certification keys we no longer need.
+                    let _ = self.submit(0, Body::Progress(self.safe_seqno()));
+                }
+                if ws.source == me && inner.waiters.complete(token, Reply::Ordered { seqno, verdict: verdict.clone() }) {
+                    return;
+                }
+                // Remote, or local whose client gave up: apply like any other.
+                if in_group {
+                    inner.queue.push(Task::Apply { seqno, verdict, ws });
+                }
+            }
+            Outcome::View(vc) => self.dispatch_view(vc, state, in_group),
+            Outcome::Causal { source, token, seqno } => {
+                if source == me {
+                    inner.waiters.complete(token, Reply::Causal(seqno));
+                }
+            }
+            Outcome::StateRequest { joiner, token, donor, request, seqno } => {
+                if donor == Some(me) && in_group {
+                    inner.queue.push(Task::Donate { after: seqno, request, joiner });
+                }
+                if joiner == me {
+                    inner.waiters.complete(token, Reply::Donor(donor));
+                }
+            }
+            Outcome::MemberState { member, state: MemberState::Synced, seqno } if member == me => {
+                inner.queue.push(Task::Synced { after: seqno });
+            }
+            Outcome::MemberState { .. } => {}
+        }
+    }
+
+    fn dispatch_view(&self, vc: ViewChange, state: &GroupState, in_group: bool) {
+        let me = self.me();
+        let inner = &self.inner;
+        let included = vc.members.iter().any(|m| m.uuid == me);
+        match (in_group, included) {
+            (false, true) => {
+                {
+                    let mut l = inner.local.lock();
+                    l.in_group = true;
+                    l.primary = true;
+                    l.group_uuid = state.group_uuid;
+                }
+                inner.queue.push(Task::Connect(vc));
+            }
+            (true, true) => inner.queue.push(Task::View(vc)),
+            (true, false) => {
+                log::error!("This node was removed from the primary component; restart it to rejoin");
+                inner.local.lock().primary = false;
+                inner.queue.push(Task::NonPrimary { after: state.seqno - 1 });
+            }
+            (false, false) => {}
+        }
+    }
+
+    fn on_connectivity(&self, now: Connectivity, seqno: Seqno) {
+        let inner = &self.inner;
+        let mut l = inner.local.lock();
+        match now {
+            Connectivity::NonPrimary { .. } => {
+                if l.primary {
+                    l.primary = false;
+                    l.non_primary_since = Some(Instant::now());
+                    if l.in_group {
+                        inner.queue.push(Task::NonPrimary { after: seqno });
+                    }
+                }
+                drop(l);
+                inner.waiters.wake_all();
+            }
+            Connectivity::Primary => {
+                let was_cut_off = !l.primary && l.in_group;
+                l.primary = true;
+                l.non_primary_since = None;
+                drop(l);
+                if was_cut_off {
+                    log::info!("Back in the primary component");
+                    let _ = self.submit(0, Body::ViewBump);
+                }
+            }
+        }
+    }
+}
+
+/// `gcomm://host:port,host2` → peers (default port 4567). `gcomm://` alone
+/// has no peers: bootstrap.
+pub fn parse_cluster_address(url: &str) -> Result<Vec<String>, String> {
+    let rest = url
+        .trim()
+        .strip_prefix("gcomm://")
+        .ok_or_else(|| format!("unsupported cluster address '{url}': expected gcomm://host[:port],..."))?;
+    let rest = rest.split('?').next().unwrap_or("");
+    Ok(rest
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| if has_port(p) { p.to_string() } else { format!("{p}:4567") })
+        .collect())
+}
+
+fn has_port(addr: &str) -> bool {
+    match addr.rsplit_once(':') {
+        Some((host, port)) => port.parse::<u16>().is_ok() && (!host.contains(':') || host.ends_with(']')),
+        None => false,
+    }
+}
+
+fn host_of(addr: &str) -> Option<String> {
+    let addr = addr.trim();
+    if addr.is_empty() {
+        return None;
+    }
+    Some(if has_port(addr) { addr.rsplit_once(':').unwrap().0.to_string() } else { addr.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_addresses() {
+        assert_eq!(parse_cluster_address("gcomm://"), Ok(vec![]));
+        assert_eq!(
+            parse_cluster_address("gcomm://127.0.0.1:4568,host2"),
+            Ok(vec!["127.0.0.1:4568".to_string(), "host2:4567".to_string()])
+        );
+        assert_eq!(parse_cluster_address("gcomm://[::1]:16000"), Ok(vec!["[::1]:16000".to_string()]));
+        assert!(parse_cluster_address("http://x").is_err());
+        assert_eq!(host_of("127.0.0.1:14567").as_deref(), Some("127.0.0.1"));
+        assert_eq!(host_of("10.0.0.1").as_deref(), Some("10.0.0.1"));
+    }
+}
+
+impl Node {
+    /// `SET GLOBAL wsrep_provider_options`: only the keys being changed.
+    pub fn set_options(&self, text: &str) -> Result<(), String> {
+        let actions = self.inner.options.lock().set(text).map_err(|e| e.to_string())?;
+        for action in actions {
+            log::warn!("Provider option action {action:?} is accepted but not supported yet");
+        }
+        Ok(())
+    }
+
+    pub fn options_text(&self) -> String {
+        self.inner.options.lock().render()
+    }
+}

@@ -1,0 +1,366 @@
+//! Provider options in Galera's syntax and with Galera's names.
+//!
+//! Input is `key=value;key=value` (whitespace trimmed, `\` escapes `;` and
+//! `=`). Output is every known key, sorted, as `key = value; ` because the
+//! server and the MTR tests parse that exact text.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Str,
+    Bool,
+    Int,
+    Float,
+    /// ISO-8601 duration (`PT30S`).
+    Period,
+    /// Bytes with an optional K/M/G/T suffix.
+    Size,
+}
+
+/// (key, default, kind). Defaults are Galera 26.4's; keys marked in the
+/// comment are ones we act on, the rest are accepted and shown for
+/// compatibility with existing configurations.
+const KNOWN: &[(&str, &str, Kind)] = &[
+    ("base_dir", ".", Kind::Str),
+    ("base_host", "", Kind::Str),
+    ("base_port", "4567", Kind::Int), // group listen port
+    ("cert.log_conflicts", "no", Kind::Bool),
+    ("cert.optimistic_pa", "yes", Kind::Bool),
+    ("debug", "no", Kind::Bool),
+    ("evs.auto_evict", "0", Kind::Int),
+    ("evs.causal_keepalive_period", "PT1S", Kind::Period),
+    ("evs.debug_log_mask", "0x1", Kind::Str),
+    ("evs.delay_margin", "PT1S", Kind::Period),
+    ("evs.delayed_keep_period", "PT30S", Kind::Period),
+    ("evs.inactive_check_period", "PT0.5S", Kind::Period),
+    ("evs.inactive_timeout", "PT15S", Kind::Period), // eviction
+    ("evs.info_log_mask", "0", Kind::Str),
+    ("evs.install_timeout", "PT7.5S", Kind::Period),
+    ("evs.join_retrans_period", "PT1S", Kind::Period),
+    ("evs.keepalive_period", "PT1S", Kind::Period), // heartbeat
+    ("evs.max_install_timeouts", "3", Kind::Int),
+    ("evs.send_window", "4", Kind::Int),
+    ("evs.stats_report_period", "PT1M", Kind::Period),
+    ("evs.suspect_timeout", "PT5S", Kind::Period), // leader loss / non-primary
+    ("evs.use_aggregate", "true", Kind::Bool),
+    ("evs.user_send_window", "2", Kind::Int),
+    ("evs.version", "1", Kind::Int),
+    ("evs.view_forget_timeout", "P1D", Kind::Period),
+    ("gcache.dir", "", Kind::Str),
+    ("gcache.freeze_purge_at_seqno", "-1", Kind::Int),
+    ("gcache.keep_pages_count", "0", Kind::Int),
+    ("gcache.keep_pages_size", "0", Kind::Size),
+    ("gcache.mem_size", "0", Kind::Size),
+    ("gcache.name", "galera.cache", Kind::Str),
+    ("gcache.page_size", "128M", Kind::Size),
+    ("gcache.recover", "yes", Kind::Bool),
+    ("gcache.size", "128M", Kind::Size),
+    ("gcomm.thread_prio", "", Kind::Str),
+    ("gcs.fc_debug", "0", Kind::Int),
+    ("gcs.fc_factor", "1.0", Kind::Float),
+    ("gcs.fc_limit", "16", Kind::Int),
+    ("gcs.fc_master_slave", "no", Kind::Bool),
+    ("gcs.fc_single_primary", "no", Kind::Bool),
+    ("gcs.max_packet_size", "64500", Kind::Int),
+    ("gcs.max_throttle", "0.25", Kind::Float),
+    ("gcs.recv_q_hard_limit", "9223372036854775807", Kind::Int),
+    ("gcs.recv_q_soft_limit", "0.25", Kind::Float),
+    ("gcs.stateless", "no", Kind::Bool),
+    ("gcs.sync_donor", "no", Kind::Bool),
+    ("gmcast.listen_addr", "tcp://0.0.0.0:4567", Kind::Str), // group listen address
+    ("gmcast.mcast_addr", "", Kind::Str),
+    ("gmcast.mcast_ttl", "1", Kind::Int),
+    ("gmcast.peer_timeout", "PT3S", Kind::Period),
+    ("gmcast.segment", "0", Kind::Int),
+    ("gmcast.time_wait", "PT5S", Kind::Period),
+    ("gmcast.version", "0", Kind::Int),
+    ("ist.recv_addr", "", Kind::Str),
+    ("ist.recv_bind", "", Kind::Str),
+    ("pc.announce_timeout", "PT3S", Kind::Period),
+    ("pc.checksum", "false", Kind::Bool),
+    ("pc.ignore_quorum", "false", Kind::Bool),
+    ("pc.ignore_sb", "false", Kind::Bool),
+    ("pc.linger", "PT20S", Kind::Period),
+    ("pc.npvo", "false", Kind::Bool),
+    ("pc.recovery", "true", Kind::Bool),
+    ("pc.version", "0", Kind::Int),
+    ("pc.wait_prim", "true", Kind::Bool),
+    ("pc.wait_prim_timeout", "PT30S", Kind::Period),
+    ("pc.wait_restored_prim_timeout", "PT0S", Kind::Period),
+    ("pc.weight", "1", Kind::Int),
+    ("protonet.backend", "asio", Kind::Str),
+    ("protonet.version", "0", Kind::Int),
+    ("repl.causal_read_timeout", "PT30S", Kind::Period), // sync_wait timeout
+    ("repl.commit_order", "3", Kind::Int),
+    ("repl.key_format", "FLAT8", Kind::Str),
+    ("repl.max_ws_size", "2147483647", Kind::Int), // write-set size limit
+    ("repl.proto_max", "11", Kind::Int),
+    ("socket.checksum", "2", Kind::Int),
+    ("socket.dynamic", "false", Kind::Bool),
+    ("socket.recv_buf_size", "auto", Kind::Str),
+    ("socket.send_buf_size", "auto", Kind::Str),
+    ("socket.ssl", "NO", Kind::Bool),
+    ("socket.ssl_ca", "", Kind::Str),
+    ("socket.ssl_cert", "", Kind::Str),
+    ("socket.ssl_cipher", "", Kind::Str),
+    ("socket.ssl_compression", "YES", Kind::Bool),
+    ("socket.ssl_key", "", Kind::Str),
+];
+
+/// Keys that trigger an action instead of holding a value.
+const ACTIONS: &[(&str, Kind)] = &[("gmcast.isolate", Kind::Int), ("pc.bootstrap", Kind::Bool)];
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum OptionError {
+    Syntax(String),
+    UnknownKey(String),
+    BadValue { key: String, value: String, why: String },
+}
+
+impl std::fmt::Display for OptionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OptionError::Syntax(s) => write!(f, "Syntax error in provider options: {s}"),
+            OptionError::UnknownKey(k) => write!(f, "Unknown parameter '{k}'"),
+            OptionError::BadValue { key, value, why } => write!(f, "Bad value '{value}' for parameter '{key}': {why}"),
+        }
+    }
+}
+
+/// An action requested through `options_set`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OptionAction {
+    Isolate(i64),
+    Bootstrap,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    values: BTreeMap<String, String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { values: KNOWN.iter().map(|(k, v, _)| (k.to_string(), v.to_string())).collect() }
+    }
+}
+
+impl Options {
+    /// Applies a `key=value;...` string; all-or-nothing.
+    pub fn set(&mut self, input: &str) -> Result<Vec<OptionAction>, OptionError> {
+        let pairs = parse(input)?;
+        let mut next = self.values.clone();
+        let mut actions = vec![];
+        for (key, value) in pairs {
+            if let Some((_, kind)) = ACTIONS.iter().find(|(k, _)| *k == key) {
+                check(&key, &value, *kind)?;
+                actions.extend(action(&key, &value));
+                continue;
+            }
+            let Some((_, _, kind)) = KNOWN.iter().find(|(k, _, _)| *k == key) else {
+                return Err(OptionError::UnknownKey(key));
+            };
+            check(&key, &value, *kind)?;
+            next.insert(key, value);
+        }
+        self.values = next;
+        Ok(actions)
+    }
+
+    pub fn get(&self, key: &str) -> &str {
+        self.values.get(key).map(String::as_str).unwrap_or("")
+    }
+
+    pub fn set_default(&mut self, key: &str, value: &str) {
+        self.values.insert(key.to_string(), value.to_string());
+    }
+
+    pub fn period(&self, key: &str) -> Duration {
+        parse_period(self.get(key)).unwrap_or(Duration::from_secs(1))
+    }
+
+    pub fn int(&self, key: &str) -> i64 {
+        self.get(key).parse().unwrap_or(0)
+    }
+
+    pub fn size(&self, key: &str) -> u64 {
+        parse_size(self.get(key)).unwrap_or(0)
+    }
+
+    /// Galera's `key = value; ` rendering, sorted by key.
+    pub fn render(&self) -> String {
+        self.values.iter().map(|(k, v)| format!("{k} = {v}; ")).collect()
+    }
+}
+
+fn action(key: &str, value: &str) -> Option<OptionAction> {
+    match key {
+        "gmcast.isolate" => Some(OptionAction::Isolate(value.parse().unwrap_or(0))),
+        "pc.bootstrap" if parse_bool(value) == Some(true) => Some(OptionAction::Bootstrap),
+        _ => None,
+    }
+}
+
+/// Splits on unescaped `;`, then on the first unescaped `=`.
+fn parse(input: &str) -> Result<Vec<(String, String)>, OptionError> {
+    let mut out = vec![];
+    for item in split_unescaped(input, ';') {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        let parts = split_unescaped(item, '=');
+        if parts.len() != 2 {
+            return Err(OptionError::Syntax(format!("expected key=value, got '{item}'")));
+        }
+        let key = unescape(parts[0].trim());
+        if key.is_empty() {
+            return Err(OptionError::Syntax(format!("empty key in '{item}'")));
+        }
+        out.push((key, unescape(parts[1].trim())));
+    }
+    Ok(out)
+}
+
+fn split_unescaped(s: &str, sep: char) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut escaped = false;
+    for c in s.chars() {
+        match c {
+            _ if escaped => {
+                parts.last_mut().unwrap().extend(['\\', c]);
+                escaped = false;
+            }
+            '\\' => escaped = true,
+            c if c == sep => parts.push(String::new()),
+            c => parts.last_mut().unwrap().push(c),
+        }
+    }
+    parts
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("\\;", ";").replace("\\=", "=")
+}
+
+fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
+    let ok = match kind {
+        Kind::Str => true,
+        Kind::Bool => parse_bool(value).is_some(),
+        Kind::Int => value.parse::<i64>().is_ok(),
+        Kind::Float => value.parse::<f64>().is_ok(),
+        Kind::Period => parse_period(value).is_some(),
+        Kind::Size => parse_size(value).is_some(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(OptionError::BadValue { key: key.into(), value: value.into(), why: format!("expected {kind:?}").to_lowercase() })
+    }
+}
+
+pub fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "yes" | "true" | "on" | "y" => Some(true),
+        "0" | "no" | "false" | "off" | "n" => Some(false),
+        _ => None,
+    }
+}
+
+/// `PT30S`, `PT1M`, `PT0.5S`, `P1D`, `PT1H2M3.5S`; a bare number is seconds.
+pub fn parse_period(v: &str) -> Option<Duration> {
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let rest = v.strip_prefix('P')?;
+    let (date, time) = rest.split_once('T').unwrap_or((rest, ""));
+    let mut total = 0.0;
+    for (part, units) in [(date, &[('Y', 31_536_000.0), ('M', 2_592_000.0), ('W', 604_800.0), ('D', 86_400.0)][..]),
+                          (time, &[('H', 3600.0), ('M', 60.0), ('S', 1.0)][..])] {
+        let mut num = String::new();
+        for c in part.chars() {
+            if c.is_ascii_digit() || c == '.' {
+                num.push(c);
+            } else {
+                let (_, scale) = units.iter().find(|(u, _)| *u == c)?;
+                total += num.parse::<f64>().ok()? * scale;
+                num.clear();
+            }
+        }
+        if !num.is_empty() {
+            return None;
+        }
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+pub fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, scale) = match v.chars().last()?.to_ascii_uppercase() {
+        'K' => (&v[..v.len() - 1], 1u64 << 10),
+        'M' => (&v[..v.len() - 1], 1 << 20),
+        'G' => (&v[..v.len() - 1], 1 << 30),
+        'T' => (&v[..v.len() - 1], 1 << 40),
+        _ => (v, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_sorted_galera_format() {
+        let o = Options::default();
+        let text = o.render();
+        assert!(text.starts_with("base_dir = .; base_host = ; base_port = 4567; "));
+        assert!(text.contains("repl.max_ws_size = 2147483647; "));
+        assert!(text.ends_with("socket.ssl_key = ; "));
+    }
+
+    #[test]
+    fn sets_known_keys_with_whitespace_and_empty_items() {
+        let mut o = Options::default();
+        assert_eq!(o.set(" gcache.size = 10M ;; repl.causal_read_timeout=PT90S;"), Ok(vec![]));
+        assert_eq!(o.get("gcache.size"), "10M");
+        assert_eq!(o.period("repl.causal_read_timeout"), Duration::from_secs(90));
+        assert_eq!(o.set(""), Ok(vec![]));
+        assert_eq!(o.set(" "), Ok(vec![]));
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_syntax_without_changing_anything() {
+        let mut o = Options::default();
+        assert_eq!(o.set("gcache.size=1M;bogus=1"), Err(OptionError::UnknownKey("bogus".into())));
+        assert_eq!(o.get("gcache.size"), "128M", "all or nothing");
+        assert!(matches!(o.set("a"), Err(OptionError::Syntax(_))));
+        assert!(matches!(o.set("=1"), Err(OptionError::Syntax(_))));
+        assert!(matches!(o.set("a=b=c"), Err(OptionError::Syntax(_))));
+        assert!(matches!(o.set("evs.suspect_timeout=soon"), Err(OptionError::BadValue { .. })));
+        assert!(matches!(o.set("gcs.fc_limit=many"), Err(OptionError::BadValue { .. })));
+    }
+
+    #[test]
+    fn actions_are_reported_not_stored() {
+        let mut o = Options::default();
+        assert_eq!(o.set("gmcast.isolate=1"), Ok(vec![OptionAction::Isolate(1)]));
+        assert_eq!(o.set("pc.bootstrap=YES"), Ok(vec![OptionAction::Bootstrap]));
+        assert!(!o.render().contains("gmcast.isolate"));
+    }
+
+    #[test]
+    fn escapes_and_periods_and_sizes() {
+        let mut o = Options::default();
+        o.set(r"socket.ssl_cipher=a\;b").unwrap();
+        assert_eq!(o.get("socket.ssl_cipher"), "a;b");
+        assert_eq!(parse_period("PT0.5S"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_period("P1D"), Some(Duration::from_secs(86_400)));
+        assert_eq!(parse_period("PT1H2M3S"), Some(Duration::from_secs(3723)));
+        assert_eq!(parse_period("PTXS"), None);
+        assert_eq!(parse_size("10M"), Some(10 << 20));
+        assert_eq!(parse_size("x"), None);
+    }
+}

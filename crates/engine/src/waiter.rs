@@ -1,0 +1,80 @@
+//! Client threads waiting for their own message to come back in total order.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::certification::Verdict;
+use crate::types::{Seqno, Uuid};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Ordered { seqno: Seqno, verdict: Verdict },
+    Causal(Seqno),
+    Donor(Option<Uuid>),
+}
+
+#[derive(Default)]
+pub struct Slot {
+    reply: Mutex<Option<Reply>>,
+    ready: Condvar,
+}
+
+impl Slot {
+    fn fill(&self, reply: Reply) {
+        *self.reply.lock() = Some(reply);
+        self.ready.notify_all();
+    }
+
+    /// Waits up to `tick` for the reply.
+    pub fn wait(&self, tick: Duration) -> Option<Reply> {
+        let mut r = self.reply.lock();
+        if r.is_none() {
+            self.ready.wait_for(&mut r, tick);
+        }
+        r.take()
+    }
+
+    pub fn wake(&self) {
+        let _g = self.reply.lock();
+        self.ready.notify_all();
+    }
+}
+
+#[derive(Default)]
+pub struct Waiters {
+    next: AtomicU64,
+    slots: Mutex<HashMap<u64, Arc<Slot>>>,
+}
+
+impl Waiters {
+    pub fn register(&self) -> (u64, Arc<Slot>) {
+        let token = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let slot = Arc::new(Slot::default());
+        self.slots.lock().insert(token, slot.clone());
+        (token, slot)
+    }
+
+    /// Hands the reply to the waiter; `false` if nobody waits (any more).
+    pub fn complete(&self, token: u64, reply: Reply) -> bool {
+        match self.slots.lock().remove(&token) {
+            Some(slot) => {
+                slot.fill(reply);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The waiter gives up. `false` means the reply won the race: take it.
+    pub fn abandon(&self, token: u64) -> bool {
+        self.slots.lock().remove(&token).is_some()
+    }
+
+    pub fn wake_all(&self) {
+        self.slots.lock().values().for_each(|s| s.wake());
+    }
+}
