@@ -1,0 +1,258 @@
+//! Several engine nodes in one process, on the in-process group hub, each
+//! driven by a fake server that applies write-sets to a map the way MariaDB
+//! does (commit order calls inside apply). Exercises the join sequence with a
+//! state transfer, replication, certification conflicts, partitions.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tandem_engine::app::{Applied, Application, ApplyJob};
+use tandem_engine::client::{Status, TRACKED};
+use tandem_engine::local_group::LocalHub;
+use tandem_engine::node::{Node, NodeConfig};
+use tandem_engine::types::Gtid;
+use tandem_engine::view::{View, ViewStatus};
+use tandem_engine::writeset::{flags, KeyType};
+use tandem_group::GroupChannel;
+
+type Db = BTreeMap<u8, u64>;
+
+#[derive(Default)]
+struct FakeServer {
+    node: OnceLock<Node>,
+    db: Mutex<Db>,
+    views: Mutex<Vec<View>>,
+    synced: Mutex<u32>,
+    /// Where a donor "sends" its state: the joiner's server.
+    peers: Mutex<Vec<Arc<FakeServer>>>,
+}
+
+impl FakeServer {
+    fn node(&self) -> &Node {
+        self.node.get().expect("node set")
+    }
+
+    fn write(&self, seqno: i64, trx_id: u64, opaque: usize, data: &[u8]) {
+        assert_eq!(self.node().commit_order_enter(trx_id, opaque, seqno), Status::Ok);
+        let mut db = self.db.lock();
+        for pair in data.chunks(2) {
+            *db.entry(pair[0]).or_default() += pair[1] as u64;
+        }
+        drop(db);
+        self.node().commit_order_leave(seqno, &[]);
+    }
+}
+
+impl Application for FakeServer {
+    fn connected(&self, view: &View) -> bool {
+        // The server takes a joiner's first view from connected_cb.
+        self.views.lock().push(view.clone());
+        true
+    }
+    fn view(&self, _ctx: usize, view: &View) -> bool {
+        self.views.lock().push(view.clone());
+        true
+    }
+    fn sst_request(&self) -> Option<Vec<u8>> {
+        Some(b"fake\0joiner".to_vec())
+    }
+    fn apply(&self, _ctx: usize, job: &ApplyJob<'_>) -> Applied {
+        if job.flags & flags::ROLLBACK != 0 {
+            self.node().commit_order_enter(job.trx_id, job.opaque, job.gtid.seqno);
+            self.node().commit_order_leave(job.gtid.seqno, &[]);
+        } else {
+            self.write(job.gtid.seqno, job.trx_id, job.opaque, job.data);
+        }
+        Applied { ok: true, exit_loop: false }
+    }
+    fn sst_donate(&self, _ctx: usize, _request: &[u8], state: Gtid, _bypass: bool) -> bool {
+        // Copy our map to every joiner still waiting, as an SST script would.
+        let snapshot = self.db.lock().clone();
+        let joiners = self.peers.lock().clone();
+        let donor = self.node().clone();
+        thread::spawn(move || {
+            for j in joiners {
+                if j.node.get().is_some_and(|n| n.status().iter().any(|(k, v)| *k == "local_state" && *v == tandem_engine::stats::StatValue::Int(1))) {
+                    *j.db.lock() = snapshot.clone();
+                    j.node().sst_received(state, 0);
+                }
+            }
+            donor.sst_sent(state, 0);
+        });
+        true
+    }
+    fn synced(&self) -> bool {
+        *self.synced.lock() += 1;
+        true
+    }
+}
+
+struct Member {
+    server: Arc<FakeServer>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+fn start(hub: &Arc<LocalHub>, name: &str, bootstrap: bool, all: &Mutex<Vec<Arc<FakeServer>>>) -> Member {
+    let server = Arc::new(FakeServer::default());
+    let hub2 = hub.clone();
+    let config = NodeConfig {
+        name: name.into(),
+        node_address: "127.0.0.1".into(),
+        incoming: format!("{name}:3306"),
+        data_dir: std::env::temp_dir(),
+        options: "evs.suspect_timeout=PT1S".into(),
+        start_position: Gtid::UNDEFINED,
+    };
+    let node = Node::new(
+        server.clone(),
+        config,
+        Box::new(move |c, r| {
+            let m: Arc<dyn GroupChannel> = hub2.join(c, r);
+            Ok(m)
+        }),
+    )
+    .unwrap();
+    server.node.set(node.clone()).ok().unwrap();
+    for other in all.lock().iter() {
+        other.peers.lock().push(server.clone());
+    }
+    all.lock().push(server.clone());
+    node.connect("test", if bootstrap { "gcomm://" } else { "gcomm://127.0.0.1:1" }, "", bootstrap).unwrap();
+    let threads = (0..2)
+        .map(|i| {
+            let node = node.clone();
+            thread::spawn(move || {
+                node.recv(i);
+            })
+        })
+        .collect();
+    Member { server, threads }
+}
+
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// One client transaction adding `amount` to `row` on `server`'s node.
+fn transact(server: &FakeServer, trx_id: u64, row: u8, amount: u8) -> Status {
+    let node = server.node();
+    node.append_key(trx_id, vec![b"db".to_vec(), b"t".to_vec(), vec![row]], KeyType::Exclusive);
+    node.append_data(trx_id, &[row, amount]);
+    let (status, ordered) = node.certify(1, trx_id, flags::TRX_START | flags::TRX_END);
+    match status {
+        Status::Ok => server.write(ordered.gtid.seqno, trx_id, TRACKED, &[row, amount]),
+        Status::TrxFail if ordered.gtid.seqno >= 0 => {
+            node.commit_order_enter(trx_id, TRACKED, ordered.gtid.seqno);
+            node.commit_order_leave(ordered.gtid.seqno, &[]);
+        }
+        _ => {}
+    }
+    node.release(trx_id, TRACKED);
+    status
+}
+
+fn cluster(n: usize) -> (Arc<LocalHub>, Vec<Member>) {
+    let hub = LocalHub::new();
+    let all = Mutex::new(vec![]);
+    let mut members = vec![];
+    for i in 0..n {
+        let m = start(&hub, &format!("n{i}"), i == 0, &all);
+        let s = m.server.clone();
+        wait_until("synced", || *s.synced.lock() > 0);
+        members.push(m);
+    }
+    (hub, members)
+}
+
+fn stop(hub: Arc<LocalHub>, members: Vec<Member>) {
+    for m in &members {
+        m.server.node().disconnect();
+    }
+    for m in members {
+        m.threads.into_iter().for_each(|t| t.join().unwrap());
+    }
+    hub.stop();
+}
+
+#[test]
+fn joiners_receive_state_and_every_node_converges() {
+    let (hub, members) = cluster(1);
+    for i in 0..20 {
+        assert_eq!(transact(&members[0].server, 100 + i, (i % 4) as u8, 1), Status::Ok);
+    }
+    let all = Mutex::new(vec![members[0].server.clone()]);
+    let mut members = members;
+    for i in 1..3 {
+        let m = start(&hub, &format!("n{i}"), false, &all);
+        let s = m.server.clone();
+        wait_until("joiner synced", || *s.synced.lock() > 0);
+        members.push(m);
+    }
+    // Writers on every node, rows overlap only within a node.
+    for round in 0..30u64 {
+        for (i, m) in members.iter().enumerate() {
+            let row = 10 * (i as u8 + 1) + (round % 3) as u8;
+            assert_eq!(transact(&m.server, 1000 * (i as u64 + 1) + round, row, 2), Status::Ok);
+        }
+    }
+    let expected = members[0].server.db.lock().clone();
+    for m in &members {
+        let node = m.server.node().clone();
+        let target = members[0].server.node().last_committed().seqno;
+        node.sync_wait(None, Some(Duration::from_secs(10))).unwrap();
+        assert!(node.last_committed().seqno >= target);
+        assert_eq!(*m.server.db.lock(), expected, "every node holds the same data");
+    }
+    let sizes: Vec<usize> = members.iter().map(|m| m.server.views.lock().last().unwrap().members.len()).collect();
+    assert_eq!(sizes, vec![3, 3, 3]);
+    stop(hub, members);
+}
+
+#[test]
+fn conflicting_writes_on_two_nodes_commit_exactly_once() {
+    let (hub, members) = cluster(2);
+    let (a, b) = (members[0].server.clone(), members[1].server.clone());
+    let mut one_failed = 0;
+    for round in 0..40u64 {
+        // Both start before seeing each other: same stale last_seen.
+        let (ta, tb) = (thread::spawn({
+            let a = a.clone();
+            move || transact(&a, 10_000 + round, 7, 1)
+        }), thread::spawn({
+            let b = b.clone();
+            move || transact(&b, 20_000 + round, 7, 1)
+        }));
+        let results = [ta.join().unwrap(), tb.join().unwrap()];
+        assert!(results.contains(&Status::Ok), "at least one commits: {results:?}");
+        one_failed += results.iter().filter(|r| **r == Status::TrxFail).count();
+    }
+    b.node().sync_wait(None, Some(Duration::from_secs(10))).unwrap();
+    a.node().sync_wait(None, Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(*a.db.lock(), *b.db.lock(), "no divergence");
+    let committed = a.db.lock()[&7];
+    assert_eq!(committed + one_failed as u64, 80, "each attempt either committed once or failed");
+    stop(hub, members);
+}
+
+#[test]
+fn cut_off_node_goes_non_primary_refuses_writes_and_comes_back() {
+    let (hub, members) = cluster(3);
+    let victim = members[2].server.clone();
+    let id = victim.node().group().unwrap().me();
+    hub.set_cut(id, true);
+    wait_until("non-primary view", || victim.views.lock().last().is_some_and(|v| v.status == ViewStatus::NonPrimary));
+    assert_eq!(transact(&victim, 555, 1, 1), Status::ConnFail);
+    assert_eq!(transact(&members[0].server, 556, 1, 1), Status::Ok, "the majority keeps working");
+    let synced_before = *victim.synced.lock();
+    hub.set_cut(id, false);
+    wait_until("primary again and synced", || *victim.synced.lock() > synced_before);
+    assert_eq!(victim.views.lock().last().unwrap().status, ViewStatus::Primary);
+    stop(hub, members);
+}
