@@ -14,6 +14,7 @@ pub mod monitor;
 pub mod node;
 pub mod options;
 pub mod queue;
+pub mod saved_state;
 pub mod stats;
 pub mod status;
 pub mod types;

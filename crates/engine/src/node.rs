@@ -31,6 +31,7 @@ use crate::message::{Body, Envelope, MemberState};
 use crate::monitor::Monitor;
 use crate::options::Options;
 use crate::queue::{Task, TaskQueue};
+use crate::saved_state::SavedState;
 use crate::stats::Stats;
 use crate::types::{Gtid, Seqno, Uuid};
 use crate::view::{View, ViewMember, ViewStatus};
@@ -151,7 +152,13 @@ enum Step {
 }
 
 impl Node {
-    pub fn new(app: Arc<dyn Application>, config: NodeConfig, factory: GroupFactory) -> Result<Node, String> {
+    pub fn new(app: Arc<dyn Application>, mut config: NodeConfig, factory: GroupFactory) -> Result<Node, String> {
+        if config.start_position.seqno < 0 {
+            if let Some(saved) = SavedState::load(&config.data_dir) {
+                log::info!("Found saved state: {} (safe_to_bootstrap: {})", saved.position, saved.safe_to_bootstrap as u8);
+                config.start_position = saved.position;
+            }
+        }
         let mut options = Options::default();
         options.set(&config.options).map_err(|e| e.to_string())?;
         let position = config.start_position.seqno;
@@ -269,7 +276,31 @@ impl Node {
             }
             group.shutdown();
         }
+        self.save_state();
         self.inner.queue.push(Task::Final);
+    }
+
+    /// Records where the local data is, for the next start.
+    fn save_state(&self) {
+        let (uuid, last_member) = {
+            let l = self.inner.local.lock();
+            (l.group_uuid, l.members.len() <= 1)
+        };
+        if uuid.is_nil() {
+            return;
+        }
+        let state = SavedState { position: Gtid { uuid, seqno: self.inner.apply.last_left() }, safe_to_bootstrap: last_member };
+        if let Err(e) = state.store(&self.inner.config.data_dir) {
+            log::error!("Could not write {}: {e}", crate::saved_state::FILE);
+        }
+    }
+
+    /// While running, the saved seqno is -1: the data moves on.
+    fn mark_running(&self, uuid: Uuid) {
+        let state = SavedState { position: Gtid { uuid, seqno: -1 }, safe_to_bootstrap: false };
+        if let Err(e) = state.store(&self.inner.config.data_dir) {
+            log::warn!("Could not write {}: {e}", crate::saved_state::FILE);
+        }
     }
 
     /// Stops everything for good (provider `free`).
@@ -542,6 +573,8 @@ impl Node {
     }
 
     fn set_synced(&self) {
+        let uuid = self.inner.local.lock().group_uuid;
+        self.mark_running(uuid);
         self.inner.local.lock().state = LocalState::Synced;
         log::info!("Synced with group");
         self.inner.app.synced();

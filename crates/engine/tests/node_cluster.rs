@@ -102,7 +102,11 @@ fn start(hub: &Arc<LocalHub>, name: &str, bootstrap: bool, all: &Mutex<Vec<Arc<F
         name: name.into(),
         node_address: "127.0.0.1".into(),
         incoming: format!("{name}:3306"),
-        data_dir: std::env::temp_dir(),
+        data_dir: {
+            let d = std::env::temp_dir().join(format!("tandem-node-{}-{name}-{}", std::process::id(), rand_suffix()));
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        },
         options: "evs.suspect_timeout=PT1S".into(),
         start_position: Gtid::UNDEFINED,
     };
@@ -130,6 +134,12 @@ fn start(hub: &Arc<LocalHub>, name: &str, bootstrap: bool, all: &Mutex<Vec<Arc<F
         })
         .collect();
     Member { server, threads }
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
 }
 
 fn wait_until(what: &str, f: impl Fn() -> bool) {

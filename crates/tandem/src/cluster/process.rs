@@ -1,0 +1,148 @@
+//! Starting, probing and signalling mariadbd processes by PID.
+
+use anyhow::{Context, Result};
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Starts `program` in its own session (so a Ctrl-C in the CLI's terminal does
+/// not reach it), stdout and stderr appended to `log`.
+pub fn spawn_detached(program: &Path, args: &[String], log: &Path) -> Result<Child> {
+    let open = || OpenOptions::new().create(true).append(true).open(log);
+    let out = open().with_context(|| format!("opening {}", log.display()))?;
+    let err = open()?;
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .with_context(|| format!("starting {}", program.display()))
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    !matches!(process_state(&stat), Some('Z') | Some('X') | None)
+}
+
+/// The state letter of a `/proc/<pid>/stat` line; the command name may hold spaces and ')'.
+pub fn process_state(stat: &str) -> Option<char> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.trim_start().chars().next()
+}
+
+/// The process's argv joined by spaces, None when it is gone.
+pub fn cmdline(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    Some(args.join(" "))
+}
+
+/// Guards every signal: the PID must still be a mariadbd started with our
+/// options file, not an unrelated process that reused the number.
+pub fn is_our_mariadbd(pid: u32, cnf: &Path) -> bool {
+    let Some(cmd) = cmdline(pid) else {
+        return false;
+    };
+    is_alive(pid) && cmdline_matches(&cmd, cnf)
+}
+
+pub fn cmdline_matches(cmdline: &str, cnf: &Path) -> bool {
+    let program = cmdline.split(' ').next().unwrap_or("");
+    let defaults = format!("--defaults-file={}", cnf.display());
+    program.ends_with("mariadbd") && cmdline.split(' ').any(|a| a == defaults)
+}
+
+pub fn signal(pid: u32, sig: libc::c_int) -> Result<()> {
+    let pid_t = libc::pid_t::try_from(pid).context("pid out of range")?;
+    // SAFETY: plain syscall on a PID we just verified.
+    if unsafe { libc::kill(pid_t, sig) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::ESRCH) {
+            return Err(err).with_context(|| format!("signalling pid {pid}"));
+        }
+    }
+    Ok(())
+}
+
+/// Polls until `alive()` turns false; `alive` may reap our own children.
+pub fn wait_gone(mut alive: impl FnMut() -> bool, timeout: Duration) -> bool {
+    let start = Instant::now();
+    while alive() {
+        if start.elapsed() >= timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    true
+}
+
+/// Last `n` lines of a log file, for error messages.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned());
+    let Ok(text) = text else {
+        return format!("({} is not readable)", path.display());
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_state_parsing() {
+        assert_eq!(process_state("12 (mariadbd) S 1 2 3"), Some('S'));
+        assert_eq!(process_state("12 (a) b)) Z 1"), Some('Z'));
+        assert_eq!(process_state("garbage"), None);
+    }
+
+    #[test]
+    fn self_is_alive_and_not_mariadbd() {
+        let me = std::process::id();
+        assert!(is_alive(me));
+        assert!(!is_our_mariadbd(me, Path::new("/x/my.cnf")));
+        assert!(!is_alive(u32::MAX));
+    }
+
+    #[test]
+    fn cmdline_match_requires_program_and_cnf() {
+        let cnf = Path::new("/d/node1/my.cnf");
+        assert!(cmdline_matches(
+            "/usr/sbin/mariadbd --defaults-file=/d/node1/my.cnf --user=root",
+            cnf
+        ));
+        assert!(!cmdline_matches(
+            "/usr/sbin/mariadbd --defaults-file=/d/node2/my.cnf",
+            cnf
+        ));
+        assert!(!cmdline_matches(
+            "/bin/sleep --defaults-file=/d/node1/my.cnf",
+            cnf
+        ));
+    }
+
+    #[test]
+    fn tail_keeps_last_lines() {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(tmp.path(), "a\nb\nc\n").unwrap();
+        assert_eq!(tail(tmp.path(), 2), "b\nc");
+        assert_eq!(tail(tmp.path(), 10), "a\nb\nc");
+    }
+}

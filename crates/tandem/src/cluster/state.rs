@@ -1,0 +1,168 @@
+//! The state file `D/cluster.json`: what `up` started, so that later commands
+//! (`status`, `down`, `start-node`, ...) and other processes can find it.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const STATE_FILE: &str = "cluster.json";
+/// Bumped when the layout changes incompatibly.
+pub const STATE_VERSION: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// libtandem.so (this project).
+    Tandem,
+    /// Codership's libgalera_smm.so, for comparison.
+    Galera,
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ProviderKind::Tandem => "tandem",
+            ProviderKind::Galera => "galera",
+        })
+    }
+}
+
+/// One node as recorded; all paths are absolute.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// 1-based, as in `nodeN` and the CLI.
+    pub index: usize,
+    pub name: String,
+    pub sql_port: u16,
+    pub base_port: u16,
+    pub sst_port: u16,
+    pub dir: PathBuf,
+    pub datadir: PathBuf,
+    pub socket: PathBuf,
+    pub cnf: PathBuf,
+    pub error_log: PathBuf,
+    /// PID of the running mariadbd, None once stopped.
+    pub pid: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub version: u32,
+    pub dir: PathBuf,
+    pub provider: ProviderKind,
+    pub provider_path: PathBuf,
+    pub slave_threads: usize,
+    /// Extra `[mysqld]` options, in command-line order.
+    pub mysqld_options: Vec<(String, String)>,
+    /// Extra `wsrep_provider_options` items, in command-line order.
+    pub provider_options: Vec<(String, String)>,
+    pub nodes: Vec<Node>,
+}
+
+impl ClusterState {
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join(STATE_FILE)
+    }
+
+    /// Loads `dir/cluster.json`; Ok(None) when there is none.
+    pub fn load(dir: &Path) -> Result<Option<ClusterState>> {
+        let path = Self::path(dir);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let state: ClusterState = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a tandem cluster state file", path.display()))?;
+        anyhow::ensure!(
+            state.version == STATE_VERSION,
+            "{} has version {}, this tandem understands {STATE_VERSION}",
+            path.display(),
+            state.version
+        );
+        Ok(Some(state))
+    }
+
+    /// Writes atomically (temp file + rename) so a reader never sees half a file.
+    pub fn save(&self) -> Result<()> {
+        let path = Self::path(&self.dir);
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
+
+    pub fn remove(dir: &Path) -> Result<()> {
+        match std::fs::remove_file(Self::path(dir)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn sample_state(dir: &Path, nodes: usize) -> ClusterState {
+    let node = |i: usize| {
+        let nd = dir.join(format!("node{i}"));
+        Node {
+            index: i,
+            name: format!("node{i}"),
+            sql_port: 21000 + i as u16,
+            base_port: 23000 + 10 * i as u16,
+            sst_port: 25000 + i as u16,
+            datadir: nd.join("data"),
+            socket: nd.join("mysql.sock"),
+            cnf: nd.join("my.cnf"),
+            error_log: nd.join("error.log"),
+            dir: nd,
+            pid: Some(4000 + i as u32),
+        }
+    };
+    ClusterState {
+        version: STATE_VERSION,
+        dir: dir.to_path_buf(),
+        provider: ProviderKind::Galera,
+        provider_path: "/usr/lib/galera/libgalera_smm.so".into(),
+        slave_threads: 4,
+        mysqld_options: vec![("innodb_flush_log_at_trx_commit".into(), "2".into())],
+        provider_options: vec![("gcache.size".into(), "32M".into())],
+        nodes: (1..=nodes).map(node).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = sample_state(tmp.path(), 3);
+        state.save().unwrap();
+        let back = ClusterState::load(tmp.path()).unwrap().unwrap();
+        assert_eq!(back, state);
+        assert!(!tmp.path().join("cluster.json.tmp").exists());
+    }
+
+    #[test]
+    fn missing_file_is_none_and_remove_is_idempotent() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(ClusterState::load(tmp.path()).unwrap().is_none());
+        ClusterState::remove(tmp.path()).unwrap();
+    }
+
+    #[test]
+    fn garbage_is_a_clear_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join(STATE_FILE), "{ nope").unwrap();
+        let err = ClusterState::load(tmp.path()).unwrap_err();
+        assert!(format!("{err:#}").contains("not a tandem cluster state file"));
+    }
+
+    #[test]
+    fn provider_serializes_lowercase() {
+        let json = serde_json::to_string(&ProviderKind::Tandem).unwrap();
+        assert_eq!(json, "\"tandem\"");
+    }
+}
