@@ -1,0 +1,99 @@
+//! Bad input gets a clear error and loses nothing: malformed or unknown
+//! provider options, garbage on the group port, a peer of another cluster.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use tandem_cluster_tests::*;
+
+#[test]
+fn bad_options_garbage_and_foreign_peers_are_refused_and_the_cluster_works_on() -> anyhow::Result<()> {
+    let c = up(2)?;
+    let n1 = c.node(1).clone();
+
+    // Unknown key and malformed syntax: Galera's error, a clear log line.
+    let err = sql(&n1, "SET GLOBAL wsrep_provider_options='no.such.key=1'").unwrap_err();
+    assert!(err.contains("Incorrect arguments to SET"), "{err}");
+    let err = sql(&n1, "SET GLOBAL wsrep_provider_options='gcache.size'").unwrap_err();
+    assert!(err.contains("Incorrect arguments to SET"), "{err}");
+    let err = sql(&n1, "SET GLOBAL wsrep_provider_options='evs.suspect_timeout=soon'").unwrap_err();
+    assert!(err.contains("Incorrect arguments to SET"), "{err}");
+    let log = error_log(&n1);
+    assert!(log.contains("Unknown parameter 'no.such.key'"), "unknown key is named in the log");
+    assert!(log.contains("Syntax error in provider options"), "syntax error is explained in the log");
+    assert!(log.contains("Bad value 'soon' for parameter 'evs.suspect_timeout'"));
+    // Nothing changed.
+    let opts = sql(&n1, "SELECT @@wsrep_provider_options").map_err(anyhow::Error::msg)?;
+    assert!(opts.contains("evs.suspect_timeout = PT3S"), "{opts}");
+
+    // Random bytes on the group port.
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(("127.0.0.1", n1.base_port))?;
+        let junk: Vec<u8> = (0..4096).map(|_| rand::random::<u8>()).collect();
+        let _ = s.write_all(&junk);
+    }
+
+    // A truncated handshake.
+    let mut foreign = std::net::TcpStream::connect(("127.0.0.1", n1.base_port))?;
+    let _ = foreign.write_all(b"TNDM");
+    drop(foreign);
+
+    std::thread::sleep(Duration::from_secs(2));
+    let log = error_log(&n1);
+    assert!(log.contains("not a Tandem peer") || log.contains("Tandem peer"), "garbage is reported:\n{}", tail(&log));
+
+    // The cluster still works.
+    sql(&n1, "CREATE DATABASE still; CREATE TABLE still.t (id INT PRIMARY KEY); INSERT INTO still.t VALUES (1)")
+        .map_err(anyhow::Error::msg)?;
+    let v = sql(c.node(2), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM still.t").map_err(anyhow::Error::msg)?;
+    assert_eq!(v, "1");
+    assert_eq!(status(c.node(2), "wsrep_cluster_size")?, "2");
+    Ok(())
+}
+
+#[test]
+fn a_node_of_another_cluster_is_refused_with_a_clear_error() -> anyhow::Result<()> {
+    let c = up(1)?;
+    let n1 = c.node(1).clone();
+    // The foreign joiner: same cluster address as a real peer, another name.
+    let dir = tempfile::tempdir_in("/tmp")?;
+    let datadir = dir.path().join("data");
+    std::fs::create_dir_all(&datadir)?;
+    let log_path = dir.path().join("error.log");
+    let mut child = std::process::Command::new("mariadbd")
+        .arg("--no-defaults")
+        .arg("--user=root")
+        .arg(format!("--datadir={}", datadir.display()))
+        .arg(format!("--socket={}", dir.path().join("sock").display()))
+        .arg("--port=0")
+        .arg("--skip-networking")
+        .arg(format!("--log-error={}", log_path.display()))
+        .arg("--wsrep-on=ON")
+        .arg(format!("--wsrep-provider={}", provider_path().display()))
+        .arg("--wsrep-cluster-name=another_cluster")
+        .arg(format!("--wsrep-cluster-address=gcomm://127.0.0.1:{}", n1.base_port))
+        .arg("--wsrep-node-address=127.0.0.1")
+        .arg(format!("--wsrep-provider-options=base_port={};pc.wait_prim_timeout=PT5S", n1.base_port + 100))
+        .arg("--wsrep-sst-method=mariabackup")
+        .arg("--binlog-format=ROW")
+        .spawn()?;
+    std::thread::sleep(Duration::from_secs(8));
+    let _ = child.kill();
+    let _ = child.wait();
+    let theirs = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let ours = error_log(&n1);
+    assert!(
+        ours.contains("another_cluster") || theirs.contains("another_cluster"),
+        "the cluster name mismatch is logged clearly.\nours:\n{}\ntheirs:\n{}",
+        tail(&ours),
+        tail(&theirs)
+    );
+    assert_eq!(status(&n1, "wsrep_cluster_size")?, "1", "the intruder did not join");
+    sql(&n1, "CREATE DATABASE fine").map_err(anyhow::Error::msg)?;
+    Ok(())
+}
+
+fn tail(s: &str) -> String {
+    s.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+}
