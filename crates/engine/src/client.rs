@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 
 use crate::app::{ApplyJob, Applied};
 use crate::certification::Verdict;
-use crate::message::{Body, MemberState};
+use crate::message::{Body, Envelope, MemberState};
 use crate::monitor::Interrupted;
 use crate::node::{LocalState, Node};
 use crate::stats::Stats;
@@ -113,13 +113,17 @@ impl Node {
             let mut b = trx.body.lock();
             b.flags = trx_flags;
             b.conn_id = conn_id;
-            self.write_set(trx_id, conn_id, trx_flags, std::mem::take(&mut b.keys), b.data.clone())
+            let (keys, data) = (std::mem::take(&mut b.keys), std::mem::take(&mut b.data));
+            self.write_set(trx_id, conn_id, trx_flags, keys, data)
         };
         if let Err(status) = self.check_size(&ws) {
             self.landed(ws.last_seen);
             return (status, Ordered::NONE);
         }
-        let (seqno, verdict) = match self.replicate_write_set(ws) {
+        let (result, ws) = self.replicate_write_set(ws);
+        // Kept for a replay after a BF abort.
+        trx.body.lock().data = ws.data;
+        let (seqno, verdict) = match result {
             Ok(r) => r,
             Err(status) => return (status, Ordered::NONE),
         };
@@ -187,23 +191,27 @@ impl Node {
         Ordered { gtid: Gtid { uuid: self.inner.local.lock().group_uuid, seqno }, depends_on, source: self.me() }
     }
 
-    fn replicate_write_set(&self, ws: WriteSet) -> Result<(Seqno, Verdict), Status> {
+    /// Replicates `ws` and hands it back (its data is needed for a replay).
+    fn replicate_write_set(&self, ws: WriteSet) -> (Result<(Seqno, Verdict), Status>, WriteSet) {
         let bytes = ws.data.len() as u64;
         let last_seen = ws.last_seen;
-        let reply = self.replicate(Body::WriteSet(ws));
+        let (reply, body) = self.replicate_body(Body::WriteSet(ws));
         self.landed(last_seen);
-        match reply? {
-            Reply::Ordered { seqno, verdict } => {
+        let Body::WriteSet(ws) = body else { unreachable!("the body we sent") };
+        let result = match reply {
+            Ok(Reply::Ordered { seqno, verdict }) => {
                 Stats::add(&self.inner.stats.replicated, 1);
                 Stats::add(&self.inner.stats.replicated_bytes, bytes);
                 Stats::add(&self.inner.stats.repl_data_bytes, bytes);
                 Ok((seqno, verdict))
             }
-            other => {
+            Ok(other) => {
                 log::error!("Unexpected reply to a write-set: {other:?}");
                 Err(Status::NodeFail)
             }
-        }
+            Err(status) => Err(status),
+        };
+        (result, ws)
     }
 
     /// Sends `body` through the total order and waits for it to come back.
@@ -211,17 +219,30 @@ impl Node {
     /// the suspect timeout; a write-set ordered after that is applied like a
     /// remote one, so no node ever misses it.
     pub(crate) fn replicate(&self, body: Body) -> Result<Reply, Status> {
+        self.replicate_body(body).0
+    }
+
+    /// As `replicate`, handing the body back to the caller.
+    fn replicate_body(&self, body: Body) -> (Result<Reply, Status>, Body) {
         let inner = &self.inner;
         if !inner.local.lock().primary {
-            return Err(Status::ConnFail);
+            return (Err(Status::ConnFail), body);
         }
-        let grace = inner.options.lock().period("evs.suspect_timeout");
         let (token, slot) = inner.waiters.register();
-        if let Err(e) = self.submit(token, body) {
+        let envelope = Envelope { source: self.me(), token, body };
+        let sent = self.submit_encoded(envelope.encode());
+        let body = envelope.body;
+        if let Err(e) = sent {
             inner.waiters.abandon(token);
             log::debug!("Replication failed: {e}");
-            return Err(Status::ConnFail);
+            return (Err(Status::ConnFail), body);
         }
+        (self.await_reply(token, &slot), body)
+    }
+
+    fn await_reply(&self, token: u64, slot: &crate::waiter::Slot) -> Result<Reply, Status> {
+        let inner = &self.inner;
+        let grace = inner.options.lock().period("evs.suspect_timeout");
         loop {
             if let Some(reply) = slot.wait(Duration::from_millis(100)) {
                 return Ok(reply);
@@ -324,7 +345,7 @@ impl Node {
     pub fn to_execute_start(&self, conn_id: u64, keys: Vec<Vec<Vec<u8>>>, data: Vec<u8>, trx_flags: u32) -> (Status, Ordered) {
         let keys = keys.into_iter().map(|parts| Key { parts, kind: KeyType::Exclusive }).collect();
         let ws = self.write_set(0, conn_id, trx_flags | flags::ISOLATION, keys, data);
-        let (seqno, verdict) = match self.replicate_write_set(ws) {
+        let (seqno, verdict) = match self.replicate_write_set(ws).0 {
             Ok(r) => r,
             Err(status) => return (status, Ordered::NONE),
         };

@@ -313,8 +313,11 @@ impl Node {
     }
 
     pub fn submit(&self, token: u64, body: Body) -> Result<(), GroupError> {
-        let group = self.group().ok_or(GroupError::Closed)?;
-        group.submit(Envelope { source: self.me(), token, body }.encode())
+        self.submit_encoded(Envelope { source: self.me(), token, body }.encode())
+    }
+
+    pub fn submit_encoded(&self, bytes: Vec<u8>) -> Result<(), GroupError> {
+        self.group().ok_or(GroupError::Closed)?.submit(bytes)
     }
 
     /// The applier loop of one server thread.
@@ -701,6 +704,7 @@ impl Node {
                 inner.queue.push(Task::Connect(vc));
             }
             (true, true) => inner.queue.push(Task::View(vc)),
+            (true, false) if inner.closing.load(Ordering::Acquire) => {} // our own graceful leave
             (true, false) => {
                 log::error!("This node was removed from the primary component; restart it to rejoin");
                 inner.local.lock().primary = false;
