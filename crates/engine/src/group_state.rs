@@ -145,7 +145,12 @@ impl GroupState {
     fn next_view(&mut self) -> Outcome {
         self.seqno += 1;
         self.view_no += 1;
-        Outcome::View(ViewChange {
+        Outcome::View(self.current_view())
+    }
+
+    /// The current primary view, positioned at the current seqno.
+    pub fn current_view(&self) -> ViewChange {
+        ViewChange {
             state_id: self.position(),
             view_no: self.view_no,
             members: self
@@ -153,7 +158,7 @@ impl GroupState {
                 .iter()
                 .map(|m| ViewMember { uuid: m.uuid, name: m.name.clone(), incoming: m.incoming.clone() })
                 .collect(),
-        })
+        }
     }
 
     fn apply_message(&mut self, e: Envelope) -> Outcome {

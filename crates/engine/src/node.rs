@@ -633,6 +633,12 @@ impl Replica for NodeReplica {
             log::error!("Received a group snapshot while already a member: ordered events were lost; restart this node");
         }
         self.state = GroupState::decode(snapshot)?;
+        // A snapshot taken after we were added carries the view that includes
+        // us; no membership event will follow, so this is where we join.
+        if self.state.member(self.node.me()).is_some() {
+            let view = self.state.current_view();
+            self.node.dispatch(Outcome::View(view), &self.state);
+        }
         Ok(())
     }
 

@@ -11,6 +11,18 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod detector;
+mod evict;
+mod join;
+mod liveness;
+mod raft;
+mod shared;
+mod submit;
+mod transport;
+pub mod wire;
+
+pub use raft::{LogRetention, RaftGroup};
+
 /// Identity of one member *incarnation* in the group. A restarted process gets a
 /// fresh id: the consensus log is in memory, and a reused id with lost state is
 /// undefined behaviour for Raft.

@@ -1,0 +1,390 @@
+//! Membership changes: join, promote, leave and eviction.
+//!
+//! Only the leader changes the membership. Any member may be asked; a
+//! follower answers `NotLeader` with the leader's address and the caller
+//! follows it (a redirect, not a proxy, so two confused members cannot bounce
+//! a request between them forever).
+//!
+//! ```text
+//!   joiner ──Join──► any peer ──NotLeader(addr)──► joiner ──Join──► leader
+//!   leader: add_learner(joiner)  ──► membership entry ──► new view everywhere
+//!   engine: promote(joiner) ──► leader: change_membership(AddVoterIds)
+//!   member: leave() ──► leader: change_membership(RemoveVoters | RemoveNodes)
+//! ```
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use log::{debug, error, info, warn};
+use openraft::errors::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::ChangeMembers;
+
+use crate::shared::Shared;
+use crate::transport::CallError;
+use crate::wire::{Request, Response};
+use crate::{MemberId, MemberInfo};
+
+/// Redirects followed for one request before giving up on this round.
+const MAX_HOPS: usize = 4;
+
+#[derive(Debug, Clone)]
+pub enum AskError {
+    /// Nobody leads right now, or the leader could not be reached: retry.
+    Transient(String),
+    /// The leader refused the request.
+    Refused(String),
+    /// The address we were sent to is our own.
+    Myself,
+}
+
+impl fmt::Display for AskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AskError::Transient(e) => write!(f, "{e}"),
+            AskError::Refused(e) => write!(f, "refused: {e}"),
+            AskError::Myself => write!(f, "that address is this member itself"),
+        }
+    }
+}
+
+/// Sends a group request to the leader, starting at `start` (or the leader we
+/// know of), following redirects.
+pub async fn ask_leader(
+    shared: &Shared,
+    start: Option<String>,
+    req: &Request,
+) -> Result<(), AskError> {
+    let mut target = start.or_else(|| shared.leader().map(|(_, addr)| addr));
+    for _ in 0..MAX_HOPS {
+        let Some(addr) = target.take() else {
+            return Err(AskError::Transient("no leader known".into()));
+        };
+        match shared
+            .net
+            .call(&addr, None, req, shared.request_timeout())
+            .await
+        {
+            Ok((_, Response::Done)) => return Ok(()),
+            Ok((_, Response::NotLeader { leader_addr })) => target = leader_addr,
+            Ok((_, Response::Failed { reason })) => return Err(AskError::Refused(reason)),
+            Ok((_, _)) => {
+                return Err(AskError::Refused(format!(
+                    "{addr} sent an unexpected answer"
+                )))
+            }
+            Err(CallError::Refused(e)) => return Err(AskError::Refused(e)),
+            Err(CallError::Myself) => return Err(AskError::Myself),
+            Err(e) => return Err(AskError::Transient(e.to_string())),
+        }
+    }
+    Err(AskError::Transient(
+        "too many redirects: leadership is changing".into(),
+    ))
+}
+
+/// Carries out a group request on the leader, locally when we lead.
+pub async fn on_leader(shared: &Shared, req: &Request) -> Result<(), AskError> {
+    if !shared.raft.is_leader() {
+        return ask_leader(shared, None, req).await;
+    }
+    let resp = match req {
+        Request::Join { member, info } => handle_join(shared, *member, info.clone()).await,
+        Request::Promote { member } => handle_promote(shared, *member).await,
+        Request::Leave { member } => handle_leave(shared, *member).await,
+        _ => Response::Failed {
+            reason: "not a group request".into(),
+        },
+    };
+    match resp {
+        Response::Done => Ok(()),
+        Response::Failed { reason } => Err(AskError::Refused(reason)),
+        _ => Err(AskError::Transient(
+            "lost leadership while changing the membership".into(),
+        )),
+    }
+}
+
+/// [`on_leader`] until it succeeds or the leader refuses. The caller bounds
+/// the time (the future is dropped on timeout).
+pub async fn until_done(shared: &Shared, req: &Request) -> Result<(), String> {
+    loop {
+        match on_leader(shared, req).await {
+            Ok(()) => return Ok(()),
+            Err(AskError::Refused(e)) => return Err(e),
+            Err(AskError::Myself) => debug!("The leader address is our own; retrying"),
+            Err(AskError::Transient(e)) => {
+                debug!("Group request {} will be retried: {e}", name(req))
+            }
+        }
+        tokio::time::sleep(shared.retry_pause()).await;
+    }
+}
+
+fn name(req: &Request) -> &'static str {
+    match req {
+        Request::Join { .. } => "join",
+        Request::Promote { .. } => "promote",
+        Request::Leave { .. } => "leave",
+        _ => "other",
+    }
+}
+
+// ---- leader side ---------------------------------------------------------
+
+enum Change {
+    AddLearner(MemberId, MemberInfo),
+    Promote(MemberId),
+    Remove(MemberId),
+}
+
+pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) -> Response {
+    if !shared.raft.is_leader() {
+        return shared.not_leader();
+    }
+    let m = shared.metrics();
+    if m.membership_config.membership().get_node(&member) == Some(&info) {
+        return Response::Done; // a retried join: it is already in
+    }
+    info!(
+        "Member {member} ({}) at {} asks to join",
+        info.name, info.group_addr
+    );
+    change_membership(shared, Change::AddLearner(member, info)).await
+}
+
+pub async fn handle_promote(shared: &Shared, member: MemberId) -> Response {
+    if !shared.raft.is_leader() {
+        return shared.not_leader();
+    }
+    let m = shared.metrics();
+    let membership = m.membership_config.membership();
+    if membership.get_node(&member).is_none() {
+        return Response::Failed {
+            reason: format!("member {member} is not in the group"),
+        };
+    }
+    if membership.voter_ids().any(|v| v == member) {
+        return Response::Done;
+    }
+    change_membership(shared, Change::Promote(member)).await
+}
+
+pub async fn handle_leave(shared: &Shared, member: MemberId) -> Response {
+    if !shared.raft.is_leader() {
+        return shared.not_leader();
+    }
+    let m = shared.metrics();
+    if m.membership_config.membership().get_node(&member).is_none() {
+        return Response::Done;
+    }
+    remove_member(shared, member).await
+}
+
+/// Removes a voter or a learner (graceful leave and eviction).
+pub async fn remove_member(shared: &Shared, member: MemberId) -> Response {
+    let voters: BTreeSet<MemberId> = shared
+        .metrics()
+        .membership_config
+        .membership()
+        .voter_ids()
+        .collect();
+    if voters.len() == 1 && voters.contains(&member) {
+        return Response::Failed {
+            reason: "the last voter cannot be removed".into(),
+        };
+    }
+    change_membership(shared, Change::Remove(member)).await
+}
+
+type WriteError =
+    RaftError<crate::raft::types::GroupTypes, ClientWriteError<crate::raft::types::GroupTypes>>;
+
+async fn apply_change(shared: &Shared, change: &Change) -> Result<(), WriteError> {
+    let raft = &shared.raft;
+    match change {
+        Change::AddLearner(id, info) => raft.add_learner(*id, info.clone(), false).await.map(drop),
+        Change::Promote(id) => raft
+            .change_membership(ChangeMembers::AddVoterIds([*id].into()), false)
+            .await
+            .map(drop),
+        Change::Remove(id) => {
+            let is_voter = shared
+                .metrics()
+                .membership_config
+                .membership()
+                .voter_ids()
+                .any(|v| v == *id);
+            // `retain = false`: a removed voter leaves the node list too.
+            let members = if is_voter {
+                ChangeMembers::RemoveVoters([*id].into())
+            } else {
+                ChangeMembers::RemoveNodes([*id].into())
+            };
+            raft.change_membership(members, false).await.map(drop)
+        }
+    }
+}
+
+/// Runs a membership change, waiting out a change already in flight (two
+/// joiners at once, an eviction racing a promotion).
+async fn change_membership(shared: &Shared, change: Change) -> Response {
+    let deadline = tokio::time::Instant::now() + shared.request_timeout();
+    loop {
+        // A leader that lost its quorum appends the change but never commits
+        // it: do not wait for that forever.
+        let attempt = tokio::time::timeout_at(deadline, apply_change(shared, &change)).await;
+        let err = match attempt {
+            Ok(Ok(())) => return Response::Done,
+            Ok(Err(e)) => e,
+            Err(_) => {
+                return Response::Failed {
+                    reason: "the membership change did not commit in time".into(),
+                }
+            }
+        };
+        match &err {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                return Response::NotLeader {
+                    leader_addr: f.leader_node.as_ref().map(|n| n.group_addr.clone()),
+                };
+            }
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(e))
+                if is_transient(e) && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(shared.retry_pause()).await;
+            }
+            _ => {
+                return Response::Failed {
+                    reason: err.to_string(),
+                }
+            }
+        }
+    }
+}
+
+fn is_transient<CLID, NID>(e: &ChangeMembershipError<CLID, NID>) -> bool
+where
+    CLID: openraft::vote::RaftCommittedLeaderId,
+    NID: openraft::NodeId,
+{
+    matches!(
+        e,
+        ChangeMembershipError::InProgress(_) | ChangeMembershipError::UncommittedLeaderLog(_)
+    )
+}
+
+// ---- joiner side ---------------------------------------------------------
+
+fn in_membership(shared: &Shared) -> bool {
+    shared
+        .metrics()
+        .membership_config
+        .membership()
+        .get_node(&shared.me)
+        .is_some()
+}
+
+/// Peer addresses to try, without our own (gcomm:// lists usually include it).
+fn candidate_peers(shared: &Shared, local: &str) -> Vec<String> {
+    let own = [
+        shared.config.listen_addr.as_str(),
+        shared.config.me.group_addr.as_str(),
+        local,
+    ];
+    let mut peers: Vec<String> = Vec::new();
+    for p in shared
+        .config
+        .peers
+        .iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+    {
+        if !own.contains(&p) && !peers.iter().any(|q| q == p) {
+            peers.push(p.to_string());
+        }
+    }
+    peers
+}
+
+async fn wait_until_member(shared: &Shared, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if in_membership(shared) {
+            return true;
+        }
+        tokio::time::sleep(shared.retry_pause()).await;
+    }
+    false
+}
+
+/// Dials the configured peers until one of them gets us added as a learner.
+pub async fn join_loop(shared: Arc<Shared>, local: String) {
+    let mut peers = candidate_peers(&shared, &local);
+    info!(
+        "Member {} ({}) joining cluster '{}' via {peers:?}",
+        shared.me, shared.config.me.name, shared.config.cluster_name
+    );
+    let req = Request::Join {
+        member: shared.me,
+        info: shared.config.me.clone(),
+    };
+    let mut pause = shared.retry_pause();
+    let mut warned: Option<Instant> = None;
+    while !in_membership(&shared) {
+        if peers.is_empty() {
+            error!(
+                "Cannot join cluster '{}': no peer address other than our own, \
+                 and bootstrap was not requested",
+                shared.config.cluster_name
+            );
+            return;
+        }
+        for addr in peers.clone() {
+            match ask_leader(&shared, Some(addr.clone()), &req).await {
+                Ok(()) if wait_until_member(&shared, shared.request_timeout()).await => {
+                    info!(
+                        "Member {} ({}) is now part of the group",
+                        shared.me, shared.config.me.name
+                    );
+                    return;
+                }
+                Ok(()) => {
+                    debug!("Join via {addr} accepted; the new membership has not reached us yet")
+                }
+                Err(AskError::Myself) => peers.retain(|p| *p != addr),
+                Err(e) => report_join_failure(&mut warned, &addr, &e),
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Peers come up in any order: one warning every ten seconds is enough.
+fn report_join_failure(warned: &mut Option<Instant>, addr: &str, e: &AskError) {
+    if warned.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+        warn!("Could not join via {addr} yet: {e}");
+        *warned = Some(Instant::now());
+    } else {
+        debug!("Could not join via {addr} yet: {e}");
+    }
+}
+
+/// Graceful leave, run on the leaving member; bounded by the caller.
+pub async fn leave(shared: &Shared) -> Result<(), String> {
+    let me = shared.me;
+    let m = shared.metrics();
+    let membership = m.membership_config.membership();
+    if membership.get_node(&me).is_none() {
+        return Ok(());
+    }
+    let voters: Vec<MemberId> = membership.voter_ids().collect();
+    if voters == [me] {
+        warn!("Member {me} is the last voter: leaving ends the group");
+        return Ok(());
+    }
+    info!("Member {me} ({}) leaving the group", shared.config.me.name);
+    until_done(shared, &Request::Leave { member: me }).await
+}

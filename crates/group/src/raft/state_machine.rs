@@ -1,0 +1,243 @@
+//! The Raft state machine: hands committed entries, in log order, to the
+//! engine's [`Replica`].
+//!
+//! ```text
+//!   committed entry ──► Normal(payload)      ──► Replica::apply(Ordered::Message)
+//!                   ──► Membership(uniform)  ──► Replica::apply(Ordered::Membership)
+//!                   ──► Membership(joint)    ──► (nothing: half of a change)
+//!                   ──► Blank                ──► (nothing: a new leader's barrier)
+//!   snapshot build  ◄── Replica::snapshot()
+//!   snapshot install ─► Replica::restore()
+//! ```
+
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures_util::{FutureExt, Stream, StreamExt};
+use log::{error, info};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, RaftSnapshotBuilder};
+
+use super::types::{
+    uniform_view, Entry, GroupTypes, LogId, Snapshot, SnapshotMeta, StoredMembership,
+};
+use crate::{Membership, Ordered, Replica};
+
+/// The engine's replica. Every call into it goes through this mutex, which is
+/// what serialises `apply`, `snapshot`, `restore` and `connectivity`.
+pub type SharedReplica = Arc<Mutex<Box<dyn Replica>>>;
+
+/// Entries handed to the replica per blocking section.
+const APPLY_BATCH: usize = 1024;
+
+/// Runs a call into the replica. The engine may block in it (its own locks,
+/// a slow disk), so on the group runtime tell tokio first: it moves this
+/// worker's other tasks (the Raft core, heartbeats) to another thread
+/// meanwhile, and a slow replica cannot get this member evicted.
+pub(crate) fn replica_call<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic inside the replica poisons the mutex; the state machine task is
+    // gone by then and openraft reports it as fatal, so keep serving status.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What openraft needs to know about the applied state, kept next to it.
+#[derive(Default)]
+struct Applied {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    /// The last uniform view handed to the replica, to log what changed.
+    view: Option<Membership>,
+    snapshot: Option<(SnapshotMeta, Vec<u8>)>,
+}
+
+#[derive(Clone)]
+pub struct StateMachine {
+    replica: SharedReplica,
+    applied: Arc<Mutex<Applied>>,
+}
+
+impl StateMachine {
+    pub fn new(replica: SharedReplica) -> Self {
+        StateMachine {
+            replica,
+            applied: Arc::new(Mutex::new(Applied::default())),
+        }
+    }
+
+    /// The replica lock is held across the whole entry and `applied` is only
+    /// written under it, so a snapshot (taken under the replica lock) always
+    /// sees both at the same log position. `applied` itself is only held for
+    /// bookkeeping, never across a call into the replica.
+    fn apply_one(&self, entry: &Entry) {
+        let mut replica = lock(&self.replica);
+        match &entry.payload {
+            EntryPayload::Blank => {}
+            EntryPayload::Normal(p) => {
+                replica.apply(Ordered::Message {
+                    origin: p.origin,
+                    payload: &p.bytes.0,
+                });
+            }
+            EntryPayload::Membership(m) => {
+                let view = uniform_view(m);
+                {
+                    let mut applied = lock(&self.applied);
+                    applied.membership = StoredMembership::new(Some(entry.log_id), m.clone());
+                    if let Some(view) = &view {
+                        log_view_change(applied.view.as_ref(), view);
+                        applied.view = Some(view.clone());
+                    }
+                }
+                if let Some(view) = view {
+                    replica.apply(Ordered::Membership(view));
+                }
+            }
+        }
+        lock(&self.applied).last_applied = Some(entry.log_id);
+    }
+}
+
+/// Galera-style log lines for what a new view changed.
+fn log_view_change(old: Option<&Membership>, new: &Membership) {
+    let name = |id: &u64| new.members.get(id).map(|i| i.name.as_str()).unwrap_or("?");
+    for id in new.members.keys() {
+        let was = old.and_then(|o| role(o, *id));
+        match (was, role(new, *id)) {
+            (None, Some("voter")) => info!("Member {id} ({}) joined as voter", name(id)),
+            (None, Some(_)) => info!("Member {id} ({}) joined as learner", name(id)),
+            (Some("learner"), Some("voter")) => {
+                info!("Member {id} ({}) promoted to voter", name(id))
+            }
+            _ => {}
+        }
+    }
+    if let Some(old) = old {
+        for (id, info) in old.members.iter().filter(|(id, _)| !new.contains(**id)) {
+            info!("Member {id} ({}) left the group", info.name);
+        }
+    }
+    info!(
+        "New primary view: {} voters {:?}, {} learners {:?}",
+        new.voters.len(),
+        new.voters,
+        new.learners.len(),
+        new.learners
+    );
+}
+
+fn role(m: &Membership, id: u64) -> Option<&'static str> {
+    if m.voters.contains(&id) {
+        Some("voter")
+    } else if m.learners.contains(&id) {
+        Some("learner")
+    } else {
+        None
+    }
+}
+
+impl RaftSnapshotBuilder<GroupTypes> for StateMachine {
+    type SnapshotData = Vec<u8>;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
+        Ok(replica_call(|| self.build_snapshot_now()))
+    }
+}
+
+impl StateMachine {
+    fn build_snapshot_now(&self) -> Snapshot {
+        let replica = lock(&self.replica);
+        let data = replica.snapshot();
+        let mut applied = lock(&self.applied);
+        let meta = SnapshotMeta {
+            last_log_id: applied.last_applied,
+            last_membership: applied.membership.clone(),
+        };
+        applied.snapshot = Some((meta.clone(), data.clone()));
+        Snapshot {
+            meta,
+            snapshot: data,
+        }
+    }
+
+    fn install_now(&self, meta: &SnapshotMeta, snapshot: Vec<u8>) -> Result<(), io::Error> {
+        let mut replica = lock(&self.replica);
+        if let Err(reason) = replica.restore(&snapshot) {
+            error!(
+                "Failed to restore the group state snapshot ({} bytes): {reason}",
+                snapshot.len()
+            );
+            return Err(io::Error::other(reason));
+        }
+        info!(
+            "Restored group state snapshot ({} bytes) up to log index {}",
+            snapshot.len(),
+            meta.last_log_id.as_ref().map_or(0, |l| l.index)
+        );
+        let mut applied = lock(&self.applied);
+        applied.last_applied = meta.last_log_id;
+        applied.membership = meta.last_membership.clone();
+        applied.view = uniform_view(meta.last_membership.membership());
+        applied.snapshot = Some((meta.clone(), snapshot));
+        Ok(())
+    }
+}
+
+impl RaftStateMachine<GroupTypes> for StateMachine {
+    type SnapshotData = Vec<u8>;
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        let applied = lock(&self.applied);
+        Ok((applied.last_applied, applied.membership.clone()))
+    }
+
+    async fn apply<S>(&mut self, mut entries: S) -> Result<(), io::Error>
+    where
+        S: Stream<Item = Result<EntryResponder<GroupTypes>, io::Error>> + Unpin + Send,
+    {
+        while let Some(first) = entries.next().await {
+            // Take what is already there, so that one blocking section covers
+            // a batch rather than a single entry.
+            let mut batch = vec![first?];
+            while batch.len() < APPLY_BATCH {
+                match entries.next().now_or_never() {
+                    Some(Some(item)) => batch.push(item?),
+                    _ => break,
+                }
+            }
+            replica_call(|| batch.iter().for_each(|(entry, _)| self.apply_one(entry)));
+            for responder in batch.into_iter().filter_map(|(_, r)| r) {
+                responder.send(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Vec<u8>,
+    ) -> Result<(), io::Error> {
+        replica_call(|| self.install_now(meta, snapshot))
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
+        let applied = lock(&self.applied);
+        Ok(applied.snapshot.clone().map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: data,
+        }))
+    }
+}

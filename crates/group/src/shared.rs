@@ -1,0 +1,71 @@
+//! State shared by the public handle and the background tasks of one member.
+//!
+//! Tasks hold an `Arc<Shared>`, never the [`crate::RaftGroup`] itself, so that
+//! dropping the last handle runs its `Drop` and stops them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+
+use crate::raft::state_machine::SharedReplica;
+use crate::raft::types::{GroupRaft, Metrics};
+use crate::transport::NetCtx;
+use crate::wire::Response;
+use crate::{GroupConfig, MemberId};
+
+pub struct Shared {
+    pub me: MemberId,
+    /// As given to `start`, with `me.group_addr` filled in.
+    pub config: GroupConfig,
+    pub raft: GroupRaft,
+    pub net: Arc<NetCtx>,
+    pub replica: SharedReplica,
+    /// Written only by the detector task; read by `submit` and `status`.
+    pub primary: AtomicBool,
+    pub closed: AtomicBool,
+    /// No quorum / leader contact for this long makes us non-primary. It is
+    /// openraft's `election_timeout_max`, which is also the leader lease.
+    pub suspect: Duration,
+}
+
+impl Shared {
+    pub fn metrics(&self) -> Metrics {
+        self.raft.metrics().borrow_watched().clone()
+    }
+
+    pub fn is_primary(&self) -> bool {
+        self.primary.load(Ordering::Acquire)
+    }
+
+    /// The current leader and its group address, as far as we know.
+    pub fn leader(&self) -> Option<(MemberId, String)> {
+        let m = self.raft.metrics().borrow_watched().clone();
+        let id = m.current_leader?;
+        let info = m.membership_config.membership().get_node(&id)?;
+        Some((id, info.group_addr.clone()))
+    }
+
+    /// The answer to a leader-only request that reached a follower.
+    pub fn not_leader(&self) -> Response {
+        Response::NotLeader {
+            leader_addr: self.leader().map(|(_, addr)| addr),
+        }
+    }
+
+    /// Budget for one request of ours (join, forward, promote, leave): long
+    /// enough for a membership change to commit, short enough to notice a
+    /// dead leader within a couple of election rounds.
+    pub fn request_timeout(&self) -> Duration {
+        (self.suspect * 2).max(Duration::from_secs(2))
+    }
+
+    /// A short pause between retries, tied to the heartbeat.
+    pub fn retry_pause(&self) -> Duration {
+        self.config
+            .timeouts
+            .heartbeat
+            .clamp(Duration::from_millis(10), Duration::from_millis(500))
+    }
+}

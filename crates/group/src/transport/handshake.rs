@@ -1,0 +1,157 @@
+//! Both sides of the connection handshake (see [`crate::wire`]).
+//!
+//! A stranger (wrong magic), an incompatible version or another cluster is
+//! logged as an error naming what differed, and the connection is dropped.
+//! The listener keeps serving everybody else.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use log::error;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::CallError;
+use crate::wire::{self, Hello, HelloReply, Preamble, WireError, PROTOCOL_VERSION};
+use crate::MemberId;
+
+/// A peer that does not finish its handshake in this time is dropped, so a
+/// silent port scanner cannot pin a task forever.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Dialer side: send our hello, return the id of the member that answered.
+pub async fn dial<S>(stream: &mut S, hello: &Hello, addr: &str) -> Result<MemberId, CallError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    wire::write_preamble(stream)
+        .await
+        .map_err(CallError::unreachable)?;
+    wire::write_frame(stream, hello)
+        .await
+        .map_err(CallError::unreachable)?;
+    match wire::read_preamble(stream)
+        .await
+        .map_err(CallError::unreachable)?
+    {
+        Preamble::BadMagic(bytes) => {
+            error!("Peer {addr} is not a Tandem peer (it answered {bytes:02x?}); dropping it");
+            return Err(CallError::Refused("not a Tandem peer".into()));
+        }
+        Preamble::Tandem { version } if version != PROTOCOL_VERSION => {
+            error!(
+                "Peer {addr} speaks Tandem protocol version {version}, \
+                 we speak version {PROTOCOL_VERSION}"
+            );
+            return Err(CallError::Refused(format!(
+                "protocol version {version} != {PROTOCOL_VERSION}"
+            )));
+        }
+        Preamble::Tandem { .. } => {}
+    }
+    match wire::read_frame_limited(stream, wire::MAX_HELLO_BYTES)
+        .await
+        .map_err(CallError::unreachable)?
+    {
+        HelloReply::Accepted { member } => Ok(member),
+        HelloReply::Refused { reason } => {
+            error!("Peer {addr} refused our connection: {reason}");
+            Err(CallError::Refused(reason))
+        }
+    }
+}
+
+/// Listener side: check who is calling. `None` means the connection must be
+/// dropped (the reason has been logged).
+pub async fn accept<S>(
+    stream: &mut S,
+    cluster: &str,
+    me: MemberId,
+    peer: SocketAddr,
+) -> Option<Hello>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_inner(stream, cluster, me, peer)).await {
+        Ok(hello) => hello,
+        Err(_) => {
+            error!(
+                "Connection from {peer} did not complete the Tandem handshake \
+                 in {HANDSHAKE_TIMEOUT:?}; closing"
+            );
+            None
+        }
+    }
+}
+
+async fn accept_inner<S>(
+    stream: &mut S,
+    cluster: &str,
+    me: MemberId,
+    peer: SocketAddr,
+) -> Option<Hello>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let version = match wire::read_preamble(stream).await {
+        Ok(Preamble::Tandem { version }) => version,
+        Ok(Preamble::BadMagic(bytes)) => {
+            error!(
+                "Connection from {peer} is not a Tandem peer (first bytes {bytes:02x?}); closing"
+            );
+            return None;
+        }
+        Err(e) => {
+            error!("Connection from {peer} closed during the handshake: {e}");
+            return None;
+        }
+    };
+    if version != PROTOCOL_VERSION {
+        error!(
+            "Connection from {peer} speaks Tandem protocol version {version}, \
+             we speak version {PROTOCOL_VERSION}; closing"
+        );
+        let reason = format!(
+            "protocol version {version} is not supported, this member speaks {PROTOCOL_VERSION}"
+        );
+        refuse(stream, reason).await;
+        return None;
+    }
+    let hello: Hello = match wire::read_frame_limited(stream, wire::MAX_HELLO_BYTES).await {
+        Ok(h) => h,
+        Err(e) => {
+            log_bad_hello(peer, &e);
+            return None;
+        }
+    };
+    if hello.cluster != cluster {
+        error!(
+            "Refusing member {} ({}) from {peer}: it belongs to cluster '{}', \
+             this member to cluster '{cluster}'",
+            hello.member, hello.info.name, hello.cluster
+        );
+        let reason = format!(
+            "cluster name mismatch: you are in cluster '{}', this member is in cluster '{cluster}'",
+            hello.cluster
+        );
+        refuse(stream, reason).await;
+        return None;
+    }
+    let reply = HelloReply::Accepted { member: me };
+    if wire::write_preamble(stream).await.is_err()
+        || wire::write_frame(stream, &reply).await.is_err()
+    {
+        return None;
+    }
+    Some(hello)
+}
+
+fn log_bad_hello(peer: SocketAddr, e: &WireError) {
+    error!("Connection from {peer} sent a bad Tandem handshake ({e}); closing");
+}
+
+/// Best effort: the peer may already be gone, and we drop it either way.
+async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, reason: String) {
+    if wire::write_preamble(stream).await.is_ok() {
+        let _ = wire::write_frame(stream, &HelloReply::Refused { reason }).await;
+    }
+}

@@ -1,0 +1,182 @@
+//! TCP transport between members: the dialing side and a small connection
+//! pool. The listening side is in [`server`].
+//!
+//! One request is in flight per connection; concurrency comes from having
+//! several connections (openraft opens one client per replication stream, and
+//! our own requests take pooled connections).
+
+pub mod handshake;
+pub mod server;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use log::debug;
+use tokio::net::TcpStream;
+
+use crate::liveness::Liveness;
+use crate::raft::state_machine::lock;
+use crate::wire::{self, Hello, Request, Response};
+use crate::MemberId;
+
+/// Idle connections kept per peer address; more are simply closed.
+const MAX_IDLE_PER_PEER: usize = 4;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// Nothing reached the peer: connecting or the handshake failed.
+    Unreachable(String),
+    /// The request was sent, but no answer came back: it may have been
+    /// carried out. Callers must not blindly resend non-idempotent requests.
+    Lost(String),
+    /// The peer refused us in the handshake (other cluster, other version).
+    Refused(String),
+    /// The address is now served by another member than the one we wanted.
+    WrongPeer { expected: MemberId, found: MemberId },
+    /// The address is our own listener (peer lists usually name every member).
+    Myself,
+}
+
+impl CallError {
+    pub fn unreachable(e: impl fmt::Display) -> Self {
+        CallError::Unreachable(e.to_string())
+    }
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Unreachable(e) => write!(f, "unreachable: {e}"),
+            CallError::Lost(e) => write!(f, "no reply: {e}"),
+            CallError::Refused(e) => write!(f, "refused: {e}"),
+            CallError::Myself => write!(f, "that address is this member itself"),
+            CallError::WrongPeer { expected, found } => {
+                write!(
+                    f,
+                    "expected member {expected} at that address, found member {found}"
+                )
+            }
+        }
+    }
+}
+
+/// An established, handshaken connection to one member.
+pub struct Conn {
+    stream: TcpStream,
+    peer: MemberId,
+}
+
+impl Conn {
+    /// Whether the peer kept this idle connection open. A request on a
+    /// connection the peer already closed would fail as "lost", which for a
+    /// forward means dropped payloads; checking first avoids that.
+    fn is_open(&self) -> bool {
+        let mut probe = [0u8; 1];
+        // Idle means nothing to read: any byte or EOF means the connection
+        // is out of step or closed.
+        let idle = self.stream.try_read(&mut probe);
+        matches!(idle, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+}
+
+/// Everything the dialing side needs, shared by openraft's network clients and
+/// our own requests.
+pub struct NetCtx {
+    pub me: MemberId,
+    hello: Hello,
+    pool: Mutex<HashMap<String, Vec<Conn>>>,
+    pub liveness: Liveness,
+    connect_timeout: Duration,
+}
+
+impl NetCtx {
+    pub fn new(hello: Hello, connect_timeout: Duration) -> Self {
+        NetCtx {
+            me: hello.member,
+            hello,
+            pool: Mutex::new(HashMap::new()),
+            liveness: Liveness::default(),
+            connect_timeout,
+        }
+    }
+
+    /// Sends `req` to the member at `addr` and waits for its answer.
+    /// `expect` guards against a new incarnation now living at that address.
+    pub async fn call(
+        &self,
+        addr: &str,
+        expect: Option<MemberId>,
+        req: &Request,
+        timeout: Duration,
+    ) -> Result<(MemberId, Response), CallError> {
+        let frame = wire::encode_frame(req).map_err(|e| CallError::Unreachable(e.to_string()))?;
+        let mut conn = tokio::time::timeout(timeout, self.checkout(addr, expect))
+            .await
+            .map_err(|_| {
+                CallError::Unreachable(format!("no connection to {addr} within {timeout:?}"))
+            })??;
+        let exchange = async {
+            use tokio::io::AsyncWriteExt;
+            conn.stream.write_all(&frame).await?;
+            wire::read_frame::<_, Response>(&mut conn.stream).await
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(resp)) => {
+                let peer = conn.peer;
+                // A peer whose Raft is stopping still answers `Failed`: that
+                // is not a member we can count on.
+                if !matches!(resp, Response::Failed { .. }) {
+                    self.liveness.heard(peer);
+                }
+                self.checkin(addr, conn);
+                Ok((peer, resp))
+            }
+            Ok(Err(e)) => Err(CallError::Lost(format!("{addr}: {e}"))),
+            Err(_) => Err(CallError::Lost(format!(
+                "{addr}: no answer within {timeout:?}"
+            ))),
+        }
+    }
+
+    async fn checkout(&self, addr: &str, expect: Option<MemberId>) -> Result<Conn, CallError> {
+        while let Some(conn) = lock(&self.pool).get_mut(addr).and_then(Vec::pop) {
+            if conn.is_open() && expect.is_none_or(|e| e == conn.peer) {
+                return Ok(conn);
+            }
+        }
+        let conn = self.connect(addr).await?;
+        match expect {
+            Some(expected) if expected != conn.peer => Err(CallError::WrongPeer {
+                expected,
+                found: conn.peer,
+            }),
+            _ => Ok(conn),
+        }
+    }
+
+    fn checkin(&self, addr: &str, conn: Conn) {
+        let mut pool = lock(&self.pool);
+        let idle = pool.entry(addr.to_string()).or_default();
+        if idle.len() < MAX_IDLE_PER_PEER {
+            idle.push(conn);
+        }
+    }
+
+    async fn connect(&self, addr: &str) -> Result<Conn, CallError> {
+        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| CallError::Unreachable(format!("connect to {addr} timed out")))?
+            .map_err(|e| CallError::Unreachable(format!("connect to {addr}: {e}")))?;
+        // Heartbeats and small appends must not wait for Nagle.
+        stream.set_nodelay(true).map_err(CallError::unreachable)?;
+        let mut stream = stream;
+        let peer = handshake::dial(&mut stream, &self.hello, addr).await?;
+        if peer == self.me {
+            return Err(CallError::Myself);
+        }
+        debug!("Connected to member {peer} at {addr}");
+        Ok(Conn { stream, peer })
+    }
+}

@@ -1,0 +1,104 @@
+//! The listening side: accept connections, run the handshake, then answer
+//! requests one at a time per connection.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use log::{debug, error, warn};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::handshake;
+use crate::raft::types::Snapshot;
+use crate::shared::Shared;
+use crate::wire::{self, Request, Response, WireError};
+use crate::{join, submit, MemberId};
+
+/// A connection silent this long is closed. Peers that vanish without a FIN
+/// (power loss, a cable) would otherwise pin a task and a socket forever;
+/// dialers notice the close before reusing the connection.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                tokio::spawn(serve_conn(shared.clone(), stream, peer));
+            }
+            Err(e) => {
+                // Typically EMFILE: back off instead of spinning.
+                warn!("Group listener failed to accept a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn serve_conn(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let cluster = shared.config.cluster_name.clone();
+    let Some(hello) = handshake::accept(&mut stream, &cluster, shared.me, peer).await else {
+        return;
+    };
+    let from = hello.member;
+    debug!(
+        "Accepted connection from member {from} ({}) at {peer}",
+        hello.info.name
+    );
+    loop {
+        let req: Request =
+            match tokio::time::timeout(IDLE_TIMEOUT, wire::read_frame(&mut stream)).await {
+                Err(_idle) => return,
+                Ok(Ok(req)) => req,
+                Ok(Err(WireError::Closed)) => return,
+                Ok(Err(e)) => {
+                    error!("Closing connection from member {from} at {peer}: {e}");
+                    return;
+                }
+            };
+        shared.net.liveness.heard(from);
+        let resp = dispatch(&shared, from, req).await;
+        if let Err(e) = wire::write_frame(&mut stream, &resp).await {
+            debug!("Connection from member {from} at {peer} closed while answering: {e}");
+            return;
+        }
+    }
+}
+
+async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
+    let raft = &shared.raft;
+    match req {
+        Request::AppendEntries(rpc) => {
+            shared.net.liveness.append_from(from);
+            raft.append_entries(rpc)
+                .await
+                .map_or_else(failed, Response::AppendEntries)
+        }
+        Request::Vote(rpc) => raft.vote(rpc).await.map_or_else(failed, Response::Vote),
+        Request::PreVote(rpc) => raft.pre_vote(rpc).await.map_or_else(failed, Response::Vote),
+        Request::Snapshot { vote, meta, data } => {
+            let snapshot = Snapshot {
+                meta,
+                snapshot: data,
+            };
+            raft.install_full_snapshot(vote, snapshot)
+                .await
+                .map_or_else(failed, Response::Snapshot)
+        }
+        Request::TransferLeader(rpc) => raft
+            .handle_transfer_leader(rpc)
+            .await
+            .map_or_else(failed, Response::TransferLeader),
+        Request::Join { member, info } => join::handle_join(shared, member, info).await,
+        Request::Forward { payloads } => submit::handle_forward(shared, payloads).await,
+        Request::Promote { member } => join::handle_promote(shared, member).await,
+        Request::Leave { member } => join::handle_leave(shared, member).await,
+    }
+}
+
+/// Our Raft is stopping or stopped: the caller treats this like a dead peer.
+fn failed(e: impl std::fmt::Display) -> Response {
+    Response::Failed {
+        reason: e.to_string(),
+    }
+}

@@ -1,0 +1,309 @@
+//! Wire format of the group transport.
+//!
+//! ```text
+//!   dialer   ──► MAGIC "TNDM" · version u32 BE · frame(Hello)
+//!   listener ──► MAGIC "TNDM" · version u32 BE · frame(HelloReply)
+//!   then, one at a time:  frame(Request) ──► frame(Response)
+//!   frame = u32 BE length · that many bytes of bincode (1.3, fixint, little endian)
+//! ```
+//!
+//! Everything read here comes from the network: every failure is a value,
+//! never a panic, and sizes are checked before anything is allocated.
+
+use std::fmt;
+use std::io;
+
+use bincode::Options;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::raft::types::{AppPayload, GroupTypes, SnapshotMeta, Vote};
+use crate::{MemberId, MemberInfo};
+
+pub const MAGIC: [u8; 4] = *b"TNDM";
+/// Bumped on any incompatible change of the messages below.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Hard cap on one frame; a peer announcing more is dropped.
+pub const MAX_FRAME_BYTES: usize = 64 << 20;
+/// Budget for the entries of one AppendEntries frame, leaving headroom for the
+/// envelope so that a full batch never crosses [`MAX_FRAME_BYTES`].
+pub const APPEND_BUDGET_BYTES: usize = 48 << 20;
+/// Largest payload `submit` accepts: it must fit in a frame on its own.
+pub const MAX_PAYLOAD_BYTES: usize = 32 << 20;
+
+/// First message of a connection: who is calling, for which cluster.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Hello {
+    pub cluster: String,
+    pub member: MemberId,
+    pub info: MemberInfo,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum HelloReply {
+    Accepted { member: MemberId },
+    Refused { reason: String },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    AppendEntries(openraft::raft::AppendEntriesRequest<GroupTypes>),
+    Vote(openraft::raft::VoteRequest<GroupTypes>),
+    PreVote(openraft::raft::VoteRequest<GroupTypes>),
+    Snapshot {
+        vote: Vote,
+        meta: SnapshotMeta,
+        data: Vec<u8>,
+    },
+    TransferLeader(openraft::raft::TransferLeaderRequest<GroupTypes>),
+    /// A new member asks to be added as a learner.
+    Join {
+        member: MemberId,
+        info: MemberInfo,
+    },
+    /// Payloads submitted on a follower, for the leader to append in order.
+    Forward {
+        payloads: Vec<AppPayload>,
+    },
+    Promote {
+        member: MemberId,
+    },
+    Leave {
+        member: MemberId,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Response {
+    AppendEntries(openraft::raft::AppendEntriesResponse<GroupTypes>),
+    Vote(openraft::raft::VoteResponse<GroupTypes>),
+    Snapshot(openraft::raft::SnapshotResponse<GroupTypes>),
+    TransferLeader(openraft::raft::TransferLeaderResponse<GroupTypes>),
+    /// A group request (join, forward, promote, leave) was carried out.
+    Done,
+    /// Ask the leader instead; `leader_addr` when this member knows it.
+    NotLeader {
+        leader_addr: Option<String>,
+    },
+    Failed {
+        reason: String,
+    },
+}
+
+#[derive(Debug)]
+pub enum WireError {
+    /// The peer closed the connection between frames.
+    Closed,
+    Io(io::Error),
+    TooLarge(usize),
+    Malformed(String),
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::Closed => write!(f, "connection closed"),
+            WireError::Io(e) => write!(f, "i/o error: {e}"),
+            WireError::TooLarge(n) => write!(f, "frame of {n} bytes exceeds the size limit"),
+            WireError::Malformed(e) => write!(f, "malformed frame: {e}"),
+        }
+    }
+}
+
+impl From<io::Error> for WireError {
+    fn from(e: io::Error) -> Self {
+        WireError::Io(e)
+    }
+}
+
+/// The one bincode configuration both ends use. The limit makes decoding
+/// refuse length prefixes that point past the frame.
+fn codec() -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .allow_trailing_bytes()
+        .with_limit(MAX_FRAME_BYTES as u64)
+}
+
+/// Encodes `value` as one frame, ready for a single write.
+pub fn encode_frame<T: Serialize>(value: &T) -> Result<Vec<u8>, WireError> {
+    let mut buf = vec![0u8; 4];
+    codec()
+        .serialize_into(&mut buf, value)
+        .map_err(|e| match *e {
+            bincode::ErrorKind::SizeLimit => WireError::TooLarge(MAX_FRAME_BYTES + 1),
+            other => WireError::Malformed(other.to_string()),
+        })?;
+    let len = buf.len() - 4;
+    if len > MAX_FRAME_BYTES {
+        return Err(WireError::TooLarge(len));
+    }
+    buf[..4].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(buf)
+}
+
+pub async fn write_frame<W, T>(w: &mut W, value: &T) -> Result<(), WireError>
+where
+    W: AsyncWrite + Unpin,
+    T: Serialize,
+{
+    let buf = encode_frame(value)?;
+    w.write_all(&buf).await?;
+    Ok(())
+}
+
+/// Largest handshake frame: it is read before we know who is calling, so a
+/// stranger must not make us allocate a full frame's worth.
+pub const MAX_HELLO_BYTES: usize = 64 << 10;
+
+pub async fn read_frame<R, T>(r: &mut R) -> Result<T, WireError>
+where
+    R: AsyncRead + Unpin,
+    T: DeserializeOwned,
+{
+    read_frame_limited(r, MAX_FRAME_BYTES).await
+}
+
+/// Reads one frame of at most `max` bytes.
+pub async fn read_frame_limited<R, T>(r: &mut R, max: usize) -> Result<T, WireError>
+where
+    R: AsyncRead + Unpin,
+    T: DeserializeOwned,
+{
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(WireError::Closed),
+        Err(e) => return Err(WireError::Io(e)),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > max {
+        return Err(WireError::TooLarge(len));
+    }
+    let mut buf = vec![0u8; len];
+    r.read_exact(&mut buf).await?;
+    decode(&buf)
+}
+
+pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> Result<T, WireError> {
+    codec()
+        .deserialize(buf)
+        .map_err(|e| WireError::Malformed(e.to_string()))
+}
+
+/// What the first eight bytes of a connection said.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Preamble {
+    Tandem {
+        version: u32,
+    },
+    /// Not a Tandem peer at all: these were its first bytes.
+    BadMagic([u8; 4]),
+}
+
+pub async fn write_preamble<W: AsyncWrite + Unpin>(w: &mut W) -> io::Result<()> {
+    let mut buf = [0u8; 8];
+    buf[..4].copy_from_slice(&MAGIC);
+    buf[4..].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+    w.write_all(&buf).await
+}
+
+pub async fn read_preamble<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Preamble> {
+    let mut magic = [0u8; 4];
+    r.read_exact(&mut magic).await?;
+    if magic != MAGIC {
+        return Ok(Preamble::BadMagic(magic));
+    }
+    let mut version = [0u8; 4];
+    r.read_exact(&mut version).await?;
+    Ok(Preamble::Tandem {
+        version: u32::from_be_bytes(version),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn frame_round_trip() {
+        let hello = Hello {
+            cluster: "c".into(),
+            member: 42,
+            info: MemberInfo::default(),
+        };
+        let buf = encode_frame(&hello).unwrap();
+        let back: Hello = block_on(read_frame(&mut &buf[..])).unwrap();
+        assert_eq!(back.member, 42);
+        assert_eq!(back.cluster, "c");
+    }
+
+    #[test]
+    fn oversized_length_is_refused_before_allocating() {
+        let buf = (u32::MAX).to_be_bytes();
+        let err = block_on(read_frame::<_, Hello>(&mut &buf[..])).unwrap_err();
+        assert!(
+            matches!(err, WireError::TooLarge(n) if n == u32::MAX as usize),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn handshake_frames_have_a_small_limit() {
+        let buf = ((MAX_HELLO_BYTES + 1) as u32).to_be_bytes();
+        let err = block_on(read_frame_limited::<_, Hello>(
+            &mut &buf[..],
+            MAX_HELLO_BYTES,
+        ))
+        .unwrap_err();
+        assert!(matches!(err, WireError::TooLarge(_)), "{err}");
+    }
+
+    #[test]
+    fn garbage_frame_is_malformed_not_a_panic() {
+        let mut buf = 16u32.to_be_bytes().to_vec();
+        buf.extend([0xff; 16]);
+        let err = block_on(read_frame::<_, Request>(&mut &buf[..])).unwrap_err();
+        assert!(matches!(err, WireError::Malformed(_)), "{err}");
+    }
+
+    #[test]
+    fn lying_inner_length_is_malformed() {
+        // A Hello whose cluster-name length claims far more bytes than the frame holds.
+        let mut body = (1u64 << 40).to_le_bytes().to_vec();
+        body.extend(b"abc");
+        let mut buf = (body.len() as u32).to_be_bytes().to_vec();
+        buf.extend(body);
+        let err = block_on(read_frame::<_, Hello>(&mut &buf[..])).unwrap_err();
+        assert!(matches!(err, WireError::Malformed(_)), "{err}");
+    }
+
+    #[test]
+    fn clean_close_between_frames() {
+        let err = block_on(read_frame::<_, Hello>(&mut &[][..])).unwrap_err();
+        assert!(matches!(err, WireError::Closed));
+    }
+
+    #[test]
+    fn preamble_detects_strangers() {
+        let got = block_on(read_preamble(&mut &b"GET / HTTP/1.1"[..])).unwrap();
+        assert_eq!(got, Preamble::BadMagic(*b"GET "));
+        let mut ours = Vec::new();
+        block_on(write_preamble(&mut ours)).unwrap();
+        let got = block_on(read_preamble(&mut &ours[..])).unwrap();
+        assert_eq!(
+            got,
+            Preamble::Tandem {
+                version: PROTOCOL_VERSION
+            }
+        );
+    }
+}

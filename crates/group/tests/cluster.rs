@@ -1,0 +1,420 @@
+//! End-to-end scenarios on 127.0.0.1 with real TCP and short timeouts.
+//! Waits only bound a hung test; no assertion depends on timing.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+use tandem_group::wire::{self, Hello, PROTOCOL_VERSION};
+use tandem_group::{Connectivity, GroupChannel, GroupError, LogRetention, MemberInfo};
+
+fn msg(origin: &str, n: usize) -> Vec<u8> {
+    format!("{origin}-{n}").into_bytes()
+}
+
+/// (a) One member bootstraps, is primary, and orders its submissions.
+#[test]
+fn single_member_bootstraps_and_orders() {
+    let _serial = serial();
+    let m = bootstrap("solo");
+    wait_primary(&m);
+    for i in 0..20 {
+        submit(&m, &msg("solo", i));
+    }
+    wait_delivered(&[&m], &msg("solo", 19));
+
+    let events = m.rec.events();
+    let Event::View(first) = &events[0] else {
+        panic!("first event should be the bootstrap view: {events:?}")
+    };
+    assert_eq!(first.voters, vec![m.id()]);
+    assert!(first.learners.is_empty());
+    let expected: Vec<(u64, Vec<u8>)> = (0..20).map(|i| (m.id(), msg("solo", i))).collect();
+    assert_eq!(
+        m.rec.messages(),
+        expected,
+        "own submissions keep their order"
+    );
+    assert_eq!(m.rec.connectivity(), vec![Connectivity::Primary]);
+    assert_eq!(m.group.status().leader, Some(m.id()));
+}
+
+/// A member that never reached a group refuses submissions.
+#[test]
+fn joiner_without_group_is_non_primary() {
+    let _serial = serial();
+    let lonely = start(
+        config("lonely", CLUSTER, false, vec!["127.0.0.1:9".into()]),
+        LogRetention::default(),
+    );
+    assert_eq!(
+        lonely.group.submit(b"x".to_vec()),
+        Err(GroupError::NonPrimary)
+    );
+    assert!(!lonely.group.status().primary);
+    lonely.group.shutdown();
+    assert_eq!(lonely.group.submit(b"x".to_vec()), Err(GroupError::Closed));
+}
+
+/// (b) Three members: one bootstraps, two join; all submit; everybody sees
+/// the same sequence of messages and views.
+#[test]
+fn three_members_see_the_same_order() {
+    let _serial = serial();
+    let m1 = bootstrap("m1");
+    wait_primary(&m1);
+    let m2 = join("m2", &m1);
+    // gcomm:// lists name every member, this one included (under an alias).
+    let port = free_port();
+    let mut c3 = config(
+        "m3",
+        CLUSTER,
+        false,
+        vec![format!("localhost:{port}"), m1.addr()],
+    );
+    c3.listen_addr = format!("127.0.0.1:{port}");
+    let m3 = start(c3, LogRetention::default());
+    for m in [&m1, &m2, &m3] {
+        wait_primary(m);
+    }
+    let all = [&m1, &m2, &m3];
+    for i in 0..30 {
+        for m in all {
+            submit(m, &msg(&m.name, i));
+        }
+    }
+    for m in all {
+        wait_delivered(&all, &msg(&m.name, 29));
+    }
+    let history = same_history(&all);
+
+    let view = m1.rec.last_view().expect("a view");
+    assert_eq!(view.voters, vec![m1.id()]);
+    let mut learners = vec![m2.id(), m3.id()];
+    learners.sort();
+    assert_eq!(view.learners, learners);
+    assert_eq!(view.members[&m2.id()].name, "m2");
+    assert!(!view.members[&m2.id()].group_addr.is_empty());
+    for m in all {
+        let own: Vec<Vec<u8>> = m
+            .rec
+            .messages()
+            .into_iter()
+            .filter(|(o, _)| *o == m.id())
+            .map(|(_, p)| p)
+            .collect();
+        assert_eq!(
+            own,
+            (0..30).map(|i| msg(&m.name, i)).collect::<Vec<_>>(),
+            "{}'s payloads in order",
+            m.name
+        );
+    }
+    assert_eq!(
+        history
+            .iter()
+            .filter(|e| matches!(e, Event::Message { .. }))
+            .count(),
+        90
+    );
+
+    // A learner leaves gracefully too.
+    m3.group
+        .leave(Duration::from_secs(10))
+        .expect("learner leaves");
+    wait_until("m3 gone from the views of m1 and m2", || {
+        [&m1, &m2].iter().all(|m| {
+            m.rec
+                .last_view()
+                .is_some_and(|v| !v.contains(m3.id()) && v.learners == vec![m2.id()])
+        })
+    });
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().unwrap().port()
+}
+
+fn three_voters() -> (Member, Member, Member) {
+    let m1 = bootstrap("v1");
+    wait_primary(&m1);
+    let m2 = join("v2", &m1);
+    let m3 = join("v3", &m1);
+    wait_primary(&m2);
+    wait_primary(&m3);
+    m2.group.promote(m2.id()).expect("promote v2");
+    m3.group
+        .promote(m3.id())
+        .expect("promote v3 (asked by itself via the leader)");
+    wait_until("three voters everywhere", || {
+        [&m1, &m2, &m3]
+            .iter()
+            .all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
+    });
+    (m1, m2, m3)
+}
+
+/// (c) Promoted learners count for quorum: with the bootstrap member gone,
+/// the two promoted ones still elect a leader and order.
+#[test]
+fn promoted_learners_count_for_quorum() {
+    let _serial = serial();
+    let (m1, m2, m3) = three_voters();
+    let view = m2.rec.last_view().unwrap();
+    assert!(view.learners.is_empty());
+    assert!(
+        matches!(m1.group.promote(12345), Err(GroupError::Other(_))),
+        "unknown members cannot be promoted"
+    );
+    m2.group
+        .promote(m2.id())
+        .expect("promoting a voter again is a no-op");
+    m1.group.shutdown();
+    wait_until("a new leader among the promoted members", || {
+        let leader = m2.group.status().leader;
+        leader.is_some() && leader != Some(m1.id()) && m2.group.status().primary
+    });
+    submit(&m2, b"after-crash-2");
+    submit(&m3, b"after-crash-3");
+    wait_delivered(&[&m2, &m3], b"after-crash-3");
+    wait_delivered(&[&m2, &m3], b"after-crash-2");
+    same_history(&[&m2, &m3]);
+}
+
+/// (d) Graceful leave shrinks the membership: a follower leaves, then the
+/// leader leaves, and the last member is still a primary component.
+#[test]
+fn graceful_leave_shrinks_the_membership() {
+    let _serial = serial();
+    let (m1, m2, m3) = three_voters();
+    m3.group
+        .leave(Duration::from_secs(10))
+        .expect("follower leaves");
+    wait_until("v3 gone from the views of v1 and v2", || {
+        [&m1, &m2].iter().all(|m| {
+            m.rec
+                .last_view()
+                .is_some_and(|v| !v.contains(m3.id()) && v.voters.len() == 2)
+        })
+    });
+    m3.group.shutdown();
+    submit(&m1, b"two-left");
+    wait_delivered(&[&m1, &m2], b"two-left");
+
+    let leader = if m1.group.status().leader == Some(m1.id()) {
+        &m1
+    } else {
+        &m2
+    };
+    let other = if leader.id() == m1.id() { &m2 } else { &m1 };
+    leader
+        .group
+        .leave(Duration::from_secs(10))
+        .expect("leader leaves");
+    wait_until("the remaining member alone in its view", || {
+        other
+            .rec
+            .last_view()
+            .is_some_and(|v| v.voters == vec![other.id()] && v.members.len() == 1)
+    });
+    leader.group.shutdown();
+    wait_primary(other);
+    submit(other, b"one-left");
+    wait_delivered(&[other], b"one-left");
+}
+
+/// (e) A crashed member is evicted after the inactive timeout and the rest
+/// keep ordering; after a second crash the survivor is non-primary.
+#[test]
+fn crashed_members_are_evicted_then_quorum_is_lost() {
+    let _serial = serial();
+    let (m1, m2, m3) = three_voters();
+    m3.group.shutdown();
+    wait_until("v3 evicted", || {
+        [&m1, &m2]
+            .iter()
+            .all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m3.id())))
+    });
+    assert!(logged(&["evicted"]), "the eviction is logged");
+    submit(&m1, b"after-eviction");
+    wait_delivered(&[&m1, &m2], b"after-eviction");
+    same_history(&[&m1, &m2]);
+
+    m2.group.shutdown();
+    wait_until("v1 non-primary", || !m1.group.status().primary);
+    assert_eq!(
+        m1.group.submit(b"lost".to_vec()),
+        Err(GroupError::NonPrimary)
+    );
+    wait_until("v1's replica told it is non-primary", || {
+        matches!(
+            m1.rec.connectivity().last(),
+            Some(Connectivity::NonPrimary { .. })
+        )
+    });
+    let last = m1.rec.connectivity().last().cloned();
+    let Some(Connectivity::NonPrimary { reachable }) = last else {
+        panic!("expected NonPrimary, got {last:?}")
+    };
+    assert!(reachable.contains(&m1.id()));
+    assert!(!reachable.contains(&m2.id()));
+}
+
+fn raw_connect(m: &Member) -> TcpStream {
+    let s = TcpStream::connect(m.group.local_addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Reads until the listener closes the connection.
+fn drain_until_closed(mut s: TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    got
+}
+
+/// (f) Strangers are refused and the group keeps working: random bytes,
+/// another protocol version, an oversized frame, another cluster.
+#[test]
+fn strangers_are_refused_and_the_group_keeps_working() {
+    let _serial = serial();
+    let m1 = bootstrap("f1");
+    wait_primary(&m1);
+    let m2 = join("f2", &m1);
+    wait_primary(&m2);
+
+    let mut s = raw_connect(&m1);
+    let noise: Vec<u8> = (0..1000).map(|_| rand::random::<u8>() | 0x80).collect();
+    let _ = s.write_all(&noise);
+    drain_until_closed(s);
+    wait_until("random bytes logged", || logged(&["not a Tandem peer"]));
+
+    let mut s = raw_connect(&m1);
+    s.write_all(b"TNDM").unwrap();
+    s.write_all(&99u32.to_be_bytes()).unwrap();
+    let reply = drain_until_closed(s);
+    assert_eq!(&reply[..4], b"TNDM", "the refusal names us");
+    assert_eq!(reply[4..8], PROTOCOL_VERSION.to_be_bytes());
+    wait_until("version mismatch logged", || {
+        logged(&["version 99", &format!("version {PROTOCOL_VERSION}")])
+    });
+
+    let mut s = raw_connect(&m1);
+    let hello = Hello {
+        cluster: CLUSTER.into(),
+        member: 4242,
+        info: MemberInfo::default(),
+    };
+    s.write_all(b"TNDM").unwrap();
+    s.write_all(&PROTOCOL_VERSION.to_be_bytes()).unwrap();
+    s.write_all(&wire::encode_frame(&hello).unwrap()).unwrap();
+    s.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    drain_until_closed(s);
+    wait_until("oversized frame logged", || {
+        logged(&["member 4242", "exceeds"])
+    });
+
+    let stranger = start(
+        config("stranger", "other-cluster", false, vec![m1.addr()]),
+        LogRetention::default(),
+    );
+    wait_until("the cluster mismatch is logged on both sides", || {
+        logged(&[
+            "Refusing member",
+            "'other-cluster'",
+            &format!("'{CLUSTER}'"),
+        ]) && logged(&["refused our connection", "cluster name mismatch"])
+    });
+    assert!(!stranger.group.status().primary);
+    stranger.group.shutdown();
+
+    submit(&m1, b"still-working-1");
+    submit(&m2, b"still-working-2");
+    wait_delivered(&[&m1, &m2], b"still-working-1");
+    wait_delivered(&[&m1, &m2], b"still-working-2");
+    let view = m1.rec.last_view().unwrap();
+    assert_eq!(view.members.len(), 2, "nobody else got in: {view:?}");
+}
+
+/// (g) A member joining after log compaction gets a snapshot, then the log.
+#[test]
+fn late_joiner_gets_a_snapshot_then_the_log() {
+    let _serial = serial();
+    let retention = LogRetention {
+        snapshot_every: 20,
+        keep_after_snapshot: 0,
+    };
+    let m1 = start(config("g1", CLUSTER, true, vec![]), retention);
+    wait_primary(&m1);
+    for i in 0..100 {
+        submit(&m1, &msg("early", i));
+    }
+    wait_delivered(&[&m1], &msg("early", 99));
+    wait_until("a snapshot was taken", || m1.rec.journal().snapshots > 0);
+
+    let m2 = start(config("g2", CLUSTER, false, vec![m1.addr()]), retention);
+    wait_primary(&m2);
+    assert!(
+        m2.rec.journal().restores >= 1,
+        "the late joiner restored a snapshot"
+    );
+    for i in 0..10 {
+        submit(&m2, &msg("late", i));
+    }
+    wait_delivered(&[&m1, &m2], &msg("late", 9));
+    let history = same_history(&[&m1, &m2]);
+    assert!(history.contains(&Event::Message {
+        origin: m1.id(),
+        payload: msg("early", 0)
+    }));
+}
+
+/// (h) `shutdown` joins every group thread, twice is harmless, and Drop
+/// shuts down too.
+#[test]
+fn shutdown_leaves_no_threads() {
+    let _serial = serial();
+    wait_until("threads of earlier tests gone", || group_threads() == 0);
+    let m1 = bootstrap("t1");
+    wait_primary(&m1);
+    let m2 = join("t2", &m1);
+    wait_primary(&m2);
+    assert!(group_threads() >= 4, "two runtimes of two workers each");
+    m2.group.shutdown();
+    m2.group.shutdown();
+    assert_eq!(m2.group.submit(b"x".to_vec()), Err(GroupError::Closed));
+    drop(m2);
+    let Member { group, .. } = m1;
+    drop(group);
+    // `join` returns once the kernel has cleared the thread's id, a moment
+    // before it stops listing the exiting task: poll instead of asserting.
+    wait_until("no tandem-group-* thread left", || group_threads() == 0);
+}
+
+/// The provider's caller might itself run tokio: starting, submitting and
+/// stopping from inside another runtime must neither panic nor hang.
+#[test]
+fn usable_from_inside_another_tokio_runtime() {
+    let _serial = serial();
+    let outer = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    outer.block_on(async {
+        let m = bootstrap("nested");
+        wait_primary(&m);
+        submit(&m, b"from-async");
+        wait_delivered(&[&m], b"from-async");
+        assert!(
+            matches!(m.group.leave(Duration::from_secs(1)), Ok(())),
+            "last voter leaves at once"
+        );
+        m.group.shutdown();
+        assert_eq!(m.group.submit(b"x".to_vec()), Err(GroupError::Closed));
+    });
+    wait_until("no tandem-group-* thread left", || group_threads() == 0);
+}

@@ -1,0 +1,308 @@
+//! Test harness: a recording replica, a capturing logger, cluster helpers.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tandem_group::{
+    Connectivity, GroupChannel, GroupConfig, GroupError, LogRetention, MemberInfo, Membership,
+    Ordered, RaftGroup, Replica, Timeouts,
+};
+
+pub const CLUSTER: &str = "tandem-test";
+/// Only bounds a hung test; nothing asserts on how fast things happen.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The events a replica saw, in order. Its snapshot is the whole history, so
+/// a member that restored a snapshot must end up with the same history too.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    Message { origin: u64, payload: Vec<u8> },
+    View(Membership),
+}
+
+#[derive(Default)]
+pub struct Journal {
+    pub events: Vec<Event>,
+    pub connectivity: Vec<Connectivity>,
+    pub snapshots: usize,
+    pub restores: usize,
+}
+
+#[derive(Clone, Default)]
+pub struct Recording(Arc<Mutex<Journal>>);
+
+impl Recording {
+    pub fn journal(&self) -> MutexGuard<'_, Journal> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.journal().events.clone()
+    }
+
+    pub fn messages(&self) -> Vec<(u64, Vec<u8>)> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Message { origin, payload } => Some((origin, payload)),
+                Event::View(_) => None,
+            })
+            .collect()
+    }
+
+    /// Whether `payload` was applied; looks in place instead of copying.
+    pub fn has_message(&self, payload: &[u8]) -> bool {
+        self.journal()
+            .events
+            .iter()
+            .rev()
+            .any(|e| matches!(e, Event::Message { payload: p, .. } if p == payload))
+    }
+
+    /// Messages applied from `origin`, counted in place.
+    pub fn count_from(&self, origin: u64) -> usize {
+        self.journal()
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::Message { origin: o, .. } if *o == origin))
+            .count()
+    }
+
+    pub fn last_view(&self) -> Option<Membership> {
+        self.events().into_iter().rev().find_map(|e| match e {
+            Event::View(v) => Some(v),
+            Event::Message { .. } => None,
+        })
+    }
+
+    pub fn connectivity(&self) -> Vec<Connectivity> {
+        self.journal().connectivity.clone()
+    }
+}
+
+struct Recorder(Recording);
+
+impl Replica for Recorder {
+    fn apply(&mut self, event: Ordered<'_>) {
+        let event = match event {
+            Ordered::Message { origin, payload } => Event::Message {
+                origin,
+                payload: payload.to_vec(),
+            },
+            Ordered::Membership(m) => Event::View(m),
+        };
+        self.0.journal().events.push(event);
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        let mut j = self.0.journal();
+        j.snapshots += 1;
+        bincode::serialize(&j.events).expect("encode history")
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
+        let events: Vec<Event> = bincode::deserialize(snapshot).map_err(|e| e.to_string())?;
+        let mut j = self.0.journal();
+        j.events = events;
+        j.restores += 1;
+        Ok(())
+    }
+
+    fn connectivity(&mut self, now: Connectivity) {
+        self.0.journal().connectivity.push(now);
+    }
+}
+
+// ---- logging -------------------------------------------------------------
+
+/// Keeps every warning and error so tests can check what was reported;
+/// prints everything when TANDEM_TEST_LOG is set (e.g. `info`, `debug`).
+struct CaptureLogger {
+    lines: Mutex<Vec<String>>,
+    print: Option<log::LevelFilter>,
+    start: Instant,
+}
+
+impl log::Log for CaptureLogger {
+    fn enabled(&self, meta: &log::Metadata<'_>) -> bool {
+        meta.target().starts_with("tandem_group")
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let line = format!("{:?} {}", record.level(), record.args());
+        if self.print.is_some_and(|p| record.level() <= p) {
+            let thread = std::thread::current().name().unwrap_or("?").to_string();
+            eprintln!(
+                "{:>8.3}s [{thread}] {line}",
+                self.start.elapsed().as_secs_f64()
+            );
+        }
+        if record.level() <= log::Level::Info {
+            self.lines
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(line);
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOGGER: OnceLock<&'static CaptureLogger> = OnceLock::new();
+
+pub fn init_logging() {
+    let logger = *LOGGER.get_or_init(|| {
+        let print = std::env::var("TANDEM_TEST_LOG")
+            .ok()
+            .and_then(|l| l.parse().ok());
+        let logger = Box::leak(Box::new(CaptureLogger {
+            lines: Mutex::new(Vec::new()),
+            print,
+            start: Instant::now(),
+        }));
+        let _ = log::set_logger(logger);
+        log::set_max_level(log::LevelFilter::Debug);
+        logger
+    });
+    let _ = logger;
+}
+
+/// Whether some captured log line contains every one of `parts`.
+pub fn logged(parts: &[&str]) -> bool {
+    let Some(logger) = LOGGER.get() else {
+        return false;
+    };
+    let lines = logger.lines.lock().unwrap_or_else(|p| p.into_inner());
+    lines.iter().any(|l| parts.iter().all(|p| l.contains(p)))
+}
+
+// ---- cluster helpers -----------------------------------------------------
+
+/// Scenario tests share 2 cores: run them one at a time so that timeouts of
+/// one are not eaten by another's CPU.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    init_logging();
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn test_timeouts() -> Timeouts {
+    Timeouts {
+        heartbeat: Duration::from_millis(50),
+        suspect: Duration::from_millis(500),
+        inactive: Duration::from_millis(1500),
+    }
+}
+
+pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) -> GroupConfig {
+    GroupConfig {
+        cluster_name: cluster.into(),
+        listen_addr: "127.0.0.1:0".into(),
+        peers,
+        bootstrap,
+        me: MemberInfo {
+            name: name.into(),
+            ..Default::default()
+        },
+        timeouts: test_timeouts(),
+    }
+}
+
+pub struct Member {
+    pub group: Arc<RaftGroup>,
+    pub rec: Recording,
+    pub name: String,
+}
+
+impl Member {
+    pub fn addr(&self) -> String {
+        self.group.local_addr().to_string()
+    }
+
+    pub fn id(&self) -> u64 {
+        self.group.me()
+    }
+}
+
+pub fn start(config: GroupConfig, retention: LogRetention) -> Member {
+    let rec = Recording::default();
+    let name = config.me.name.clone();
+    let group = RaftGroup::start_with(config, Box::new(Recorder(rec.clone())), retention)
+        .expect("start member");
+    Member { group, rec, name }
+}
+
+pub fn bootstrap(name: &str) -> Member {
+    start(config(name, CLUSTER, true, vec![]), LogRetention::default())
+}
+
+pub fn join(name: &str, via: &Member) -> Member {
+    start(
+        config(name, CLUSTER, false, vec![via.addr()]),
+        LogRetention::default(),
+    )
+}
+
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn wait_primary(m: &Member) {
+    wait_until(&format!("{} is primary", m.name), || {
+        m.group.status().primary
+    });
+}
+
+/// Submits, retrying while the member is (transiently) non-primary.
+pub fn submit(m: &Member, payload: &[u8]) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match m.group.submit(payload.to_vec()) {
+            Ok(()) => return,
+            Err(GroupError::NonPrimary) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("submit on {} failed: {e}", m.name),
+        }
+    }
+}
+
+/// Waits until every member has applied `payload`.
+pub fn wait_delivered(members: &[&Member], payload: &[u8]) {
+    for m in members {
+        wait_until(
+            &format!("{} applied {:?}", m.name, String::from_utf8_lossy(payload)),
+            || m.rec.has_message(payload),
+        );
+    }
+}
+
+/// Waits until every member's history is the same, then returns it.
+pub fn same_history(members: &[&Member]) -> Vec<Event> {
+    wait_until("all members have the same history", || {
+        let first = members[0].rec.events();
+        members.iter().all(|m| m.rec.events() == first)
+    });
+    members[0].rec.events()
+}
+
+/// Threads of all Tandem group runtimes in this process.
+pub fn group_threads() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| t.ok())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .filter(|comm| comm.starts_with("tandem-group-"))
+        .count()
+}
