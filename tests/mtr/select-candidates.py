@@ -16,7 +16,11 @@ Static filter only (no test is run here).  A test is excluded when
 Prints "galera.<name><TAB><lines>" sorted by test length (shortest first),
 with galera.basic and galera.fk always first.
 
-Usage: select-candidates.py [--max N] [--all]   (default N=80)
+Usage: select-candidates.py [--max N] [--all] [--notes]   (default N=80)
+  --all    every test of the suite with its exclusion reason (or KEEP)
+  --notes  add a third column: provider-facing features the kept test touches
+           (own .cnf/.opt => server restart, provider options it sets, provider
+           status variables it reads, error-log greps, suppressed provider text)
 """
 import os
 import re
@@ -131,12 +135,79 @@ def reason(name):
     return None
 
 
+# Status variables that come from the provider's stats_get (contract section 5.2)
+PROVIDER_STATUS = set("""local_state_uuid protocol_version last_committed replicated
+replicated_bytes repl_keys repl_keys_bytes repl_data_bytes repl_other_bytes received
+received_bytes local_commits local_cert_failures local_replays local_send_queue
+local_send_queue_max local_send_queue_min local_send_queue_avg local_recv_queue
+local_recv_queue_max local_recv_queue_min local_recv_queue_avg local_cached_downto
+flow_control_paused_ns flow_control_paused flow_control_sent flow_control_recv
+flow_control_active flow_control_requested cert_deps_distance apply_oooe apply_oool
+apply_window apply_waits commit_oooe commit_oool commit_window local_state
+local_state_comment cert_index_size causal_reads cert_interval open_transactions
+open_connections incoming_addresses cluster_weight desync_count evs_delayed
+evs_evict_list evs_repl_latency evs_state gcomm_uuid gmcast_segment""".split())
+
+# keys every node already gets from galera_2nodes.cnf
+DEFAULT_KEYS = {"repl.causal_read_timeout", "base_port", "evs.suspect_timeout",
+                "evs.inactive_timeout", "evs.install_timeout", "pc.wait_prim_timeout",
+                "gcache.size"}
+
+PROVIDER_LOG_TEXT = re.compile(r"Unknown parameter|Maximum writeset size|"
+                               r"conflict state|SST failed", re.I)
+
+
+def notes(name):
+    tdir = os.path.join(SUITE, "t")
+    test = os.path.join(tdir, name + ".test")
+    texts = []
+    for f in closure(test):
+        if f == test or os.path.dirname(f) == tdir:
+            texts.append(open(f, errors="replace").read())
+    body = "\n".join(texts)
+    out = []
+    own = [ext for ext in (".cnf", ".opt", "-master.opt") if
+           os.path.exists(os.path.join(tdir, name + ext))]
+    if own:
+        out.append("own " + "/".join(own) + " (restart)")
+    keys = set()
+    for m in re.finditer(r"wsrep_provider_options\s*=\s*['\"]([^'\"]*)", body, re.I):
+        for kv in m.group(1).split(";"):
+            k = kv.split("=", 1)[0].strip()
+            if k and not k.startswith("$"):
+                keys.add(k)
+    cnf = os.path.join(tdir, name + ".cnf")
+    if os.path.exists(cnf):
+        for m in re.finditer(r"wsrep_provider_options\s*=\s*['\"]([^'\"]*)",
+                             open(cnf, errors="replace").read(), re.I):
+            for kv in m.group(1).split(";"):
+                k = kv.split("=", 1)[0].strip()
+                if k and k not in DEFAULT_KEYS:
+                    keys.add(k + "(cnf)")
+    if re.search(r"wsrep_provider_options\s*=\s*\$", body, re.I):
+        keys.add("(restore)")
+    if keys:
+        out.append("sets provider options " + ",".join(sorted(keys)))
+    st = sorted({v.lower() for v in re.findall(r"wsrep_([a-z_]+)", body, re.I)}
+                & PROVIDER_STATUS)
+    if st:
+        out.append("reads provider status " + ",".join(st))
+    if re.search(r"search_pattern_in_file|assert_grep", body):
+        out.append("greps error log")
+    sup = [m.group(1) for m in re.finditer(r"add_suppression\(\s*[\"'](.*?)[\"']\s*\)", body)
+           if PROVIDER_LOG_TEXT.search(m.group(1))]
+    if sup:
+        out.append("suppresses provider log text: " + " / ".join(sup))
+    return "; ".join(out)
+
+
 def main():
     args = sys.argv[1:]
     limit = 80
     if "--max" in args:
         limit = int(args[args.index("--max") + 1])
     show_all = "--all" in args
+    with_notes = "--notes" in args
     dis = disabled()
     tdir = os.path.join(SUITE, "t")
     keep = []
@@ -155,7 +226,10 @@ def main():
     if not show_all:
         keep.sort()
         for _, n, name in keep[:limit]:
-            print(f"galera.{name}\t{n}")
+            if with_notes:
+                print(f"galera.{name}\t{n}\t{notes(name)}")
+            else:
+                print(f"galera.{name}\t{n}")
 
 
 if __name__ == "__main__":
