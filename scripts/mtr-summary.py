@@ -28,6 +28,7 @@ RESULT_RE = re.compile(
 # clock; only the main process's stamps (result lines and its own messages) add up.
 STAMP_RE = re.compile(r"^\d{6}\s+\d{1,2}:\d{2}:\d{2}\s+\+(?P<diff>[\d.]+)\s")
 SHUTDOWN_WARN_RE = re.compile(r"\*\*\*Warnings generated in error logs during shutdown after running tests: (.*)")
+FATAL_RE = re.compile(r"mysql-test-run: \*\*\* ERROR: (?!there were failing test cases).*")
 CHECK_FAIL_RE = re.compile(r"MTR's internal check of the test case '([^']+)' failed")
 
 REASON_PATTERNS = [
@@ -146,9 +147,10 @@ def parse(lines):
 def read_expect(path):
     out = []
     for line in open(path):
-        line = line.split("#", 1)[0].strip()
-        if line:
-            out.append(line.split()[0])
+        words = line.split()
+        # '#' only starts a comment as a word of its own: galera.galera#505 is a test
+        if words and not words[0].startswith("#"):
+            out.append(words[0])
     return out
 
 
@@ -168,7 +170,9 @@ def main(argv):
             print(f"mtr-summary: unknown argument {argv[i]}", file=sys.stderr)
             return 2
     with open(log, errors="replace") as f:
-        results, order = parse(f)
+        lines = f.readlines()
+    results, order = parse(lines)
+    fatal = [m.group(0) for m in (FATAL_RE.search(l) for l in lines) if m]
     if expect:
         for t in expect:
             if t not in results and not any(k.split()[0] == t for k in results):
@@ -188,6 +192,8 @@ def main(argv):
     total_wall = sum(r["wall"] for r in results.values() if r["wall"] is not None)
     summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
     print(f"TOTAL {len(order)} tests: {summary}; wall {total_wall:.0f}s")
+    for line in fatal:
+        print("MTR: " + line)
     if tsv:
         with open(tsv, "w") as f:
             f.write("test\tresult\tmtr_ms\twall_s\treason\n")

@@ -6,7 +6,8 @@
 #                  [--parallel N] [--testcase-timeout MIN] [--out DIR] [-- EXTRA-MTR-ARGS]
 #
 # TEST is "suite.name" (e.g. galera.basic); a bare name gets "<suite>." prepended.
-# --list FILE: one test per line, '#' comments and blank lines ignored, first word used.
+# --list FILE: one test per line, first word used; blank lines and words starting
+#   with '#' (comments) ignored.
 # Default provider: tandem = <repo>/target/release/libtandem.so,
 #                   galera = /usr/lib/galera/libgalera_smm.so.
 # Output: raw MTR log + summary files under --out DIR (default: a new
@@ -54,7 +55,7 @@ while [ $# -gt 0 ]; do
     --testcase-timeout=*) tc_timeout="${1#*=}"; shift ;;
     --out) out="${2:?}"; shift 2 ;;
     --out=*) out="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     -*) die "unknown option $1 (use -- to pass options to MTR)" ;;
     *) tests+=("$1"); shift ;;
@@ -84,7 +85,7 @@ if [ -z "$provider_path" ]; then
   esac
 fi
 [ -f "$provider_path" ] || die "provider library not found: $provider_path"
-provider_path="$(readlink -f "$provider_path")"
+provider_path="$(realpath -s "$provider_path")"   # absolute, symlinks kept
 
 check="$MTR_DIR/lib/My/SafeProcess/wsrep_check_version"
 if [ -x "$check" ]; then
@@ -96,10 +97,13 @@ fi
 # ---- test list ----------------------------------------------------------
 if [ -n "$list" ]; then
   [ -f "$list" ] || die "list file not found: $list"
-  while IFS= read -r line; do
-    line="${line%%#*}"
+  # '#' starts a comment only at line start or after whitespace: test names
+  # such as galera.galera#505 or galera.mysql-wsrep#201 contain '#'.
+  while IFS= read -r line || [ -n "$line" ]; do
+    first=""
     read -r first _ <<<"$line" || true
-    [ -n "${first:-}" ] && tests+=("$first")
+    case "$first" in ''|'#'*) continue ;; esac
+    tests+=("$first")
   done <"$list"
 fi
 [ ${#tests[@]} -gt 0 ] || die "no tests given (use --list FILE or TEST ...)"

@@ -192,6 +192,10 @@ def notes(name):
                 & PROVIDER_STATUS)
     if st:
         out.append("reads provider status " + ",".join(st))
+    if any(os.path.basename(f) == "check_galera_version.inc" for f in closure(test)):
+        out.append("parses wsrep_provider_version (check_galera_version.inc)")
+    if re.search(r"@@(global\.)?wsrep_provider_options|LIKE\s+'wsrep_provider_options'", body, re.I):
+        out.append("prints/parses @@wsrep_provider_options")
     if re.search(r"search_pattern_in_file|assert_grep", body):
         out.append("greps error log")
     sup = [m.group(1) for m in re.finditer(r"add_suppression\(\s*[\"'](.*?)[\"']\s*\)", body)

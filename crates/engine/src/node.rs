@@ -105,6 +105,9 @@ pub struct Local {
     /// A primary view must be followed by `synced_cb` (we were cut off).
     pub resync_on_view: bool,
     pub members: Vec<ViewMember>,
+    /// Members of the latest ordered view, even while the applier queue is
+    /// held (a joiner watches its donor through this).
+    pub view_members: Vec<Uuid>,
     pub donors: String,
     pub desyncs: u32,
 }
@@ -184,6 +187,7 @@ impl Node {
                 in_group: false,
                 resync_on_view: false,
                 members: vec![],
+                view_members: vec![],
                 donors: String::new(),
                 desyncs: 0,
             }),
@@ -490,8 +494,34 @@ impl Node {
     }
 
     /// Asks the group for a donor until one is found, then waits for the
-    /// server's `sst_received`.
+    /// server's `sst_received`. If the donor leaves the group first, asks
+    /// again: the server's receiver is still listening for any donor.
     fn request_and_wait_state(&self, request: &[u8]) -> Option<Gtid> {
+        let inner = &self.inner;
+        loop {
+            let donor = self.find_donor(request)?;
+            inner.local.lock().state = LocalState::ReceivingState;
+            let mut result = inner.sst.lock();
+            while result.is_none() && !inner.closing.load(Ordering::Acquire) {
+                inner.sst_done.wait_for(&mut result, Duration::from_millis(500));
+                if result.is_none() && !inner.local.lock().view_members.contains(&donor) {
+                    break;
+                }
+            }
+            match result.take() {
+                Some(Ok(gtid)) => return Some(gtid),
+                Some(Err(rc)) => {
+                    log::error!("State transfer failed: {rc}. This is unrecoverable, restart required.");
+                    return None;
+                }
+                None if inner.closing.load(Ordering::Acquire) => return None,
+                None => log::warn!("Donor {donor} left the group before the state transfer completed; asking again"),
+            }
+        }
+    }
+
+    /// Submits the state transfer request until the group names a donor.
+    fn find_donor(&self, request: &[u8]) -> Option<Uuid> {
         let inner = &self.inner;
         let donors = inner.local.lock().donors.clone();
         loop {
@@ -502,29 +532,12 @@ impl Node {
             let sent = self.submit(token, Body::StateRequest { donors: donors.clone(), request: request.to_vec() });
             let reply = sent.ok().and_then(|_| slot.wait(Duration::from_secs(10)));
             inner.waiters.abandon(token);
-            match reply {
-                Some(Reply::Donor(Some(donor))) => {
-                    log::info!("State transfer from {donor} requested");
-                    break;
-                }
-                _ => {
-                    log::warn!("Requesting state transfer failed: no donor available. Will keep retrying every 1 second(s)");
-                    std::thread::sleep(Duration::from_secs(1));
-                }
+            if let Some(Reply::Donor(Some(donor))) = reply {
+                log::info!("State transfer from {donor} requested");
+                return Some(donor);
             }
-        }
-        inner.local.lock().state = LocalState::ReceivingState;
-        let mut result = inner.sst.lock();
-        while result.is_none() && !inner.closing.load(Ordering::Acquire) {
-            inner.sst_done.wait(&mut result);
-        }
-        match result.take() {
-            Some(Ok(gtid)) => Some(gtid),
-            Some(Err(rc)) => {
-                log::error!("State transfer failed: {rc}. This is unrecoverable, restart required.");
-                None
-            }
-            None => None,
+            log::warn!("Requesting state transfer failed: no donor available. Will keep retrying every 1 second(s)");
+            std::thread::sleep(Duration::from_secs(1));
         }
     }
 
@@ -699,6 +712,7 @@ impl Node {
         let me = self.me();
         let inner = &self.inner;
         let included = vc.members.iter().any(|m| m.uuid == me);
+        inner.local.lock().view_members = vc.members.iter().map(|m| m.uuid).collect();
         match (in_group, included) {
             (false, true) => {
                 {

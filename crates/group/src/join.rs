@@ -57,7 +57,7 @@ pub async fn ask_leader(
     req: &Request,
 ) -> Result<(), AskError> {
     let mut target = start.or_else(|| shared.leader().map(|(_, addr)| addr));
-    for _ in 0..MAX_HOPS {
+    for hop in 0..MAX_HOPS {
         let Some(addr) = target.take() else {
             return Err(AskError::Transient("no leader known".into()));
         };
@@ -75,7 +75,15 @@ pub async fn ask_leader(
                 )))
             }
             Err(CallError::Refused(e)) => return Err(AskError::Refused(e)),
-            Err(CallError::Myself) => return Err(AskError::Myself),
+            // Only the address we were asked to dial can be an alias of ours;
+            // a redirect to ourselves is stale leader knowledge (our previous
+            // incarnation led the group) and passes once a new leader is elected.
+            Err(CallError::Myself) if hop == 0 => return Err(AskError::Myself),
+            Err(CallError::Myself) => {
+                return Err(AskError::Transient(format!(
+                    "the leader address {addr} is our own: waiting for a new leader"
+                )))
+            }
             Err(e) => return Err(AskError::Transient(e.to_string())),
         }
     }
@@ -151,6 +159,23 @@ pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) ->
         "Member {member} ({}) at {} asks to join",
         info.name, info.group_addr
     );
+    // A member listening where the joiner now listens is its previous
+    // incarnation, dead since the joiner could bind that address: remove it
+    // now rather than after the inactive timeout, so it is never picked as a
+    // donor and does not weigh on quorum.
+    let stale: Vec<MemberId> = m
+        .membership_config
+        .membership()
+        .nodes()
+        .filter(|(id, old)| **id != member && old.group_addr == info.group_addr)
+        .map(|(id, _)| *id)
+        .collect();
+    for old in stale {
+        info!("Member {old} at {} is replaced by its new incarnation {member}", info.group_addr);
+        if let Response::Failed { reason } = remove_member(shared, old).await {
+            warn!("Could not remove the previous incarnation {old}: {reason}");
+        }
+    }
     change_membership(shared, Change::AddLearner(member, info)).await
 }
 

@@ -77,6 +77,8 @@ fn a_node_of_another_cluster_is_refused_with_a_clear_error() -> anyhow::Result<(
         .arg(format!("--wsrep-provider-options=base_port={};pc.wait_prim_timeout=PT5S", n1.base_port + 100))
         .arg("--wsrep-sst-method=mariabackup")
         .arg("--binlog-format=ROW")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()?;
     std::thread::sleep(Duration::from_secs(8));
     let _ = child.kill();
