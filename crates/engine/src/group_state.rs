@@ -166,7 +166,7 @@ impl GroupState {
         // A member that was removed may still have messages in flight; only
         // members of the current view speak.
         if self.member(source).is_none() {
-            log::warn!("Dropping message from {source}, not a member of the primary view");
+            log::info!("Dropping message from {source}, not a member of the primary view");
             return Outcome::Nothing;
         }
         match e.body {

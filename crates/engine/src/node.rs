@@ -35,7 +35,7 @@ use crate::saved_state::SavedState;
 use crate::stats::Stats;
 use crate::types::{Gtid, Seqno, Uuid};
 use crate::view::{View, ViewMember, ViewStatus};
-use crate::waiter::{Reply, Waiters};
+use crate::waiter::{Reply, Slot, Waiters};
 use crate::writeset::flags;
 
 /// Every this many seqnos each member reports its safe seqno.
@@ -121,6 +121,7 @@ pub struct Inner {
     pub group: Mutex<Option<Arc<dyn GroupChannel>>>,
     pub queue: TaskQueue,
     pub waiters: Waiters,
+    send_order: Mutex<()>,
     pub apply: Monitor,
     pub commit: Monitor,
     pub trxs: Mutex<HashMap<u64, Arc<LocalTrx>>>,
@@ -173,6 +174,7 @@ impl Node {
             group: Mutex::new(None),
             queue: TaskQueue::default(),
             waiters: Waiters::default(),
+            send_order: Mutex::new(()),
             apply: Monitor::new(position),
             commit: Monitor::new(position),
             trxs: Mutex::new(HashMap::new()),
@@ -316,12 +318,30 @@ impl Node {
         self.inner.queue.close();
     }
 
-    pub fn submit(&self, token: u64, body: Body) -> Result<(), GroupError> {
-        self.submit_encoded(Envelope { source: self.me(), token, body }.encode())
+    /// Sends a message nobody waits for.
+    pub fn submit(&self, body: Body) -> Result<(), GroupError> {
+        self.send(body, false).1
     }
 
-    pub fn submit_encoded(&self, bytes: Vec<u8>) -> Result<(), GroupError> {
-        self.group().ok_or(GroupError::Closed)?.submit(bytes)
+    /// Sends a message, optionally registering a waiter for its return.
+    /// Tokens are taken and messages submitted under one lock, so tokens
+    /// reach the group in increasing order (what loss detection relies on).
+    pub fn send(&self, body: Body, wait: bool) -> (Option<(u64, Arc<Slot>)>, Result<(), GroupError>, Body) {
+        let group = self.group();
+        let _order = self.inner.send_order.lock();
+        let token = self.inner.waiters.next_token();
+        let slot = wait.then(|| (token, self.inner.waiters.register(token)));
+        let envelope = Envelope { source: self.me(), token, body };
+        let sent = match group {
+            Some(g) => g.submit(envelope.encode()),
+            None => Err(GroupError::Closed),
+        };
+        if sent.is_err() {
+            if let Some((token, _)) = &slot {
+                self.inner.waiters.abandon(*token);
+            }
+        }
+        (slot, sent, envelope.body)
     }
 
     /// The applier loop of one server thread.
@@ -439,7 +459,7 @@ impl Node {
             return Step::Fatal;
         }
         if resync {
-            let _ = self.submit(0, Body::State(MemberState::Synced));
+            let _ = self.submit(Body::State(MemberState::Synced));
         }
         Step::Next
     }
@@ -487,7 +507,7 @@ impl Node {
         inner.commit.reset(position);
         inner.local.lock().state = LocalState::Joined;
         log::info!("Joined at seqno {position}; catching up with the group");
-        if let Err(e) = self.submit(0, Body::State(MemberState::Synced)) {
+        if let Err(e) = self.submit(Body::State(MemberState::Synced)) {
             log::warn!("Could not announce synced state: {e}");
         }
         Step::Next
@@ -528,15 +548,19 @@ impl Node {
             if inner.closing.load(Ordering::Acquire) {
                 return None;
             }
-            let (token, slot) = inner.waiters.register();
-            let sent = self.submit(token, Body::StateRequest { donors: donors.clone(), request: request.to_vec() });
+            let (slot, sent, _) = self.send(Body::StateRequest { donors: donors.clone(), request: request.to_vec() }, true);
+            let (token, slot) = slot.expect("waiter registered");
             let reply = sent.ok().and_then(|_| slot.wait(Duration::from_secs(10)));
             inner.waiters.abandon(token);
             if let Some(Reply::Donor(Some(donor))) = reply {
                 log::info!("State transfer from {donor} requested");
                 return Some(donor);
             }
-            log::warn!("Requesting state transfer failed: no donor available. Will keep retrying every 1 second(s)");
+            // Galera's wording: operators and the MTR suite know this line.
+            log::warn!(
+                "Member {} requested state transfer from '{donors}' but it is impossible to select State Transfer donor: Resource temporarily unavailable",
+                self.me()
+            );
             std::thread::sleep(Duration::from_secs(1));
         }
     }
@@ -556,7 +580,7 @@ impl Node {
             log::info!("State transfer sent at {gtid}");
         }
         self.inner.local.lock().state = LocalState::Joined;
-        if let Err(e) = self.submit(0, Body::State(MemberState::Synced)) {
+        if let Err(e) = self.submit(Body::State(MemberState::Synced)) {
             log::warn!("Could not announce synced state: {e}");
         }
     }
@@ -611,7 +635,7 @@ impl Node {
             my_idx: View::index_of(&members, me),
             members,
         };
-        log::warn!("Lost the primary component: non-primary view");
+        log::info!("Lost the primary component: non-primary view");
         self.inner.app.view(ctx, &view);
         let mut l = self.inner.local.lock();
         l.state = LocalState::Initialized;
@@ -677,7 +701,7 @@ impl Node {
                 }
                 if seqno % PROGRESS_INTERVAL == 0 {
                     // Lets every member purge certification keys we no longer need.
-                    let _ = self.submit(0, Body::Progress(self.safe_seqno()));
+                    let _ = self.submit(Body::Progress(self.safe_seqno()));
                 }
                 if ws.source == me && inner.waiters.complete(token, Reply::Ordered { seqno, verdict: verdict.clone() }) {
                     return;
@@ -756,7 +780,7 @@ impl Node {
                 drop(l);
                 if was_cut_off {
                     log::info!("Back in the primary component");
-                    let _ = self.submit(0, Body::ViewBump);
+                    let _ = self.submit(Body::ViewBump);
                 }
             }
         }

@@ -1,6 +1,6 @@
 //! Client threads waiting for their own message to come back in total order.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +15,9 @@ pub enum Reply {
     Ordered { seqno: Seqno, verdict: Verdict },
     Causal(Seqno),
     Donor(Option<Uuid>),
+    /// Never ordered: a later message of ours was, and the group orders one
+    /// member's messages in submission order, so this one never will be.
+    Lost,
 }
 
 #[derive(Default)]
@@ -44,22 +47,36 @@ impl Slot {
     }
 }
 
+/// Waiters by token. Tokens are handed out in the order messages reach the
+/// group (see `Node::send`), which lets a delivery reveal older losses.
 #[derive(Default)]
 pub struct Waiters {
     next: AtomicU64,
-    slots: Mutex<HashMap<u64, Arc<Slot>>>,
+    slots: Mutex<BTreeMap<u64, Arc<Slot>>>,
 }
 
 impl Waiters {
-    pub fn register(&self) -> (u64, Arc<Slot>) {
-        let token = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+    /// The next token; the caller must submit in token order.
+    pub fn next_token(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn register(&self, token: u64) -> Arc<Slot> {
         let slot = Arc::new(Slot::default());
         self.slots.lock().insert(token, slot.clone());
-        (token, slot)
+        slot
     }
 
     /// Hands the reply to the waiter; `false` if nobody waits (any more).
+    /// Every older waiter still pending was lost.
     pub fn complete(&self, token: u64, reply: Reply) -> bool {
+        let mut slots = self.slots.lock();
+        let newer = slots.split_off(&token);
+        let older = std::mem::replace(&mut *slots, newer);
+        drop(slots);
+        for lost in older.into_values() {
+            lost.fill(Reply::Lost);
+        }
         match self.slots.lock().remove(&token) {
             Some(slot) => {
                 slot.fill(reply);

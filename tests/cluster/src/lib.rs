@@ -83,17 +83,36 @@ pub fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> Result
     }
 }
 
+pub const SQL_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Runs SQL on a node given only its record (usable from other threads while
 /// the cluster is being restarted). Returns the client's error text on failure.
 pub fn sql(node: &Node, query: &str) -> Result<String, String> {
-    let out = Command::new("mariadb")
+    let mut child = Command::new("mariadb")
         .args(["--no-defaults", "-uroot", "-N", "-B", "--connect-timeout=5"])
         .arg("-S")
         .arg(&node.socket)
         .arg("-e")
         .arg(query)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .map_err(|e| e.to_string())?;
+    // A statement that hangs is a failure to report, not a test to hang.
+    // The output is collected by another thread so a large result cannot
+    // fill the pipe and stall the client.
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(SQL_TIMEOUT) {
+        Ok(out) => out.map_err(|e| e.to_string())?,
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            return Err(format!("statement still running after {SQL_TIMEOUT:?} on {}: {query}", node.name));
+        }
+    };
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
