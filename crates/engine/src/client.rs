@@ -174,7 +174,7 @@ impl Node {
     }
 
     fn check_size(&self, ws: &WriteSet) -> Result<(), Status> {
-        let max = self.inner.options.lock().int("repl.max_ws_size");
+        let max = self.inner.hot.max_ws_size();
         let size = ws.data.len() + ws.keys.iter().flat_map(|k| &k.parts).map(Vec::len).sum::<usize>();
         if size as i64 > max {
             log::warn!("Maximum writeset size exceeded by {}: {size} bytes, repl.max_ws_size is {max}", size as i64 - max);
@@ -246,7 +246,7 @@ impl Node {
 
     fn await_reply(&self, token: u64, slot: &crate::waiter::Slot) -> Result<Reply, Status> {
         let inner = &self.inner;
-        let grace = inner.options.lock().period("evs.suspect_timeout");
+        let grace = inner.hot.suspect();
         let started = Instant::now();
         let mut probed = started;
         loop {
@@ -392,7 +392,7 @@ impl Node {
                 _ => return Err(Status::NodeFail),
             },
         };
-        let timeout = timeout.unwrap_or_else(|| self.inner.options.lock().period("repl.causal_read_timeout"));
+        let timeout = timeout.unwrap_or_else(|| self.inner.hot.causal_read_timeout());
         Stats::add(&self.inner.stats.causal_reads, upto.is_none() as u64);
         match self.inner.apply.wait_left(target, Some(timeout)) {
             Ok(()) => Ok(self.last_committed()),

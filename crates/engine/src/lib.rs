@@ -7,6 +7,8 @@
 pub mod app;
 pub mod certification;
 pub mod client;
+pub mod config;
+pub mod dispatch;
 pub mod group_state;
 pub mod local_group;
 pub mod message;

@@ -21,12 +21,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
-use tandem_group::{Connectivity, GroupChannel, GroupConfig, GroupError, MemberInfo, Ordered, Replica, Timeouts};
+use tandem_group::{GroupChannel, GroupConfig, GroupError, Replica};
 
 use crate::app::{ApplyJob, Application};
 use crate::certification::Verdict;
 use crate::client::LocalTrx;
-use crate::group_state::{encode_start_position, GroupState, Outcome, ViewChange};
+use crate::config::{parse_cluster_address, HotOptions};
+use crate::dispatch::NodeReplica;
+use crate::group_state::{GroupState, ViewChange};
 use crate::message::{Body, Envelope, MemberState};
 use crate::monitor::Monitor;
 use crate::options::Options;
@@ -39,7 +41,7 @@ use crate::waiter::{Reply, Slot, Waiters};
 use crate::writeset::flags;
 
 /// Every this many seqnos each member reports its safe seqno.
-const PROGRESS_INTERVAL: Seqno = 1024;
+pub(crate) const PROGRESS_INTERVAL: Seqno = 1024;
 
 /// Starts a group channel; the provider passes the openraft one, tests a
 /// simulated one.
@@ -116,6 +118,8 @@ pub struct Inner {
     pub app: Arc<dyn Application>,
     pub config: NodeConfig,
     pub options: Mutex<Options>,
+    /// Values the commit path reads, parsed once per change of the options.
+    pub hot: HotOptions,
     factory: GroupFactory,
     pub me: RwLock<Uuid>,
     pub group: Mutex<Option<Arc<dyn GroupChannel>>>,
@@ -168,6 +172,7 @@ impl Node {
         let position = config.start_position.seqno;
         let inner = Inner {
             app,
+            hot: HotOptions::from(&options),
             options: Mutex::new(options),
             factory,
             me: RwLock::new(Uuid::random()),
@@ -237,38 +242,6 @@ impl Node {
         let group = (self.inner.factory)(config, Box::new(replica)).map_err(|e| e.to_string())?;
         *self.inner.group.lock() = Some(group);
         Ok(())
-    }
-
-    fn group_config(&self, cluster_name: &str, peers: Vec<String>, bootstrap: bool) -> GroupConfig {
-        let opts = self.inner.options.lock();
-        let host = host_of(&self.inner.config.node_address).unwrap_or_else(|| "0.0.0.0".into());
-        let port = opts.int("base_port");
-        let listen_addr = match opts.get("gmcast.listen_addr") {
-            "tcp://0.0.0.0:4567" => format!("{host}:{port}"),
-            explicit => explicit.trim_start_matches("tcp://").to_string(),
-        };
-        let advertised_host = if host == "0.0.0.0" { "127.0.0.1".to_string() } else { host };
-        let suspect = opts.period("evs.suspect_timeout");
-        let timeouts = Timeouts {
-            heartbeat: (suspect / 20).clamp(Duration::from_millis(50), Duration::from_millis(500)),
-            suspect,
-            inactive: opts.period("evs.inactive_timeout"),
-        };
-        let start = if bootstrap { encode_start_position(self.inner.config.start_position) } else { vec![] };
-        GroupConfig {
-            cluster_name: cluster_name.to_string(),
-            listen_addr: listen_addr.clone(),
-            peers,
-            bootstrap,
-            me: MemberInfo {
-                uuid: Uuid::random().0,
-                name: self.inner.config.name.clone(),
-                group_addr: format!("{advertised_host}:{}", listen_addr.rsplit(':').next().unwrap_or("4567")),
-                incoming: self.inner.config.incoming.clone(),
-                app: start,
-            },
-            timeouts,
-        }
     }
 
     /// Leaves the group; the final view follows through `recv()`.
@@ -648,205 +621,3 @@ fn libc_einval() -> i32 {
     22
 }
 
-/// The deterministic replica the group drives, plus the step from outcome
-/// to local work.
-struct NodeReplica {
-    node: Node,
-    state: GroupState,
-}
-
-impl Replica for NodeReplica {
-    fn apply(&mut self, event: Ordered<'_>) {
-        let outcome = self.state.apply(event);
-        self.node.dispatch(outcome, &self.state);
-    }
-
-    fn snapshot(&self) -> Vec<u8> {
-        self.state.encode()
-    }
-
-    fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
-        if self.node.inner.local.lock().in_group {
-            log::error!("Received a group snapshot while already a member: ordered events were lost; restart this node");
-        }
-        self.state = GroupState::decode(snapshot)?;
-        // A snapshot taken after we were added carries the view that includes
-        // us; no membership event will follow, so this is where we join.
-        if self.state.member(self.node.me()).is_some() {
-            let view = self.state.current_view();
-            self.node.dispatch(Outcome::View(view), &self.state);
-        }
-        Ok(())
-    }
-
-    fn connectivity(&mut self, now: Connectivity) {
-        self.node.on_connectivity(now, self.state.seqno);
-    }
-}
-
-impl Node {
-    fn dispatch(&self, outcome: Outcome, state: &GroupState) {
-        let inner = &self.inner;
-        let me = self.me();
-        let in_group = {
-            let mut l = inner.local.lock();
-            l.last_ordered = state.seqno;
-            l.in_group
-        };
-        match outcome {
-            Outcome::Nothing => {}
-            Outcome::WriteSet { token, seqno, verdict, ws } => {
-                if let Verdict::Pass { depends_on } = verdict {
-                    inner.stats.note_dependency(seqno - depends_on);
-                }
-                if seqno % PROGRESS_INTERVAL == 0 {
-                    // Lets every member purge certification keys we no longer need.
-                    let _ = self.submit(Body::Progress(self.safe_seqno()));
-                }
-                if ws.source == me && inner.waiters.complete(token, Reply::Ordered { seqno, verdict: verdict.clone() }) {
-                    return;
-                }
-                // Remote, or local whose client gave up: apply like any other.
-                if in_group {
-                    inner.queue.push(Task::Apply { seqno, verdict, ws });
-                }
-            }
-            Outcome::View(vc) => self.dispatch_view(vc, state, in_group),
-            Outcome::Causal { source, token, seqno } => {
-                if source == me {
-                    inner.waiters.complete(token, Reply::Causal(seqno));
-                }
-            }
-            Outcome::StateRequest { joiner, token, donor, request, seqno } => {
-                if donor == Some(me) && in_group {
-                    inner.queue.push(Task::Donate { after: seqno, request, joiner });
-                }
-                if joiner == me {
-                    inner.waiters.complete(token, Reply::Donor(donor));
-                }
-            }
-            Outcome::MemberState { member, state: MemberState::Synced, seqno } if member == me => {
-                inner.queue.push(Task::Synced { after: seqno });
-            }
-            Outcome::MemberState { .. } => {}
-        }
-    }
-
-    fn dispatch_view(&self, vc: ViewChange, state: &GroupState, in_group: bool) {
-        let me = self.me();
-        let inner = &self.inner;
-        let included = vc.members.iter().any(|m| m.uuid == me);
-        inner.local.lock().view_members = vc.members.iter().map(|m| m.uuid).collect();
-        match (in_group, included) {
-            (false, true) => {
-                {
-                    let mut l = inner.local.lock();
-                    l.in_group = true;
-                    l.primary = true;
-                    l.group_uuid = state.group_uuid;
-                }
-                inner.queue.push(Task::Connect(vc));
-            }
-            (true, true) => inner.queue.push(Task::View(vc)),
-            (true, false) if inner.closing.load(Ordering::Acquire) => {} // our own graceful leave
-            (true, false) => {
-                log::error!("This node was removed from the primary component; restart it to rejoin");
-                inner.local.lock().primary = false;
-                inner.queue.push(Task::NonPrimary { after: state.seqno - 1 });
-            }
-            (false, false) => {}
-        }
-    }
-
-    fn on_connectivity(&self, now: Connectivity, seqno: Seqno) {
-        let inner = &self.inner;
-        let mut l = inner.local.lock();
-        match now {
-            Connectivity::NonPrimary { .. } => {
-                if l.primary {
-                    l.primary = false;
-                    l.non_primary_since = Some(Instant::now());
-                    if l.in_group {
-                        inner.queue.push(Task::NonPrimary { after: seqno });
-                    }
-                }
-                drop(l);
-                inner.waiters.wake_all();
-            }
-            Connectivity::Primary => {
-                let was_cut_off = !l.primary && l.in_group;
-                l.primary = true;
-                l.non_primary_since = None;
-                drop(l);
-                if was_cut_off {
-                    log::info!("Back in the primary component");
-                    let _ = self.submit(Body::ViewBump);
-                }
-            }
-        }
-    }
-}
-
-/// `gcomm://host:port,host2` → peers (default port 4567). `gcomm://` alone
-/// has no peers: bootstrap.
-pub fn parse_cluster_address(url: &str) -> Result<Vec<String>, String> {
-    let rest = url
-        .trim()
-        .strip_prefix("gcomm://")
-        .ok_or_else(|| format!("unsupported cluster address '{url}': expected gcomm://host[:port],..."))?;
-    let rest = rest.split('?').next().unwrap_or("");
-    Ok(rest
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| if has_port(p) { p.to_string() } else { format!("{p}:4567") })
-        .collect())
-}
-
-fn has_port(addr: &str) -> bool {
-    match addr.rsplit_once(':') {
-        Some((host, port)) => port.parse::<u16>().is_ok() && (!host.contains(':') || host.ends_with(']')),
-        None => false,
-    }
-}
-
-fn host_of(addr: &str) -> Option<String> {
-    let addr = addr.trim();
-    if addr.is_empty() {
-        return None;
-    }
-    Some(if has_port(addr) { addr.rsplit_once(':').unwrap().0.to_string() } else { addr.to_string() })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cluster_addresses() {
-        assert_eq!(parse_cluster_address("gcomm://"), Ok(vec![]));
-        assert_eq!(
-            parse_cluster_address("gcomm://127.0.0.1:4568,host2"),
-            Ok(vec!["127.0.0.1:4568".to_string(), "host2:4567".to_string()])
-        );
-        assert_eq!(parse_cluster_address("gcomm://[::1]:16000"), Ok(vec!["[::1]:16000".to_string()]));
-        assert!(parse_cluster_address("http://x").is_err());
-        assert_eq!(host_of("127.0.0.1:14567").as_deref(), Some("127.0.0.1"));
-        assert_eq!(host_of("10.0.0.1").as_deref(), Some("10.0.0.1"));
-    }
-}
-
-impl Node {
-    /// `SET GLOBAL wsrep_provider_options`: only the keys being changed.
-    pub fn set_options(&self, text: &str) -> Result<(), String> {
-        let actions = self.inner.options.lock().set(text).map_err(|e| e.to_string())?;
-        for action in actions {
-            log::warn!("Provider option action {action:?} is accepted but not supported yet");
-        }
-        Ok(())
-    }
-
-    pub fn options_text(&self) -> String {
-        self.inner.options.lock().render()
-    }
-}

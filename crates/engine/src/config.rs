@@ -1,0 +1,151 @@
+//! Configuration: provider options, cluster addresses, and how they become
+//! the group channel's configuration.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tandem_group::{GroupConfig, MemberInfo, Timeouts};
+
+use crate::group_state::encode_start_position;
+use crate::node::Node;
+use crate::options::Options;
+use crate::types::Uuid;
+
+/// Options read on every commit, kept parsed so the commit path takes no
+/// global lock for them.
+#[derive(Debug, Default)]
+pub struct HotOptions {
+    max_ws_size: std::sync::atomic::AtomicI64,
+    suspect_ms: std::sync::atomic::AtomicU64,
+    causal_read_ms: std::sync::atomic::AtomicU64,
+}
+
+impl HotOptions {
+    pub(crate) fn from(options: &Options) -> HotOptions {
+        let hot = HotOptions::default();
+        hot.update(options);
+        hot
+    }
+
+    pub(crate) fn update(&self, options: &Options) {
+        let ms = |key| options.period(key).as_millis() as u64;
+        self.max_ws_size.store(options.int("repl.max_ws_size"), Ordering::Relaxed);
+        self.suspect_ms.store(ms("evs.suspect_timeout"), Ordering::Relaxed);
+        self.causal_read_ms.store(ms("repl.causal_read_timeout"), Ordering::Relaxed);
+    }
+
+    pub fn max_ws_size(&self) -> i64 {
+        self.max_ws_size.load(Ordering::Relaxed)
+    }
+
+    pub fn suspect(&self) -> Duration {
+        Duration::from_millis(self.suspect_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn causal_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.causal_read_ms.load(Ordering::Relaxed))
+    }
+}
+
+impl Node {
+    pub(crate) fn group_config(&self, cluster_name: &str, peers: Vec<String>, bootstrap: bool) -> GroupConfig {
+        let opts = self.inner.options.lock();
+        let host = host_of(&self.inner.config.node_address).unwrap_or_else(|| "0.0.0.0".into());
+        let port = opts.int("base_port");
+        let listen_addr = match opts.get("gmcast.listen_addr") {
+            "tcp://0.0.0.0:4567" => format!("{host}:{port}"),
+            explicit => explicit.trim_start_matches("tcp://").to_string(),
+        };
+        let advertised_host = if host == "0.0.0.0" { "127.0.0.1".to_string() } else { host };
+        let suspect = opts.period("evs.suspect_timeout");
+        let timeouts = Timeouts {
+            heartbeat: (suspect / 20).clamp(Duration::from_millis(50), Duration::from_millis(500)),
+            suspect,
+            inactive: opts.period("evs.inactive_timeout"),
+        };
+        let start = if bootstrap { encode_start_position(self.inner.config.start_position) } else { vec![] };
+        GroupConfig {
+            cluster_name: cluster_name.to_string(),
+            listen_addr: listen_addr.clone(),
+            peers,
+            bootstrap,
+            me: MemberInfo {
+                uuid: Uuid::random().0,
+                name: self.inner.config.name.clone(),
+                group_addr: format!("{advertised_host}:{}", listen_addr.rsplit(':').next().unwrap_or("4567")),
+                incoming: self.inner.config.incoming.clone(),
+                app: start,
+            },
+            timeouts,
+        }
+    }
+
+}
+impl Node {
+    /// `SET GLOBAL wsrep_provider_options`: only the keys being changed.
+    pub fn set_options(&self, text: &str) -> Result<(), String> {
+        let actions = {
+            let mut options = self.inner.options.lock();
+            let actions = options.set(text).map_err(|e| e.to_string())?;
+            self.inner.hot.update(&options);
+            actions
+        };
+        for action in actions {
+            log::warn!("Provider option action {action:?} is accepted but not supported yet");
+        }
+        Ok(())
+    }
+
+    pub fn options_text(&self) -> String {
+        self.inner.options.lock().render()
+    }
+}
+
+/// `gcomm://host:port,host2` → peers (default port 4567). `gcomm://` alone
+/// has no peers: bootstrap.
+pub fn parse_cluster_address(url: &str) -> Result<Vec<String>, String> {
+    let rest = url
+        .trim()
+        .strip_prefix("gcomm://")
+        .ok_or_else(|| format!("unsupported cluster address '{url}': expected gcomm://host[:port],..."))?;
+    let rest = rest.split('?').next().unwrap_or("");
+    Ok(rest
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| if has_port(p) { p.to_string() } else { format!("{p}:4567") })
+        .collect())
+}
+
+fn has_port(addr: &str) -> bool {
+    match addr.rsplit_once(':') {
+        Some((host, port)) => port.parse::<u16>().is_ok() && (!host.contains(':') || host.ends_with(']')),
+        None => false,
+    }
+}
+
+fn host_of(addr: &str) -> Option<String> {
+    let addr = addr.trim();
+    if addr.is_empty() {
+        return None;
+    }
+    Some(if has_port(addr) { addr.rsplit_once(':').unwrap().0.to_string() } else { addr.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_addresses() {
+        assert_eq!(parse_cluster_address("gcomm://"), Ok(vec![]));
+        assert_eq!(
+            parse_cluster_address("gcomm://127.0.0.1:4568,host2"),
+            Ok(vec!["127.0.0.1:4568".to_string(), "host2:4567".to_string()])
+        );
+        assert_eq!(parse_cluster_address("gcomm://[::1]:16000"), Ok(vec!["[::1]:16000".to_string()]));
+        assert!(parse_cluster_address("http://x").is_err());
+        assert_eq!(host_of("127.0.0.1:14567").as_deref(), Some("127.0.0.1"));
+        assert_eq!(host_of("10.0.0.1").as_deref(), Some("10.0.0.1"));
+    }
+}
