@@ -8,7 +8,7 @@ PROVIDER := target/release/libtandem.so
 TANDEM := target/release/tandem
 DEMO_DIR ?= .tandem/demo
 
-.PHONY: deps build demo demo-down test test-unit test-cluster mtr bench clean
+.PHONY: deps build demo demo-down test test-unit test-cluster test-mtr mtr clean
 
 # Install the Debian packages we need (only the missing ones), and stop the
 # distribution's own mariadb service: our clusters use their own ports/dirs.
@@ -34,7 +34,7 @@ demo: build
 demo-down:
 	$(TANDEM) cluster down --dir $(DEMO_DIR)
 
-test: build test-unit test-cluster
+test: build test-unit test-cluster test-mtr
 
 test-unit:
 	$(CARGO) test --workspace --exclude tandem-cluster-tests
@@ -42,6 +42,14 @@ test-unit:
 # Real mariadbd clusters on loopback with our provider.
 test-cluster: build
 	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests -- --test-threads=1
+
+# A fast subset of MariaDB's own galera suite against our provider.
+test-mtr: build
+	scripts/mtr.sh --provider tandem --provider-path $(CURDIR)/$(PROVIDER) --list tests/mtr/ci.txt
+
+# The whole candidate list (slow); results go to docs/compatibility.md by hand.
+mtr: build
+	scripts/mtr.sh --provider tandem --provider-path $(CURDIR)/$(PROVIDER) --list tests/mtr/candidates.txt
 
 clean:
 	$(CARGO) clean

@@ -407,7 +407,7 @@ pub async fn leave(shared: &Shared) -> Result<(), String> {
     }
     let voters: Vec<MemberId> = membership.voter_ids().collect();
     if voters == [me] {
-        warn!("Member {me} is the last voter: leaving ends the group");
+        info!("Member {me} is the last voter: leaving ends the group");
         return Ok(());
     }
     info!("Member {me} ({}) leaving the group", shared.config.me.name);
