@@ -88,7 +88,7 @@ pub const SQL_TIMEOUT: Duration = Duration::from_secs(120);
 /// Runs SQL on a node given only its record (usable from other threads while
 /// the cluster is being restarted). Returns the client's error text on failure.
 pub fn sql(node: &Node, query: &str) -> Result<String, String> {
-    let mut child = Command::new("mariadb")
+    let child = Command::new("mariadb")
         .args(["--no-defaults", "-uroot", "-N", "-B", "--connect-timeout=5"])
         .arg("-S")
         .arg(&node.socket)
