@@ -251,7 +251,9 @@ impl Node {
         self.inner.waiters.wake_all();
         if let Some(group) = self.inner.group.lock().take() {
             if let Err(e) = group.leave(Duration::from_secs(5)) {
-                log::warn!("Leaving the group: {e}");
+                // Several members stopping at once race to leave; the last voter
+                // cannot be removed. Nothing an operator must act on.
+                log::info!("Leaving the group: {e}");
             }
             group.shutdown();
         }
