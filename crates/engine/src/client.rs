@@ -228,12 +228,13 @@ impl Node {
         if !inner.local.lock().primary {
             return (Err(Status::ConnFail), body);
         }
-        let (slot, sent, body) = self.send(body, true);
-        if let Err(e) = sent {
+        let sent = self.send(body, true);
+        let body = sent.body;
+        if let Err(e) = sent.result {
             log::debug!("Replication failed: {e}");
             return (Err(Status::ConnFail), body);
         }
-        let (token, slot) = slot.expect("waiter registered");
+        let (token, slot) = sent.waiter.expect("waiter registered");
         let reply = match self.await_reply(token, &slot) {
             Ok(Reply::Lost) => {
                 log::info!("A message of ours was lost before it was ordered (leader change); the transaction is rolled back");

@@ -146,6 +146,14 @@ pub struct Node {
     pub inner: Arc<Inner>,
 }
 
+/// What `Node::send` did: the waiter (if asked for), whether the group
+/// took the message, and the body handed back.
+pub struct Sent {
+    pub waiter: Option<(u64, Arc<Slot>)>,
+    pub result: Result<(), GroupError>,
+    pub body: Body,
+}
+
 /// How the applier loop ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RecvEnd {
@@ -295,13 +303,13 @@ impl Node {
 
     /// Sends a message nobody waits for.
     pub fn submit(&self, body: Body) -> Result<(), GroupError> {
-        self.send(body, false).1
+        self.send(body, false).result
     }
 
     /// Sends a message, optionally registering a waiter for its return.
     /// Tokens are taken and messages submitted under one lock, so tokens
     /// reach the group in increasing order (what loss detection relies on).
-    pub fn send(&self, body: Body, wait: bool) -> (Option<(u64, Arc<Slot>)>, Result<(), GroupError>, Body) {
+    pub fn send(&self, body: Body, wait: bool) -> Sent {
         let group = self.group();
         let _order = self.inner.send_order.lock();
         let token = self.inner.waiters.next_token();
@@ -316,7 +324,7 @@ impl Node {
                 self.inner.waiters.abandon(*token);
             }
         }
-        (slot, sent, envelope.body)
+        Sent { waiter: slot, result: sent, body: envelope.body }
     }
 
     /// The applier loop of one server thread.
@@ -523,9 +531,9 @@ impl Node {
             if inner.closing.load(Ordering::Acquire) {
                 return None;
             }
-            let (slot, sent, _) = self.send(Body::StateRequest { donors: donors.clone(), request: request.to_vec() }, true);
-            let (token, slot) = slot.expect("waiter registered");
-            let reply = sent.ok().and_then(|_| slot.wait(Duration::from_secs(10)));
+            let sent = self.send(Body::StateRequest { donors: donors.clone(), request: request.to_vec() }, true);
+            let (token, slot) = sent.waiter.expect("waiter registered");
+            let reply = sent.result.ok().and_then(|_| slot.wait(Duration::from_secs(10)));
             inner.waiters.abandon(token);
             if let Some(Reply::Donor(Some(donor))) = reply {
                 log::info!("State transfer from {donor} requested");
