@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{info, warn};
+use log::info;
 use openraft::{Instant as _, ServerState};
 
 use crate::raft::state_machine::{lock, replica_call};
@@ -76,7 +76,8 @@ impl Detector {
                 self.primary = false;
                 shared.primary.store(false, Ordering::Release);
                 let reachable = reachable(shared);
-                warn!(
+                // A Note in Galera too: the view change tells the server.
+                info!(
                     "Member {} lost the primary component: {reason}; \
                      reachable members: {reachable:?}",
                     shared.me

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{debug, error, warn};
+use log::{debug, error, info, warn};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::handshake;
@@ -51,6 +51,11 @@ async fn serve_conn(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr
                 Err(_idle) => return,
                 Ok(Ok(req)) => req,
                 Ok(Err(WireError::Closed)) => return,
+                // A reset by a peer that stops or crashes is routine.
+                Ok(Err(WireError::Io(e))) => {
+                    info!("Connection from member {from} at {peer} lost: {e}");
+                    return;
+                }
                 Ok(Err(e)) => {
                     error!("Closing connection from member {from} at {peer}: {e}");
                     return;
