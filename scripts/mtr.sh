@@ -3,7 +3,8 @@
 #
 #   scripts/mtr.sh [--provider tandem|galera] [--provider-path PATH]
 #                  [--list FILE | TEST ...] [--suite galera]
-#                  [--parallel N] [--testcase-timeout MIN] [--out DIR] [-- EXTRA-MTR-ARGS]
+#                  [--parallel N] [--testcase-timeout MIN] [--out DIR] [--no-snapshot]
+#                  [-- EXTRA-MTR-ARGS]
 #
 # TEST is "suite.name" (e.g. galera.basic); a bare name gets "<suite>." prepended.
 # --list FILE: one test per line, first word used; blank lines and words starting
@@ -12,6 +13,10 @@
 #                   galera = /usr/lib/galera/libgalera_smm.so.
 # Output: raw MTR log + summary files under --out DIR (default: a new
 # ${TMPDIR:-/tmp}/tandem-mtr.XXXXXX); the MTR vardir is DIR/var.
+# The provider library is copied to DIR/provider/ first and the servers load
+# that copy, so rebuilding target/release/libtandem.so during a run does not
+# mix two builds in one run (--no-snapshot: load it in place). Its md5 and
+# mtime are written to the log header.
 # Prints one line per test: test result mtr-ms wall-s reason, then totals.
 # Exit: 0 all listed tests passed or were skipped, 1 something failed / not run,
 #       2 usage or environment error (no mariadb-test, no provider, ...).
@@ -38,6 +43,7 @@ tc_timeout=10
 out=""
 tests=()
 extra=()
+snapshot=1
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -55,6 +61,7 @@ while [ $# -gt 0 ]; do
     --testcase-timeout=*) tc_timeout="${1#*=}"; shift ;;
     --out) out="${2:?}"; shift 2 ;;
     --out=*) out="${1#*=}"; shift ;;
+    --no-snapshot) snapshot=0; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     -*) die "unknown option $1 (use -- to pass options to MTR)" ;;
@@ -118,6 +125,14 @@ else
   mkdir -p "$out"
   out="$(readlink -f "$out")"
 fi
+orig_provider="$provider_path"
+provider_info="md5=$(md5sum <"$provider_path" | cut -d' ' -f1) mtime=$(date -u -r "$provider_path" +%Y-%m-%dT%H:%M:%SZ)"
+if [ "$snapshot" -eq 1 ]; then
+  mkdir -p "$out/provider"
+  cp "$provider_path" "$out/provider/"
+  provider_path="$out/provider/$(basename "$provider_path")"
+  provider_info="copy of $orig_provider, $provider_info"
+fi
 log="$out/mtr.log"
 expect="$out/tests.txt"
 printf '%s\n' "${tests[@]}" >"$expect"
@@ -137,10 +152,10 @@ mtr_args=(
 cmd=(perl ./mariadb-test-run.pl "${mtr_args[@]}" ${extra[@]+"${extra[@]}"} "${tests[@]}")
 
 {
-  echo "# mtr.sh $(date -Is) host=$(hostname) provider=$provider path=$provider_path"
+  echo "# mtr.sh $(date -Is) host=$(hostname) provider=$provider path=$provider_path ($provider_info)"
   echo "# cd $MTR_DIR && WSREP_PROVIDER=$provider_path ${cmd[*]}"
 } >"$log"
-echo "mtr.sh: provider=$provider ($provider_path), ${#tests[@]} test(s), log: $log" >&2
+echo "mtr.sh: provider=$provider ($provider_info), ${#tests[@]} test(s), log: $log" >&2
 
 start=$(date +%s)
 set +e
