@@ -147,9 +147,35 @@ impl Node {
                 drop(l);
                 if was_cut_off {
                     log::info!("Back in the primary component");
-                    let _ = self.submit(Body::ViewBump);
+                    self.announce_return();
                 }
             }
+        }
+    }
+}
+
+impl Node {
+    /// Asks the group for a fresh primary view after we were cut off. Runs on
+    /// its own thread and retries: the group may report us primary a moment
+    /// before it accepts submissions, and a lost bump would leave the node
+    /// non-primary for good.
+    fn announce_return(&self) {
+        let node = self.clone();
+        let spawned = std::thread::Builder::new().name("tandem-view-bump".into()).spawn(move || {
+            for _ in 0..300 {
+                if node.inner.closing.load(Ordering::Acquire) || !node.inner.local.lock().primary {
+                    return;
+                }
+                match node.submit(Body::ViewBump) {
+                    Ok(()) => return,
+                    Err(e) => log::debug!("View bump not accepted yet: {e}"),
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            log::warn!("Could not ask the group for a new primary view after rejoining it");
+        });
+        if let Err(e) = spawned {
+            log::warn!("Could not start the view bump thread: {e}");
         }
     }
 }

@@ -449,6 +449,9 @@ impl Node {
 
     fn join(&self, ctx: usize, vc: &ViewChange) -> Step {
         let inner = &self.inner;
+        // The view a joiner gets through connected_cb is its current view
+        // (a later non-primary view and the status variables are built from it).
+        inner.local.lock().members = vc.members.clone();
         let view = self.view_for(vc);
         if !inner.app.connected(&view) {
             log::error!("The server refused to connect to view {}", vc.view_no);
