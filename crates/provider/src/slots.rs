@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot_free::Mutex;
-use tandem_engine::client::{Status, TRACKED};
+use std::sync::Mutex;
+use tandem_engine::client::TRACKED;
 use tandem_engine::node::{GroupFactory, Node, NodeConfig, RecvEnd};
 use tandem_engine::stats::StatValue;
 use tandem_engine::writeset::KeyType;
@@ -18,11 +18,6 @@ use wsrep_abi::*;
 use crate::convert::*;
 use crate::guard::guard;
 use crate::server_app::ServerApp;
-
-/// Minimal std-only mutex alias (the provider keeps its dependencies small).
-mod parking_lot_free {
-    pub type Mutex<T> = std::sync::Mutex<T>;
-}
 
 const NAME: &[u8] = b"Tandem\0";
 /// MTR parses `26.<minor>.<release>`; we implement Galera 26.4's behaviour.
@@ -498,9 +493,4 @@ unsafe extern "C" fn free(w: *mut wsrep_t) {
         p.node.shutdown();
         drop(p);
     })
-}
-
-#[allow(dead_code)]
-fn _status_is_mapped(s: Status) -> wsrep_status_t {
-    crate::convert::status(s)
 }
