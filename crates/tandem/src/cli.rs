@@ -24,6 +24,10 @@ enum Command {
     /// Local MariaDB clusters on 127.0.0.1 (tandem or Galera provider)
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// sysbench on Tandem, Galera and standalone MariaDB side by side; writes docs/benchmarks.md
+    Bench(crate::bench::BenchArgs),
+    /// MariaDB's galera MTR suites with Galera and with Tandem; writes docs/compatibility.md
+    Mtr(crate::mtr::MtrArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -152,6 +156,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Cluster(ClusterCommand::Down(args)) => down(args),
         Command::Cluster(ClusterCommand::StartNode(args)) => start_node(args),
         Command::Cluster(ClusterCommand::StopNode(args)) => stop_node(args),
+        Command::Bench(args) => crate::bench::run(args),
+        Command::Mtr(args) => crate::mtr::run(args),
     }
 }
 
