@@ -5,3 +5,4 @@ pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod mtr;
+pub mod progress;

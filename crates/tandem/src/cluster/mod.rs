@@ -83,6 +83,10 @@ impl Cluster {
     /// one's data) and returns once every node is Synced.
     pub fn up(spec: ClusterSpec) -> Result<Cluster> {
         anyhow::ensure!(spec.nodes >= 1, "a cluster needs at least one node");
+        anyhow::ensure!(
+            spec.provider != ProviderKind::Standalone || spec.nodes == 1,
+            "a standalone server (no provider) is a single node"
+        );
         let tools = Tools::find()?;
         let provider_path = resolve_provider(spec.provider, spec.provider_path.as_deref())?;
         let dir = prepare_dir(&spec.dir)?;
@@ -195,17 +199,23 @@ impl Cluster {
         self.node_checked(i).is_ok_and(Node::is_running)
     }
 
-    /// Waits until node `i` reports `wsrep_local_state_comment = Synced`.
-    /// Fails early if mariadbd exits; errors carry the tail of its error log.
+    /// Waits until node `i` reports `wsrep_local_state_comment = Synced` (a
+    /// standalone server: until it answers). Fails early if mariadbd exits;
+    /// errors carry the tail of its error log.
     pub fn wait_synced(&mut self, i: usize, timeout: Duration) -> Result<()> {
         let start = Instant::now();
+        let standalone = self.state.provider == ProviderKind::Standalone;
         let mut last_state = None;
         loop {
             if !self.is_running(i) {
                 return Err(self.failure(i, "mariadbd exited before reaching Synced"));
             }
             let node = self.node_checked(i)?;
-            last_state = node.probe_state().or(last_state);
+            if standalone {
+                last_state = node.probe_ready().or(last_state);
+            } else {
+                last_state = node.probe_state().or(last_state);
+            }
             if last_state.as_deref() == Some("Synced") {
                 return Ok(());
             }
@@ -277,9 +287,12 @@ impl Cluster {
             );
         }
         let mariadbd = find_program("mariadbd")?;
-        let mut args = mariadbd_args(&node, bootstrap);
-        if let Some(position) = recover_position(&mariadbd, &node)? {
-            args.push(format!("--wsrep_start_position={position}"));
+        let replicated = self.state.provider != ProviderKind::Standalone;
+        let mut args = mariadbd_args(&node, bootstrap && replicated);
+        if replicated {
+            if let Some(position) = recover_position(&mariadbd, &node)? {
+                args.push(format!("--wsrep_start_position={position}"));
+            }
         }
         let child = process::spawn_detached(&mariadbd, &args, &node.error_log)?;
         self.state.nodes[i - 1].pid = Some(child.id());

@@ -49,6 +49,14 @@ impl Node {
         mysql::parse_status(&rows).remove("wsrep_local_state_comment")
     }
 
+    /// A standalone server's stand-in for `probe_state`: "Synced" once it answers.
+    pub fn probe_ready(&self) -> Option<String> {
+        let rows = self
+            .sql_with_timeout("SELECT 1", Duration::from_secs(10))
+            .ok()?;
+        (rows == [["1"]]).then(|| "Synced".to_string())
+    }
+
     /// How a human connects to this node.
     pub fn connect_hint(&self) -> String {
         format!(

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 pub const GALERA_PROVIDER: &str = "/usr/lib/galera/libgalera_smm.so";
 pub const PROVIDER_ENV: &str = "TANDEM_PROVIDER";
+/// What a standalone server records as its provider (mariadbd's own word for none).
+pub const NO_PROVIDER: &str = "none";
 
 /// Absolute paths of the programs a cluster needs.
 #[derive(Clone, Debug)]
@@ -63,6 +65,7 @@ pub fn resolve_provider(kind: ProviderKind, explicit: Option<&Path>) -> Result<P
         (ProviderKind::Tandem, None, Some(path)) => path,
         (ProviderKind::Tandem, None, None) => default_tandem_provider()?,
         (ProviderKind::Galera, None, _) => PathBuf::from(GALERA_PROVIDER),
+        (ProviderKind::Standalone, None, _) => return Ok(PathBuf::from(NO_PROVIDER)),
     };
     check_provider_file(kind, &chosen)
 }
@@ -81,6 +84,9 @@ fn check_provider_file(kind: ProviderKind, path: &Path) -> Result<PathBuf> {
         return Ok(std::path::absolute(path)?);
     }
     match kind {
+        ProviderKind::Standalone => {
+            bail!("a standalone server loads no provider ({})", path.display())
+        }
         ProviderKind::Galera => bail!("{} not found: run make deps (galera-4)", path.display()),
         ProviderKind::Tandem => bail!(
             "{} not found: build it with `cargo build --release -p tandem-provider`, \

@@ -16,6 +16,8 @@ pub enum ProviderKind {
     Tandem,
     /// Codership's libgalera_smm.so, for comparison.
     Galera,
+    /// No provider, wsrep off: one plain MariaDB (the benchmark's upper limit).
+    Standalone,
 }
 
 impl std::fmt::Display for ProviderKind {
@@ -23,6 +25,7 @@ impl std::fmt::Display for ProviderKind {
         f.write_str(match self {
             ProviderKind::Tandem => "tandem",
             ProviderKind::Galera => "galera",
+            ProviderKind::Standalone => "standalone",
         })
     }
 }

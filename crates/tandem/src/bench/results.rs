@@ -1,0 +1,307 @@
+//! What a benchmark run produced, kept as JSON next to the Markdown report so
+//! that the next run can compare its ratios with this one (repeatability).
+
+use super::plan::{Cell, Matrix};
+use crate::cluster::ProviderKind;
+use serde::{Deserialize, Serialize};
+
+/// Bumped when the layout changes; an older file is then not compared against.
+pub const FORMAT: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Results {
+    pub format: u32,
+    /// UTC, `YYYY-MM-DD HH:MM`.
+    pub date: String,
+    pub command: String,
+    pub machine: Machine,
+    pub versions: Versions,
+    pub settings: Settings,
+    pub cells: Vec<CellResult>,
+    pub resources: Vec<Resources>,
+    pub elapsed_s: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Machine {
+    pub host: String,
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub cpu: String,
+    pub kernel: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Versions {
+    pub mariadb: String,
+    pub galera: String,
+    pub sysbench: String,
+    /// Package version and md5 of the library that was loaded.
+    pub tandem: String,
+}
+
+/// Everything that must be equal for two runs' ratios to be comparable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    pub matrix: Matrix,
+    pub tables: u32,
+    pub table_size: u32,
+    pub warmup_s: u32,
+    pub duration_s: u32,
+    pub slave_threads: usize,
+    pub mysqld_options: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CellResult {
+    pub cell: Cell,
+    pub runs: Vec<Measurement>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Measurement {
+    pub target: Option<ProviderKind>,
+    pub tps: f64,
+    pub p95_ms: Option<f64>,
+    pub transactions: u64,
+    /// sysbench's retried errors (a certification failure is a deadlock error to the client).
+    pub ignored_errors: u64,
+    /// Sum over nodes of the `wsrep_local_cert_failures` increase; none when standalone.
+    pub cert_failures: Option<u64>,
+    /// CPU seconds of all the target's servers, from the start of the run
+    /// until every node had applied everything.
+    pub cpu_s: f64,
+    /// Seconds after the clients stopped until every node had applied everything.
+    pub drain_s: f64,
+    /// Set when the run failed; the figures are then zero.
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Resources {
+    pub target: ProviderKind,
+    /// Peak RSS (VmHWM) of each node's mariadbd over the whole benchmark.
+    pub peak_rss_mib: Vec<f64>,
+    pub cpu_s: f64,
+    pub transactions: u64,
+}
+
+impl Resources {
+    pub fn cpu_per_1000(&self) -> Option<f64> {
+        (self.transactions > 0).then(|| self.cpu_s * 1000.0 / self.transactions as f64)
+    }
+}
+
+impl CellResult {
+    pub fn of(&self, target: ProviderKind) -> Option<&Measurement> {
+        self.runs
+            .iter()
+            .find(|m| m.target == Some(target) && m.error.is_none())
+    }
+
+    /// Tandem TPS / Galera TPS: above 1 means Tandem is faster.
+    pub fn tps_ratio(&self) -> Option<f64> {
+        let (t, g) = (
+            self.of(ProviderKind::Tandem)?,
+            self.of(ProviderKind::Galera)?,
+        );
+        (g.tps > 0.0).then(|| t.tps / g.tps)
+    }
+
+    /// Tandem p95 / Galera p95: below 1 means Tandem's latency is lower.
+    pub fn p95_ratio(&self) -> Option<f64> {
+        let (t, g) = (
+            self.of(ProviderKind::Tandem)?,
+            self.of(ProviderKind::Galera)?,
+        );
+        let (t, g) = (t.p95_ms?, g.p95_ms?);
+        (g > 0.0).then(|| t / g)
+    }
+}
+
+impl Results {
+    /// Per target: CPU seconds and transactions over every successful run.
+    pub fn totals(&self, target: ProviderKind) -> (f64, u64) {
+        self.cells
+            .iter()
+            .filter_map(|c| c.of(target))
+            .fold((0.0, 0), |(cpu, trx), m| {
+                (cpu + m.cpu_s, trx + m.transactions)
+            })
+    }
+}
+
+/// Geometric mean; none for an empty set.
+pub fn geomean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let logs: Vec<f64> = values
+        .into_iter()
+        .filter(|v| *v > 0.0)
+        .map(f64::ln)
+        .collect();
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
+
+/// How far this run's Tandem/Galera TPS ratios moved from an earlier run's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spread {
+    pub previous_date: String,
+    pub cells: usize,
+    pub median_abs_pct: f64,
+    pub max_abs_pct: f64,
+    pub worst: String,
+    pub within_15_pct: usize,
+}
+
+/// Compares cell by cell; none when the settings differ (ratios of different
+/// experiments say nothing about repeatability) or no cell has both ratios.
+pub fn spread(previous: &Results, now: &Results) -> Option<Spread> {
+    if previous.format != FORMAT || previous.settings != now.settings {
+        return None;
+    }
+    let mut diffs: Vec<(f64, String)> = now
+        .cells
+        .iter()
+        .zip(&previous.cells)
+        .filter(|(a, b)| a.cell == b.cell)
+        .filter_map(|(a, b)| {
+            let (r_now, r_prev) = (a.tps_ratio()?, b.tps_ratio()?);
+            Some(((r_now / r_prev - 1.0) * 100.0, a.cell.label()))
+        })
+        .collect();
+    if diffs.is_empty() {
+        return None;
+    }
+    diffs.sort_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
+    let abs: Vec<f64> = diffs.iter().map(|d| d.0.abs()).collect();
+    let (max, worst) = diffs.last().cloned()?;
+    Some(Spread {
+        previous_date: previous.date.clone(),
+        cells: diffs.len(),
+        median_abs_pct: median(&abs),
+        max_abs_pct: max.abs(),
+        worst: format!("{worst} ({max:+.1}%)"),
+        within_15_pct: abs.iter().filter(|d| **d <= 15.0).count(),
+    })
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::bench::plan::{Placement, Workload};
+    use ProviderKind::*;
+
+    pub(crate) fn measurement(target: ProviderKind, tps: f64, p95: f64) -> Measurement {
+        Measurement {
+            target: Some(target),
+            tps,
+            p95_ms: Some(p95),
+            transactions: (tps * 10.0) as u64,
+            cert_failures: (target != Standalone).then_some(3),
+            cpu_s: tps / 100.0,
+            drain_s: 0.2,
+            ..Measurement::default()
+        }
+    }
+
+    pub(crate) fn sample(tandem_tps: [f64; 2]) -> Results {
+        let matrix = Matrix {
+            workloads: vec![Workload::OltpWriteOnly],
+            threads: vec![1, 16],
+            placements: vec![Placement::Node1],
+            targets: vec![Tandem, Galera, Standalone],
+            nodes: 3,
+        };
+        let cells = matrix
+            .cells()
+            .into_iter()
+            .zip(tandem_tps)
+            .map(|(cell, t)| CellResult {
+                cell,
+                runs: vec![
+                    measurement(Tandem, t, 4.0),
+                    measurement(Galera, 100.0, 5.0),
+                    measurement(Standalone, 400.0, 1.0),
+                ],
+            })
+            .collect();
+        Results {
+            format: FORMAT,
+            date: "2026-11-22 10:00".into(),
+            command: "tandem bench".into(),
+            machine: Machine::default(),
+            versions: Versions::default(),
+            settings: Settings {
+                matrix,
+                tables: 8,
+                table_size: 1000,
+                warmup_s: 1,
+                duration_s: 5,
+                slave_threads: 4,
+                mysqld_options: vec![],
+            },
+            cells,
+            resources: vec![],
+            elapsed_s: 60.0,
+        }
+    }
+
+    #[test]
+    fn ratios_are_tandem_over_galera() {
+        let r = sample([120.0, 80.0]);
+        assert_eq!(r.cells[0].tps_ratio(), Some(1.2));
+        assert_eq!(r.cells[0].p95_ratio(), Some(0.8));
+        assert_eq!(r.cells[1].tps_ratio(), Some(0.8));
+    }
+
+    #[test]
+    fn failed_runs_have_no_ratio() {
+        let mut r = sample([120.0, 80.0]);
+        r.cells[0].runs[1].error = Some("sysbench failed".into());
+        assert_eq!(r.cells[0].tps_ratio(), None);
+        assert_eq!(r.totals(Galera).1, 1000);
+    }
+
+    #[test]
+    fn geomean_of_ratios() {
+        assert!((geomean([2.0, 0.5]).unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(geomean(Vec::<f64>::new()), None);
+    }
+
+    #[test]
+    fn spread_between_two_runs() {
+        let a = sample([120.0, 80.0]);
+        let b = sample([132.0, 80.0]);
+        let s = spread(&a, &b).unwrap();
+        assert_eq!(s.cells, 2);
+        assert!((s.max_abs_pct - 10.0).abs() < 1e-9, "{s:?}");
+        assert!((s.median_abs_pct - 5.0).abs() < 1e-9);
+        assert_eq!(s.within_15_pct, 2);
+        assert!(s.worst.starts_with("oltp_write_only 1 thr"), "{}", s.worst);
+    }
+
+    #[test]
+    fn different_settings_are_not_compared() {
+        let a = sample([120.0, 80.0]);
+        let mut b = sample([120.0, 80.0]);
+        b.settings.duration_s = 30;
+        assert_eq!(spread(&a, &b), None);
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let r = sample([120.0, 80.0]);
+        let text = serde_json::to_string(&r).unwrap();
+        let back: Results = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.cells[1].tps_ratio(), r.cells[1].tps_ratio());
+        assert_eq!(back.settings, r.settings);
+    }
+}
