@@ -18,6 +18,7 @@ pub use state::{ClusterState, Node, ProviderKind};
 
 use anyhow::{anyhow, bail, Context, Result};
 use prereq::{find_program, resolve_provider, Tools};
+use process::Signal;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -186,12 +187,12 @@ impl Cluster {
 
     /// Graceful stop: SIGTERM, then SIGKILL after `STOP_TIMEOUT`.
     pub fn stop(&mut self, i: usize) -> Result<()> {
-        self.stop_node(i, libc::SIGTERM)
+        self.stop_node(i, Signal::TERM)
     }
 
     /// Crash: SIGKILL.
     pub fn kill(&mut self, i: usize) -> Result<()> {
-        self.stop_node(i, libc::SIGKILL)
+        self.stop_node(i, Signal::KILL)
     }
 
     pub fn is_running(&mut self, i: usize) -> bool {
@@ -250,7 +251,7 @@ impl Cluster {
     fn stop_all(&mut self) -> Result<()> {
         let mut first_error = None;
         for i in (1..=self.len()).rev() {
-            if let Err(e) = self.stop_node(i, libc::SIGTERM) {
+            if let Err(e) = self.stop_node(i, Signal::TERM) {
                 first_error.get_or_insert(e);
             }
         }
@@ -300,13 +301,13 @@ impl Cluster {
         self.save()
     }
 
-    fn stop_node(&mut self, i: usize, sig: libc::c_int) -> Result<()> {
+    fn stop_node(&mut self, i: usize, sig: Signal) -> Result<()> {
         self.reap(i);
         let node = self.node_checked(i)?.clone();
         if let Some(pid) = node.pid.filter(|_| node.is_running()) {
             process::signal(pid, sig)?;
             if !self.wait_exit(i, pid, STOP_TIMEOUT) {
-                process::signal(pid, libc::SIGKILL)?;
+                process::signal(pid, Signal::KILL)?;
                 if !self.wait_exit(i, pid, Duration::from_secs(10)) {
                     bail!("{} (pid {pid}) survived SIGKILL", node.name);
                 }
@@ -357,14 +358,13 @@ impl Drop for Cluster {
         let ours: Vec<usize> = self.children.keys().rev().copied().collect();
         for i in ours {
             // Best effort: a destructor cannot report, and the next node must still stop.
-            let _ = self.stop_node(i, libc::SIGTERM);
+            let _ = self.stop_node(i, Signal::TERM);
         }
     }
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail and has no side effects.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 fn mariadbd_args(node: &Node, bootstrap: bool) -> Vec<String> {

@@ -53,7 +53,7 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<std::process:
         Ok(output) => Ok(output?),
         Err(_) => {
             // The waiting thread reaps it once it dies.
-            super::process::signal(pid, libc::SIGKILL)?;
+            super::process::signal(pid, super::process::Signal::KILL)?;
             Err(anyhow!("query timed out after {} s", timeout.as_secs()))
         }
     }

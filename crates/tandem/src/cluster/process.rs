@@ -2,28 +2,25 @@
 
 use anyhow::{Context, Result};
 use std::fs::OpenOptions;
+use rustix::process::{kill_process, Pid};
+pub use rustix::process::Signal;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Starts `program` in its own session (so a Ctrl-C in the CLI's terminal does
-/// not reach it), stdout and stderr appended to `log`.
+/// Starts `program` in its own process group (so a Ctrl-C in the CLI's
+/// terminal does not reach it), stdout and stderr appended to `log`.
 pub fn spawn_detached(program: &Path, args: &[String], log: &Path) -> Result<Child> {
     let open = || OpenOptions::new().create(true).append(true).open(log);
     let out = open().with_context(|| format!("opening {}", log.display()))?;
     let err = open()?;
     let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
     cmd.spawn()
         .with_context(|| format!("starting {}", program.display()))
 }
@@ -68,16 +65,14 @@ pub fn cmdline_matches(cmdline: &str, cnf: &Path) -> bool {
     program.ends_with("mariadbd") && cmdline.split(' ').any(|a| a == defaults)
 }
 
-pub fn signal(pid: u32, sig: libc::c_int) -> Result<()> {
-    let pid_t = libc::pid_t::try_from(pid).context("pid out of range")?;
-    // SAFETY: plain syscall on a PID we just verified.
-    if unsafe { libc::kill(pid_t, sig) } != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::ESRCH) {
-            return Err(err).with_context(|| format!("signalling pid {pid}"));
-        }
+/// Sends `sig`; a process that is already gone is not an error.
+pub fn signal(pid: u32, sig: Signal) -> Result<()> {
+    let raw = i32::try_from(pid).context("pid out of range")?;
+    let pid_t = Pid::from_raw(raw).context("pid 0 names no process")?;
+    match kill_process(pid_t, sig) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+        Err(e) => Err(std::io::Error::from(e)).with_context(|| format!("signalling pid {pid}")),
     }
-    Ok(())
 }
 
 /// Polls until `alive()` turns false; `alive` may reap our own children.
