@@ -8,7 +8,7 @@ PROVIDER := target/release/libtandem.so
 TANDEM := target/release/tandem
 DEMO_DIR ?= .tandem/demo
 
-.PHONY: deps build demo demo-down test test-unit test-cluster test-mtr mtr clean
+.PHONY: deps build demo demo-down test test-unit test-cluster test-mtr mtr bench bench-quick clean
 
 # Install the Debian packages we need (only the missing ones), and stop the
 # distribution's own mariadb service: our clusters use their own ports/dirs.
@@ -50,6 +50,15 @@ test-mtr: build
 # The whole candidate list (slow); results go to docs/compatibility.md by hand.
 mtr: build
 	scripts/mtr.sh --provider tandem --provider-path $(CURDIR)/$(PROVIDER) --list tests/mtr/candidates.txt
+
+# Tandem, Galera and standalone MariaDB side by side under sysbench; writes
+# docs/benchmarks.md (+ .json, compared with on the next run). Needs an idle machine.
+bench: build
+	$(TANDEM) bench
+
+# The same in a few minutes, report under .tandem/bench/ (a smoke, not a measurement).
+bench-quick: build
+	$(TANDEM) bench --quick
 
 clean:
 	$(CARGO) clean

@@ -56,7 +56,7 @@ pub struct BenchArgs {
     /// Rows per table [default: 100000]
     #[arg(long)]
     table_size: Option<u32>,
-    /// Measured seconds per run [default: 20]
+    /// Measured seconds per run [default: 10]
     #[arg(long)]
     duration: Option<u32>,
     /// Seconds per run before measuring starts [default: 3]
@@ -131,7 +131,7 @@ fn sizes(args: &BenchArgs) -> Result<Sizes> {
             table_size: args.table_size.unwrap_or(if q { 10_000 } else { 100_000 }),
         },
         warmup_s: args.warmup.unwrap_or(if q { 1 } else { 3 }),
-        duration_s: args.duration.unwrap_or(if q { 5 } else { 20 }),
+        duration_s: args.duration.unwrap_or(if q { 5 } else { 10 }),
     };
     if s.data.tables == 0 || s.data.table_size == 0 || s.duration_s == 0 {
         bail!("--tables, --table-size and --duration must be positive");
