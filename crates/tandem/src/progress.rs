@@ -98,12 +98,7 @@ pub fn remaining(elapsed: Duration, done: usize, total: usize) -> Option<Duratio
 
 /// `1h02m03s`, `12m03s`, `7s`.
 pub fn clock(d: Duration) -> String {
-    let s = d.as_secs();
-    match (s / 3600, s / 60 % 60, s % 60) {
-        (0, 0, sec) => format!("{sec}s"),
-        (0, min, sec) => format!("{min}m{sec:02}s"),
-        (h, min, sec) => format!("{h}h{min:02}m{sec:02}s"),
-    }
+    crate::mtr::host::duration(d.as_secs() as f64)
 }
 
 #[cfg(test)]
