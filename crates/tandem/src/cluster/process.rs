@@ -9,18 +9,21 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Starts `program` in its own process group (so a Ctrl-C in the CLI's
-/// terminal does not reach it), stdout and stderr appended to `log`.
+/// Starts `program` in its own session (so a Ctrl-C in the CLI's terminal does
+/// not reach it), stdout and stderr appended to `log`.
 pub fn spawn_detached(program: &Path, args: &[String], log: &Path) -> Result<Child> {
     let open = || OpenOptions::new().create(true).append(true).open(log);
     let out = open().with_context(|| format!("opening {}", log.display()))?;
     let err = open()?;
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0);
+    cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+    // A new session, as before: `process_group(0)` alone (posix_spawn) made
+    // mariadbd exit at start now and then, with an empty error log; not yet
+    // understood, so the proven fork + setsid path stays.
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(std::io::Error::from));
+    }
     cmd.spawn()
         .with_context(|| format!("starting {}", program.display()))
 }
