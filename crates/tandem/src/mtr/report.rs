@@ -336,14 +336,22 @@ fn totals(doc: &mut String, runs: &[ProviderResults], suites: &[String]) {
         );
     }
     for run in runs {
-        if !run.parsed.fatal.is_empty() || run.record.exit_code.is_none() {
+        let r = &run.record;
+        if r.exit_code.is_none() {
             let _ = writeln!(
                 doc,
-                "MTR errors in the {} run (exit status {}): {}\n",
-                title(run.record.provider),
-                run.record
-                    .exit_code
-                    .map_or("signal".to_string(), |c| c.to_string()),
+                "**The {} run did not finish:** MTR was {} after {}; the tests it had not reported \
+                 yet are counted as `not-run`.\n",
+                title(r.provider),
+                r.exit_text(),
+                host::duration(r.elapsed_s)
+            );
+        }
+        if !run.parsed.fatal.is_empty() {
+            let _ = writeln!(
+                doc,
+                "MTR errors in the {} run: {}\n",
+                title(r.provider),
                 run.parsed
                     .fatal
                     .iter()
@@ -500,6 +508,7 @@ mod tests {
             started: 1_795_315_678,
             elapsed_s,
             exit_code: Some(1),
+            exit_signal: None,
         }
     }
 
@@ -634,6 +643,27 @@ mod tests {
             .starts_with("1 test(s) pass with Galera but not with Tandem, 0 other difference(s)."));
         assert_eq!(section.matches("\n| `").count(), 1, "{section}");
         assert!(section.contains("| `galera.MDEV-24143` | pass | **fail** | mysqltest: At line 9"));
+    }
+
+    #[test]
+    fn unfinished_run_is_called_out() {
+        let mut runs = sample_runs();
+        runs[1].record.exit_code = None;
+        runs[1].record.exit_signal = Some(9);
+        let machine = Machine::default();
+        let doc = render(&ReportInput {
+            runs: &runs,
+            machine: &machine,
+            command: "tandem mtr",
+            started: 0,
+            finished: 0,
+            out_dir: "/tmp/x",
+            notes: None,
+        });
+        assert!(doc.contains(
+            "**The Tandem run did not finish:** MTR was killed by signal 9 after 2m00s; the tests \
+             it had not reported yet are counted as `not-run`."
+        ), "{doc}");
     }
 
     #[test]

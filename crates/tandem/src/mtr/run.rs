@@ -147,9 +147,21 @@ pub struct RunRecord {
     pub elapsed_s: f64,
     /// MTR's exit status (None: killed by a signal).
     pub exit_code: Option<i32>,
+    /// The signal that killed MTR, if one did.
+    #[serde(default)]
+    pub exit_signal: Option<i32>,
 }
 
 impl RunRecord {
+    /// "0", "1", "killed by signal 6".
+    pub fn exit_text(&self) -> String {
+        match (self.exit_code, self.exit_signal) {
+            (Some(code), _) => code.to_string(),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            (None, None) => "killed by a signal".to_string(),
+        }
+    }
+
     pub fn load(dir: &Path) -> Result<RunRecord> {
         let path = dir.join(RECORD_FILE);
         let text = std::fs::read_to_string(&path)
@@ -319,6 +331,7 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
         started,
         elapsed_s,
         exit_code: status.code(),
+        exit_signal: std::os::unix::process::ExitStatusExt::signal(&status),
     };
     record.save(dir)?;
     Ok(record)
