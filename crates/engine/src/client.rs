@@ -446,9 +446,17 @@ impl Node {
             l.desyncs == 0
         };
         self.inner.stats.desync_count.store(self.inner.local.lock().desyncs as i64, Ordering::Relaxed);
-        if last && self.submit(Body::State(MemberState::Synced)).is_err() {
-            // Not connected: nothing to catch up with.
-            self.inner.local.lock().state = LocalState::Synced;
+        if last {
+            let connected = {
+                let mut l = self.inner.local.lock();
+                let connected = l.primary && l.in_group;
+                // Not connected: nothing to catch up with.
+                l.state = if connected { LocalState::Joined } else { LocalState::Synced };
+                connected
+            };
+            if connected {
+                self.announce_synced();
+            }
         }
         Status::Ok
     }

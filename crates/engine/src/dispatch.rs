@@ -103,7 +103,11 @@ impl Node {
         let me = self.me();
         let inner = &self.inner;
         let included = vc.members.iter().any(|m| m.uuid == me);
-        inner.local.lock().view_members = vc.members.iter().map(|m| m.uuid).collect();
+        {
+            let mut l = inner.local.lock();
+            l.view_members = vc.members.iter().map(|m| m.uuid).collect();
+            l.views_ordered += 1;
+        }
         match (in_group, included) {
             (false, true) => {
                 {
@@ -156,19 +160,27 @@ impl Node {
 
 impl Node {
     /// Asks the group for a fresh primary view after we were cut off. Runs on
-    /// its own thread and retries: the group may report us primary a moment
-    /// before it accepts submissions, and a lost bump would leave the node
-    /// non-primary for good.
+    /// its own thread and repeats the request until a view is ordered: the
+    /// group may report us primary a moment before it accepts submissions,
+    /// and a request accepted just before a leader change is lost; either
+    /// would leave the node non-primary for good.
     fn announce_return(&self) {
         let node = self.clone();
+        let views_before = self.inner.local.lock().views_ordered;
         let spawned = std::thread::Builder::new().name("tandem-view-bump".into()).spawn(move || {
-            for _ in 0..300 {
-                if node.inner.closing.load(Ordering::Acquire) || !node.inner.local.lock().primary {
-                    return;
+            let mut last_sent: Option<std::time::Instant> = None;
+            for _ in 0..VIEW_BUMP_ATTEMPTS {
+                {
+                    let l = node.inner.local.lock();
+                    if node.inner.closing.load(Ordering::Acquire) || !l.primary || l.views_ordered > views_before {
+                        return;
+                    }
                 }
-                match node.submit(Body::ViewBump) {
-                    Ok(()) => return,
-                    Err(e) => log::debug!("View bump not accepted yet: {e}"),
+                if last_sent.is_none_or(|t| t.elapsed() >= VIEW_BUMP_RETRY) {
+                    match node.submit(Body::ViewBump) {
+                        Ok(()) => last_sent = Some(std::time::Instant::now()),
+                        Err(e) => log::debug!("View bump not accepted yet: {e}"),
+                    }
                 }
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
@@ -179,3 +191,8 @@ impl Node {
         }
     }
 }
+
+/// A view bump is repeated this often until a view is ordered...
+const VIEW_BUMP_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+/// ...for at most this many 100 ms ticks (one minute).
+const VIEW_BUMP_ATTEMPTS: u32 = 600;

@@ -17,6 +17,9 @@ use tandem_group::{
     Replica,
 };
 
+/// Picks the submissions (encoded envelopes) to lose.
+pub type LossFilter = Box<dyn Fn(&[u8]) -> bool + Send>;
+
 enum Input {
     Join(MemberId, MemberInfo, Box<dyn Replica>),
     Leave(MemberId),
@@ -37,6 +40,10 @@ pub struct LocalHub {
     thread: Mutex<Option<JoinHandle<()>>>,
     next_id: Mutex<MemberId>,
     cut: Arc<Mutex<BTreeMap<MemberId, bool>>>,
+    /// Per member: how many more of its submissions that the filter picks
+    /// are accepted and then never ordered (what a leader change does to
+    /// in-flight proposals).
+    lose: Mutex<BTreeMap<MemberId, (usize, LossFilter)>>,
 }
 
 impl LocalHub {
@@ -47,7 +54,13 @@ impl LocalHub {
             .name("tandem-local-hub".into())
             .spawn(move || sequence(rx))
             .expect("spawn hub thread");
-        Arc::new(LocalHub { tx: Mutex::new(tx), thread: Mutex::new(Some(thread)), next_id: Mutex::new(1), cut })
+        Arc::new(LocalHub {
+            tx: Mutex::new(tx),
+            thread: Mutex::new(Some(thread)),
+            next_id: Mutex::new(1),
+            cut,
+            lose: Mutex::new(BTreeMap::new()),
+        })
     }
 
     /// A `GroupFactory`-compatible constructor bound to this hub.
@@ -66,6 +79,12 @@ impl LocalHub {
     pub fn set_cut(&self, id: MemberId, cut: bool) {
         self.cut.lock().insert(id, cut);
         let _ = self.tx.lock().send(Input::Cut(id, cut));
+    }
+
+    /// The next `count` submissions of member `id` that `pick` selects
+    /// succeed but are never ordered.
+    pub fn lose_next(&self, id: MemberId, count: usize, pick: LossFilter) {
+        self.lose.lock().insert(id, (count, pick));
     }
 
     pub fn stop(&self) {
@@ -143,6 +162,12 @@ impl GroupChannel for LocalMember {
     fn submit(&self, payload: Vec<u8>) -> Result<(), GroupError> {
         if self.hub.cut.lock().get(&self.id).copied().unwrap_or(true) {
             return Err(GroupError::NonPrimary);
+        }
+        if let Some((n, pick)) = self.hub.lose.lock().get_mut(&self.id) {
+            if *n > 0 && pick(&payload) {
+                *n -= 1;
+                return Ok(());
+            }
         }
         self.hub.tx.lock().send(Input::Message(self.id, payload)).map_err(|_| GroupError::Closed)
     }

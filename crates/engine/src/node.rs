@@ -43,6 +43,11 @@ use crate::writeset::flags;
 /// Every this many seqnos each member reports its safe seqno.
 pub(crate) const PROGRESS_INTERVAL: Seqno = 1024;
 
+/// The synced announcement is repeated this often until it is ordered...
+const ANNOUNCE_RETRY: Duration = Duration::from_secs(2);
+/// ...for at most this many 100 ms ticks (one minute).
+const ANNOUNCE_ATTEMPTS: u32 = 600;
+
 /// Starts a group channel; the provider passes the openraft one, tests a
 /// simulated one.
 pub type GroupFactory =
@@ -106,6 +111,8 @@ pub struct Local {
     pub in_group: bool,
     /// A primary view must be followed by `synced_cb` (we were cut off).
     pub resync_on_view: bool,
+    /// Views the group has ordered since we started (counts, never resets).
+    pub views_ordered: u64,
     pub members: Vec<ViewMember>,
     /// Members of the latest ordered view, even while the applier queue is
     /// held (a joiner watches its donor through this).
@@ -159,12 +166,18 @@ pub struct Sent {
 pub enum RecvEnd {
     Closed,
     Fatal,
+    /// The joiner's state transfer failed after the server had emptied its
+    /// data directory: nothing this process can serve any more. Galera
+    /// aborts the server here; the provider does the same, so that a
+    /// supervisor restarts it and the new process asks for a fresh SST.
+    RestartRequired,
 }
 
 enum Step {
     Next,
     ExitThread,
     Fatal,
+    RestartRequired,
 }
 
 impl Node {
@@ -201,6 +214,7 @@ impl Node {
                 non_primary_since: None,
                 in_group: false,
                 resync_on_view: false,
+                views_ordered: 0,
                 members: vec![],
                 view_members: vec![],
                 donors: String::new(),
@@ -341,6 +355,10 @@ impl Node {
                     self.inner.queue.close();
                     break RecvEnd::Fatal;
                 }
+                Step::RestartRequired => {
+                    self.inner.queue.close();
+                    break RecvEnd::RestartRequired;
+                }
             }
         };
         self.inner.receivers.fetch_sub(1, Ordering::AcqRel);
@@ -442,7 +460,16 @@ impl Node {
             return Step::Fatal;
         }
         if resync {
-            let _ = self.submit(Body::State(MemberState::Synced));
+            {
+                let mut l = inner.local.lock();
+                // An operator's desync outlives the non-primary spell.
+                l.state = if l.desyncs > 0 {
+                    LocalState::Donor
+                } else {
+                    LocalState::Joined
+                };
+            }
+            self.announce_synced();
         }
         Step::Next
     }
@@ -485,27 +512,26 @@ impl Node {
             vc.state_id.seqno
         } else {
             match self.request_and_wait_state(&request) {
-                Some(gtid) => gtid.seqno,
-                None => return Step::Fatal,
+                Ok(gtid) => gtid.seqno,
+                Err(StateTransferEnd::Closing) => return Step::Fatal,
+                Err(StateTransferEnd::Failed) => return Step::RestartRequired,
             }
         };
         inner.apply.reset(position);
         inner.commit.reset(position);
         inner.local.lock().state = LocalState::Joined;
         log::info!("Joined at seqno {position}; catching up with the group");
-        if let Err(e) = self.submit(Body::State(MemberState::Synced)) {
-            log::warn!("Could not announce synced state: {e}");
-        }
+        self.announce_synced();
         Step::Next
     }
 
     /// Asks the group for a donor until one is found, then waits for the
     /// server's `sst_received`. If the donor leaves the group first, asks
     /// again: the server's receiver is still listening for any donor.
-    fn request_and_wait_state(&self, request: &[u8]) -> Option<Gtid> {
+    fn request_and_wait_state(&self, request: &[u8]) -> Result<Gtid, StateTransferEnd> {
         let inner = &self.inner;
         loop {
-            let donor = self.find_donor(request)?;
+            let donor = self.find_donor(request).ok_or(StateTransferEnd::Closing)?;
             inner.local.lock().state = LocalState::ReceivingState;
             let mut result = inner.sst.lock();
             while result.is_none() && !inner.closing.load(Ordering::Acquire) {
@@ -515,18 +541,19 @@ impl Node {
                 }
             }
             match result.take() {
-                Some(Ok(gtid)) => return Some(gtid),
+                Some(Ok(gtid)) => return Ok(gtid),
                 Some(Err(rc)) => {
                     log::error!("State transfer failed: {rc}. This is unrecoverable, restart required.");
-                    return None;
+                    return Err(StateTransferEnd::Failed);
                 }
-                None if inner.closing.load(Ordering::Acquire) => return None,
+                None if inner.closing.load(Ordering::Acquire) => return Err(StateTransferEnd::Closing),
                 None => log::warn!("Donor {donor} left the group before the state transfer completed; asking again"),
             }
         }
     }
 
     /// Submits the state transfer request until the group names a donor.
+    /// None: the provider is closing.
     fn find_donor(&self, request: &[u8]) -> Option<Uuid> {
         let inner = &self.inner;
         let donors = inner.local.lock().donors.clone();
@@ -566,14 +593,24 @@ impl Node {
             log::info!("State transfer sent at {gtid}");
         }
         self.inner.local.lock().state = LocalState::Joined;
-        if let Err(e) = self.submit(Body::State(MemberState::Synced)) {
-            log::warn!("Could not announce synced state: {e}");
-        }
+        self.announce_synced();
     }
 
     fn donate(&self, ctx: usize, after: Seqno, request: &[u8], joiner: Uuid) -> Step {
         let inner = &self.inner;
         let _ = inner.apply.wait_left(after, None);
+        // Back from a non-primary spell, the group may pick us before our
+        // Synced announcement is ordered; the server then is not ready and
+        // the SST script's backup is refused ("WSREP has not yet prepared
+        // node for application use"). Everything up to `after` is applied
+        // and we are in the primary component: we are synced.
+        let resyncing = {
+            let l = inner.local.lock();
+            l.state == LocalState::Joined && l.desyncs == 0
+        };
+        if resyncing {
+            self.set_synced();
+        }
         inner.local.lock().state = LocalState::Donor;
         let state = Gtid { uuid: inner.local.lock().group_uuid, seqno: after };
         log::info!("Donating state {state} to {joiner}");
@@ -586,16 +623,61 @@ impl Node {
 
     fn become_synced(&self, after: Seqno) -> Step {
         let _ = self.inner.apply.wait_left(after, None);
-        if self.inner.local.lock().desyncs > 0 {
-            return Step::Next; // still desynced by the operator
+        let state = {
+            let l = self.inner.local.lock();
+            if l.desyncs > 0 {
+                return Step::Next; // still desynced by the operator
+            }
+            l.state
+        };
+        // A repeated announcement (see `announce_synced`) changes nothing.
+        if state != LocalState::Synced {
+            self.set_synced();
         }
-        self.set_synced();
         if let Some(group) = self.group() {
             if let Err(e) = group.promote(group.me()) {
                 log::warn!("Promotion to voter failed: {e}");
             }
         }
         Step::Next
+    }
+
+    /// Tells the group we are synced, until it has heard it: the message is
+    /// lost if the leader changes before ordering it (as happens right after
+    /// a non-primary spell), and a member that stays "joined" is never
+    /// ready for clients. Runs on its own thread; ends when we are Synced,
+    /// Donor or desynced again, out of the primary component, or closing.
+    pub(crate) fn announce_synced(&self) {
+        let node = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("tandem-announce-synced".into())
+            .spawn(move || {
+                let mut last_sent: Option<Instant> = None;
+                for _ in 0..ANNOUNCE_ATTEMPTS {
+                    if !node.awaits_synced() {
+                        return;
+                    }
+                    if last_sent.is_none_or(|t| t.elapsed() >= ANNOUNCE_RETRY) {
+                        match node.submit(Body::State(MemberState::Synced)) {
+                            Ok(()) => last_sent = Some(Instant::now()),
+                            Err(e) => log::debug!("Synced announcement not accepted yet: {e}"),
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                log::warn!(
+                    "The group did not take this node's synced announcement; it stays joined"
+                );
+            });
+        if let Err(e) = spawned {
+            log::warn!("Could not start the synced announcement thread: {e}");
+        }
+    }
+
+    fn awaits_synced(&self) -> bool {
+        let l = self.inner.local.lock();
+        let waiting = !matches!(l.state, LocalState::Synced | LocalState::Donor) && l.desyncs == 0;
+        waiting && l.primary && l.in_group && !self.inner.closing.load(Ordering::Acquire)
     }
 
     fn set_synced(&self) {
@@ -628,6 +710,14 @@ impl Node {
         l.resync_on_view = true;
         Step::Next
     }
+}
+
+/// Why a joiner stopped waiting for its state transfer.
+enum StateTransferEnd {
+    /// The provider is closing (disconnect or shutdown).
+    Closing,
+    /// The server reported a failed transfer.
+    Failed,
 }
 
 fn libc_einval() -> i32 {

@@ -12,7 +12,8 @@ use parking_lot::Mutex;
 use tandem_engine::app::{Applied, Application, ApplyJob};
 use tandem_engine::client::{Status, TRACKED};
 use tandem_engine::local_group::LocalHub;
-use tandem_engine::node::{Node, NodeConfig};
+use tandem_engine::message::{Body, Envelope, MemberState};
+use tandem_engine::node::{Node, NodeConfig, RecvEnd};
 use tandem_engine::types::Gtid;
 use tandem_engine::view::{View, ViewStatus};
 use tandem_engine::writeset::{flags, KeyType};
@@ -28,6 +29,10 @@ struct FakeServer {
     synced: Mutex<u32>,
     /// Where a donor "sends" its state: the joiner's server.
     peers: Mutex<Vec<Arc<FakeServer>>>,
+    /// As donor: the transfer fails (the donor's SST script exits non-zero).
+    fail_donation: std::sync::atomic::AtomicBool,
+    /// How each of this node's applier loops ended.
+    recv_ends: Mutex<Vec<RecvEnd>>,
 }
 
 impl FakeServer {
@@ -73,14 +78,26 @@ impl Application for FakeServer {
         let snapshot = self.db.lock().clone();
         let joiners = self.peers.lock().clone();
         let donor = self.node().clone();
+        let fail = self
+            .fail_donation
+            .load(std::sync::atomic::Ordering::Relaxed);
         thread::spawn(move || {
             for j in joiners {
                 if j.node.get().is_some_and(|n| n.status().iter().any(|(k, v)| *k == "local_state" && *v == tandem_engine::stats::StatValue::Int(1))) {
-                    *j.db.lock() = snapshot.clone();
-                    j.node().sst_received(state, 0);
+                    if fail {
+                        // What mariadbd reports when the joiner script fails.
+                        j.node().sst_received(Gtid::UNDEFINED, -2);
+                    } else {
+                        *j.db.lock() = snapshot.clone();
+                        j.node().sst_received(state, 0);
+                    }
                 }
             }
-            donor.sst_sent(state, 0);
+            if fail {
+                donor.sst_sent(Gtid::UNDEFINED, -2);
+            } else {
+                donor.sst_sent(state, 0);
+            }
         });
         true
     }
@@ -127,9 +144,10 @@ fn start(hub: &Arc<LocalHub>, name: &str, bootstrap: bool, all: &Mutex<Vec<Arc<F
     node.connect("test", if bootstrap { "gcomm://" } else { "gcomm://127.0.0.1:1" }, "", bootstrap).unwrap();
     let threads = (0..2)
         .map(|i| {
-            let node = node.clone();
+            let (node, server) = (node.clone(), server.clone());
             thread::spawn(move || {
-                node.recv(i);
+                let end = node.recv(i);
+                server.recv_ends.lock().push(end);
             })
         })
         .collect();
@@ -212,12 +230,20 @@ fn joiners_receive_state_and_every_node_converges() {
             assert_eq!(transact(&m.server, 1000 * (i as u64 + 1) + round, row, 2), Status::Ok);
         }
     }
-    let expected = members[0].server.db.lock().clone();
+    // Every node has committed everything ordered so far (the last writes
+    // are still being applied on the other nodes when the writers return).
+    let target = members
+        .iter()
+        .map(|m| m.server.node().last_committed().seqno)
+        .max()
+        .unwrap();
     for m in &members {
         let node = m.server.node().clone();
-        let target = members[0].server.node().last_committed().seqno;
         node.sync_wait(None, Some(Duration::from_secs(10))).unwrap();
         assert!(node.last_committed().seqno >= target);
+    }
+    let expected = members[0].server.db.lock().clone();
+    for m in &members {
         assert_eq!(*m.server.db.lock(), expected, "every node holds the same data");
     }
     let sizes: Vec<usize> = members.iter().map(|m| m.server.views.lock().last().unwrap().members.len()).collect();
@@ -264,5 +290,79 @@ fn cut_off_node_goes_non_primary_refuses_writes_and_comes_back() {
     hub.set_cut(id, false);
     wait_until("primary again and synced", || *victim.synced.lock() > synced_before);
     assert_eq!(victim.views.lock().last().unwrap().status, ViewStatus::Primary);
+    stop(hub, members);
+}
+
+#[test]
+fn a_lost_synced_announcement_is_repeated_after_a_non_primary_spell() {
+    let (hub, members) = cluster(3);
+    let victim = members[2].server.clone();
+    let id = victim.node().group().unwrap().me();
+    hub.set_cut(id, true);
+    wait_until("non-primary view", || {
+        victim
+            .views
+            .lock()
+            .last()
+            .is_some_and(|v| v.status == ViewStatus::NonPrimary)
+    });
+    let synced_before = *victim.synced.lock();
+    // The view request and the synced announcement after the return are
+    // both lost once, as when the leader changes under them.
+    let kind = |m: &[u8]| Envelope::decode(m).map(|e| e.body).ok();
+    hub.lose_next(
+        id,
+        2,
+        Box::new(move |m| {
+            matches!(
+                kind(m),
+                Some(Body::ViewBump | Body::State(MemberState::Synced))
+            )
+        }),
+    );
+    hub.set_cut(id, false);
+    wait_until("synced again", || *victim.synced.lock() > synced_before);
+    assert_eq!(
+        victim.views.lock().last().unwrap().status,
+        ViewStatus::Primary
+    );
+    assert_eq!(
+        transact(&victim, 777, 3, 1),
+        Status::Ok,
+        "ready for clients again"
+    );
+    stop(hub, members);
+}
+
+#[test]
+fn failed_state_transfer_ends_the_joiner_and_frees_the_donor() {
+    let (hub, members) = cluster(1);
+    assert_eq!(transact(&members[0].server, 1, 1, 1), Status::Ok);
+    let donor = members[0].server.clone();
+    donor
+        .fail_donation
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let all = Mutex::new(vec![donor.clone()]);
+    let joiner = start(&hub, "n1", false, &all);
+    let j = joiner.server.clone();
+    // The receiver that waited for the state stops with "restart required",
+    // the joiner never reports Synced and holds none of the donor's data.
+    wait_until("joiner's receivers end", || j.recv_ends.lock().len() == 2);
+    let ends = j.recv_ends.lock();
+    assert!(ends.contains(&RecvEnd::RestartRequired), "{ends:?}");
+    assert!(!ends.contains(&RecvEnd::Fatal), "{ends:?}");
+    drop(ends);
+    assert_eq!(*j.synced.lock(), 0);
+    assert!(j.db.lock().is_empty());
+    // The donor goes back to Synced and keeps taking writes.
+    wait_until("donor synced again", || {
+        donor.node().status().iter().any(|(k, v)| {
+            *k == "local_state_comment"
+                && *v == tandem_engine::stats::StatValue::Str("Synced".into())
+        })
+    });
+    assert_eq!(transact(&donor, 2, 2, 1), Status::Ok);
+    j.node().disconnect();
+    joiner.threads.into_iter().for_each(|t| t.join().unwrap());
     stop(hub, members);
 }

@@ -218,6 +218,14 @@ unsafe extern "C" fn recv(w: *mut wsrep_t, ctx: *mut c_void) -> wsrep_status_t {
     with_node!(w, "recv", WSREP_FATAL, |node| match node.recv(ctx as usize) {
         RecvEnd::Closed => WSREP_OK,
         RecvEnd::Fatal => WSREP_FATAL,
+        RecvEnd::RestartRequired => {
+            // Returning would leave mariadbd waiting forever for a state it
+            // will never get (its datadir is already emptied). Galera aborts
+            // here too; init systems restart an aborted server (Debian's unit
+            // has Restart=on-abort) and the new process asks for a new SST.
+            log::error!("Aborting: the joiner cannot continue without a state transfer");
+            std::process::abort()
+        }
     })
 }
 

@@ -57,8 +57,14 @@ pub fn up(nodes: usize) -> Result<TestCluster> {
     up_with(nodes, |_| {})
 }
 
+/// With `TANDEM_TEST_KEEP=1` the temp dir (data dirs, error logs, SST logs)
+/// stays behind for a post-mortem; the processes are still stopped.
 pub fn up_with(nodes: usize, adjust: impl FnOnce(&mut ClusterSpec)) -> Result<TestCluster> {
-    let dir = tempfile::Builder::new().prefix("tandem-").tempdir_in("/tmp")?;
+    let mut dir = tempfile::Builder::new().prefix("tandem-").tempdir_in("/tmp")?;
+    if std::env::var_os("TANDEM_TEST_KEEP").is_some_and(|v| v == "1") {
+        dir.disable_cleanup(true);
+        eprintln!("TANDEM_TEST_KEEP: keeping {}", dir.path().display());
+    }
     let mut spec = spec(&dir, nodes);
     adjust(&mut spec);
     let cluster = Cluster::up(spec)?;

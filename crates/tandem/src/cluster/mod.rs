@@ -31,6 +31,8 @@ pub const DEFAULT_SLAVE_THREADS: usize = 4;
 /// SIGTERM grace period before SIGKILL.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 const LOG_TAIL_LINES: usize = 30;
+/// Lines of each other node's SST and error messages added to a failure.
+const PEER_LOG_LINES: usize = 15;
 /// `sun_path` holds 108 bytes including the NUL; longer socket paths fail late and obscurely.
 const MAX_SOCKET_PATH: usize = 107;
 
@@ -342,11 +344,26 @@ impl Cluster {
         };
         let log = &node.error_log;
         let tail = process::tail(log, LOG_TAIL_LINES);
-        anyhow!(
+        let mut text = format!(
             "{} {what}; last {LOG_TAIL_LINES} lines of {}:\n{tail}",
             node.name,
             log.display()
-        )
+        );
+        // A joiner's failure is often the donor's: its SST script's verdict
+        // and errors are in the donor's log, not the joiner's.
+        for other in self.state.nodes.iter().filter(|n| n.name != node.name) {
+            let lines = process::tail_matching(&other.error_log, PEER_LOG_LINES, |l| {
+                l.contains("WSREP_SST") || l.contains("[ERROR]")
+            });
+            if !lines.is_empty() {
+                text.push_str(&format!(
+                    "\nlast SST and error lines of {} ({}):\n{lines}",
+                    other.name,
+                    other.error_log.display()
+                ));
+            }
+        }
+        anyhow!(text)
     }
 }
 

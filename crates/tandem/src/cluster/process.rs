@@ -100,9 +100,32 @@ pub fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// The last `n` lines of a log that `keep` selects; empty if none or unreadable.
+pub fn tail_matching(path: &Path, n: usize, keep: impl Fn(&str) -> bool) -> String {
+    let Ok(bytes) = std::fs::read(path) else {
+        return String::new();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| keep(l)).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tail_matching_keeps_the_last_selected_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("error.log");
+        std::fs::write(&log, "a SST 1\nb\nc SST 2\nd SST 3\n").unwrap();
+        assert_eq!(
+            tail_matching(&log, 2, |l| l.contains("SST")),
+            "c SST 2\nd SST 3"
+        );
+        assert_eq!(tail_matching(&log, 5, |l| l.contains("none")), "");
+        assert_eq!(tail_matching(&dir.path().join("missing"), 5, |_| true), "");
+    }
 
     #[test]
     fn stat_state_parsing() {
