@@ -47,6 +47,16 @@ impl HotOptions {
     }
 }
 
+/// The leader's heartbeat period: `evs.keepalive_period`, but at least five
+/// heartbeats per `evs.suspect_timeout`. A heartbeat unanswered within one
+/// period counts as lost (openraft), and a leader that hears no quorum for
+/// `suspect` leaves the primary component; at suspect/20 (250 ms) a leader on
+/// two saturated cores missed every answer for 5 s and went non-primary under
+/// a read-only load its followers served without trouble.
+pub(crate) fn heartbeat_period(keepalive: Duration, suspect: Duration) -> Duration {
+    keepalive.min(suspect / 5).max(Duration::from_millis(50))
+}
+
 impl Node {
     pub(crate) fn group_config(&self, cluster_name: &str, peers: Vec<String>, bootstrap: bool) -> GroupConfig {
         let opts = self.inner.options.lock();
@@ -59,7 +69,7 @@ impl Node {
         let advertised_host = if host == "0.0.0.0" { "127.0.0.1".to_string() } else { host };
         let suspect = opts.period("evs.suspect_timeout");
         let timeouts = Timeouts {
-            heartbeat: (suspect / 20).clamp(Duration::from_millis(50), Duration::from_millis(500)),
+            heartbeat: heartbeat_period(opts.period("evs.keepalive_period"), suspect),
             suspect,
             inactive: opts.period("evs.inactive_timeout"),
         };
@@ -147,5 +157,16 @@ mod tests {
         assert!(parse_cluster_address("http://x").is_err());
         assert_eq!(host_of("127.0.0.1:14567").as_deref(), Some("127.0.0.1"));
         assert_eq!(host_of("10.0.0.1").as_deref(), Some("10.0.0.1"));
+    }
+
+    #[test]
+    fn heartbeat_follows_keepalive_with_five_per_suspect_timeout() {
+        let ms = Duration::from_millis;
+        // Galera's defaults: keepalive PT1S, suspect PT5S.
+        assert_eq!(heartbeat_period(ms(1000), ms(5000)), ms(1000));
+        // The test suites' PT3S suspect timeout: five heartbeats in it.
+        assert_eq!(heartbeat_period(ms(1000), ms(3000)), ms(600));
+        assert_eq!(heartbeat_period(ms(200), ms(5000)), ms(200));
+        assert_eq!(heartbeat_period(ms(1), ms(100)), ms(50));
     }
 }
