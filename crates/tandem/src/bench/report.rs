@@ -70,7 +70,9 @@ How it runs: all targets are started first and stay up; the same sysbench tables
 Then every cell (workload, client threads, placement) runs on Galera and on Tandem back to back, the two
 swapping who goes first from one cell to the next, and then on the standalone server (node-1 cells only).
 After each run the bench waits until every node has applied everything (`wsrep_last_committed` equal on
-all nodes, receive queues empty) before the next run starts; that wait is the *drain* column.
+all nodes, receive queues empty) before the next run starts; that wait is the *drain* column. A run
+starts only when every node is Synced; a run that fails is run once more, and both the failure and the
+retry are listed under the workload's table.
 
 * **TPS**: sysbench transactions per second over the measured window, summed over client processes.
 * **p95**: 95th percentile transaction latency in ms over all clients (their sysbench histograms added).
@@ -165,12 +167,19 @@ fn errors(out: &mut String, r: &Results, w: super::plan::Workload) {
             if let (Some(target), Some(e)) = (m.target, &m.error) {
                 let _ = writeln!(out, "* {target}, {}: **failed**: {e}", c.cell.label());
             }
+            if let (Some(target), Some(e)) = (m.target, &m.retried_after) {
+                let _ = writeln!(
+                    out,
+                    "* {target}, {}: run twice, the figures are the second run's; the first failed: {e}",
+                    c.cell.label()
+                );
+            }
         }
     }
-    if r.cells
-        .iter()
-        .any(|c| c.cell.workload == w && c.runs.iter().any(|m| m.error.is_some()))
-    {
+    if r.cells.iter().any(|c| {
+        c.cell.workload == w
+            && c.runs.iter().any(|m| m.error.is_some() || m.retried_after.is_some())
+    }) {
         out.push('\n');
     }
 }
@@ -281,6 +290,17 @@ mod tests {
         let md = render(&sample([120.0, 120.0]), None);
         assert!(md.contains("| oltp_write_only | 1.20 |"), "{md}");
         assert!(md.contains("All cells: **1.20**"), "{md}");
+    }
+
+    #[test]
+    fn retried_runs_are_named_with_the_first_error() {
+        let mut r = sample([120.0, 80.0]);
+        r.cells[1].runs[0].retried_after = Some("sysbench failed: FATAL: stall".into());
+        let md = render(&r, None);
+        assert!(md.contains(
+            "* tandem, oltp_write_only 16 thr node 1: run twice, the figures are the second run's; \
+             the first failed: sysbench failed: FATAL: stall"
+        ), "{md}");
     }
 
     #[test]

@@ -75,6 +75,9 @@ pub struct Measurement {
     pub drain_s: f64,
     /// Set when the run failed; the figures are then zero.
     pub error: Option<String>,
+    /// Set when a first attempt failed and these figures are the second's.
+    #[serde(default)]
+    pub retried_after: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -87,7 +87,7 @@ pub struct Report {
 pub fn parse(text: &str) -> Result<Report> {
     let fatal: Vec<&str> = text.lines().filter(|l| l.starts_with("FATAL:")).collect();
     if !fatal.is_empty() {
-        bail!("sysbench failed: {}", fatal.join(" | "));
+        bail!("sysbench failed: {}", fatal_summary(&fatal));
     }
     let Some(start) = text.rfind("SQL statistics:") else {
         bail!("sysbench printed no report (no \"SQL statistics\" section)");
@@ -126,6 +126,24 @@ fn field<'a>(report: &'a str, label: &str) -> Option<&'a str> {
     report
         .lines()
         .find_map(|l| l.split_once(label).map(|(_, rest)| rest.trim()))
+}
+
+/// FATAL lines shown in an error; every client thread repeats its own.
+const FATAL_SHOWN: usize = 3;
+
+/// The first few distinct FATAL lines, and how many there were in all.
+fn fatal_summary(fatal: &[&str]) -> String {
+    let mut distinct: Vec<&str> = Vec::new();
+    for line in fatal {
+        if !distinct.contains(line) {
+            distinct.push(line);
+        }
+    }
+    let mut text = distinct.iter().take(FATAL_SHOWN).copied().collect::<Vec<_>>().join(" | ");
+    if distinct.len() > FATAL_SHOWN {
+        text.push_str(&format!(" | ... ({} FATAL lines, {} distinct)", fatal.len(), distinct.len()));
+    }
+    text
 }
 
 /// Lines like `       2.305 |************      41`. sysbench prints the
@@ -203,6 +221,7 @@ mod tests {
     const CHECKPOINTED: &str = include_str!("testdata/sysbench-checkpoint-histogram.txt");
     const NO_SERVER: &str = include_str!("testdata/sysbench-no-server.txt");
     const MISSING_TABLE: &str = include_str!("testdata/sysbench-missing-table.txt");
+    const LEFT_PRIMARY: &str = include_str!("testdata/sysbench-node-left-primary.txt");
 
     #[test]
     fn final_report_after_checkpoints_is_read() {
@@ -234,6 +253,15 @@ mod tests {
     fn sql_error_at_start_is_an_error() {
         let err = parse(MISSING_TABLE).unwrap_err().to_string();
         assert!(err.contains("sbtest3' doesn't exist"), "{err}");
+    }
+
+    #[test]
+    fn a_node_leaving_mid_run_is_reported_in_a_few_lines() {
+        // Every client thread prints its own FATAL lines (34 here).
+        let err = parse(LEFT_PRIMARY).unwrap_err().to_string();
+        assert!(err.contains("error 1047 (WSREP has not yet prepared node for application use)"), "{err}");
+        assert!(err.ends_with("... (34 FATAL lines, 8 distinct)"), "{err}");
+        assert_eq!(err.matches(" | ").count(), FATAL_SHOWN, "{err}");
     }
 
     #[test]
