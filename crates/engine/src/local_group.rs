@@ -25,6 +25,9 @@ enum Input {
     Leave(MemberId),
     Message(MemberId, Vec<u8>),
     Cut(MemberId, bool),
+    /// Reconnect a member without telling it yet (see `heal_quietly`).
+    HealQuietly(MemberId),
+    ReportPrimary(MemberId),
     Stop,
 }
 
@@ -79,6 +82,19 @@ impl LocalHub {
     pub fn set_cut(&self, id: MemberId, cut: bool) {
         self.cut.lock().insert(id, cut);
         let _ = self.tx.lock().send(Input::Cut(id, cut));
+    }
+
+    /// Reconnects a cut-off member without reporting it primary: it receives
+    /// what the group orders from now on but still believes it is cut off,
+    /// until [`LocalHub::report_primary`]. With Raft, an entry can be applied
+    /// before the connectivity change that let it through is reported.
+    pub fn heal_quietly(&self, id: MemberId) {
+        self.cut.lock().insert(id, false);
+        let _ = self.tx.lock().send(Input::HealQuietly(id));
+    }
+
+    pub fn report_primary(&self, id: MemberId) {
+        let _ = self.tx.lock().send(Input::ReportPrimary(id));
     }
 
     /// The next `count` submissions of member `id` that `pick` selects
@@ -142,6 +158,16 @@ fn sequence(rx: Receiver<Input>) {
                     } else {
                         Connectivity::Primary
                     });
+                }
+            }
+            Input::HealQuietly(id) => {
+                if let Some(seat) = seats.get_mut(&id) {
+                    seat.cut = false;
+                }
+            }
+            Input::ReportPrimary(id) => {
+                if let Some(seat) = seats.get_mut(&id) {
+                    seat.replica.connectivity(Connectivity::Primary);
                 }
             }
             Input::Stop => break,

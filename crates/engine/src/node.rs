@@ -43,10 +43,8 @@ use crate::writeset::flags;
 /// Every this many seqnos each member reports its safe seqno.
 pub(crate) const PROGRESS_INTERVAL: Seqno = 1024;
 
-/// The synced announcement is repeated this often until it is ordered...
+/// The synced announcement is repeated this often until it is ordered.
 const ANNOUNCE_RETRY: Duration = Duration::from_secs(2);
-/// ...for at most this many 100 ms ticks (one minute).
-const ANNOUNCE_ATTEMPTS: u32 = 600;
 
 /// Starts a group channel; the provider passes the openraft one, tests a
 /// simulated one.
@@ -113,6 +111,8 @@ pub struct Local {
     pub resync_on_view: bool,
     /// Views the group has ordered since we started (counts, never resets).
     pub views_ordered: u64,
+    /// A thread is announcing that we are synced (see `announce_synced`).
+    pub announcing_synced: bool,
     pub members: Vec<ViewMember>,
     /// Members of the latest ordered view, even while the applier queue is
     /// held (a joiner watches its donor through this).
@@ -215,6 +215,7 @@ impl Node {
                 in_group: false,
                 resync_on_view: false,
                 views_ordered: 0,
+                announcing_synced: false,
                 members: vec![],
                 view_members: vec![],
                 donors: String::new(),
@@ -437,6 +438,18 @@ impl Node {
         }
     }
 
+    /// Waits until `seqno` may enter `monitor`; false if the provider closes first.
+    fn wait_turn(&self, monitor: &Monitor, seqno: Seqno) -> bool {
+        loop {
+            if monitor.enter(seqno, seqno - 1, None, Some(Duration::from_millis(500))).is_ok() {
+                return true;
+            }
+            if self.inner.closing.load(Ordering::Acquire) {
+                return false;
+            }
+        }
+    }
+
     /// A primary view consumes its seqno: it goes through both monitors alone.
     fn deliver_view(&self, ctx: usize, vc: &ViewChange) -> Step {
         let s = vc.state_id.seqno;
@@ -444,8 +457,11 @@ impl Node {
         if inner.apply.has_left(s) {
             return Step::Next;
         }
-        let _ = inner.apply.enter(s, s - 1, None, None);
-        let _ = inner.commit.enter(s, s - 1, None, None);
+        // While closing, what comes before the view may never be applied (the
+        // queue is dropped): a view is not worth a hung shutdown.
+        if !self.wait_turn(&inner.apply, s) || !self.wait_turn(&inner.commit, s) {
+            return Step::Next;
+        }
         let ok = inner.app.view(ctx, &self.view_for(vc));
         inner.commit.leave(s);
         inner.apply.leave(s);
@@ -645,39 +661,56 @@ impl Node {
     /// Tells the group we are synced, until it has heard it: the message is
     /// lost if the leader changes before ordering it (as happens right after
     /// a non-primary spell), and a member that stays "joined" is never
-    /// ready for clients. Runs on its own thread; ends when we are Synced,
-    /// Donor or desynced again, out of the primary component, or closing.
+    /// ready for clients. Runs on its own thread (one at a time) until we are
+    /// Synced, Donor or desynced again, out of the group, or closing.
+    ///
+    /// The primary view that asks for this can be applied a moment before
+    /// the group channel reports us primary again; the thread then waits
+    /// for that instead of giving up (a node stayed "joined" for good that way).
     pub(crate) fn announce_synced(&self) {
+        {
+            let mut l = self.inner.local.lock();
+            if l.announcing_synced {
+                return;
+            }
+            l.announcing_synced = true;
+        }
         let node = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("tandem-announce-synced".into())
-            .spawn(move || {
-                let mut last_sent: Option<Instant> = None;
-                for _ in 0..ANNOUNCE_ATTEMPTS {
-                    if !node.awaits_synced() {
-                        return;
-                    }
-                    if last_sent.is_none_or(|t| t.elapsed() >= ANNOUNCE_RETRY) {
+        let spawned = std::thread::Builder::new().name("tandem-announce-synced".into()).spawn(move || {
+            let mut last_sent: Option<Instant> = None;
+            loop {
+                match node.synced_announcement() {
+                    Announce::Done => break,
+                    Announce::WaitForPrimary => last_sent = None,
+                    Announce::Send if last_sent.is_none_or(|t| t.elapsed() >= ANNOUNCE_RETRY) => {
                         match node.submit(Body::State(MemberState::Synced)) {
                             Ok(()) => last_sent = Some(Instant::now()),
                             Err(e) => log::debug!("Synced announcement not accepted yet: {e}"),
                         }
                     }
-                    std::thread::sleep(Duration::from_millis(100));
+                    Announce::Send => {}
                 }
-                log::warn!(
-                    "The group did not take this node's synced announcement; it stays joined"
-                );
-            });
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            node.inner.local.lock().announcing_synced = false;
+        });
         if let Err(e) = spawned {
+            self.inner.local.lock().announcing_synced = false;
             log::warn!("Could not start the synced announcement thread: {e}");
         }
     }
 
-    fn awaits_synced(&self) -> bool {
+    fn synced_announcement(&self) -> Announce {
         let l = self.inner.local.lock();
-        let waiting = !matches!(l.state, LocalState::Synced | LocalState::Donor) && l.desyncs == 0;
-        waiting && l.primary && l.in_group && !self.inner.closing.load(Ordering::Acquire)
+        let done = matches!(l.state, LocalState::Synced | LocalState::Donor)
+            || l.desyncs > 0
+            || !l.in_group
+            || self.inner.closing.load(Ordering::Acquire);
+        match (done, l.primary) {
+            (true, _) => Announce::Done,
+            (false, false) => Announce::WaitForPrimary,
+            (false, true) => Announce::Send,
+        }
     }
 
     fn set_synced(&self) {
@@ -710,6 +743,13 @@ impl Node {
         l.resync_on_view = true;
         Step::Next
     }
+}
+
+/// What the synced announcer does next.
+enum Announce {
+    Done,
+    WaitForPrimary,
+    Send,
 }
 
 /// Why a joiner stopped waiting for its state transfer.

@@ -113,6 +113,17 @@ struct Member {
 }
 
 fn start(hub: &Arc<LocalHub>, name: &str, bootstrap: bool, all: &Mutex<Vec<Arc<FakeServer>>>) -> Member {
+    start_with_donor(hub, name, bootstrap, all, "")
+}
+
+/// `donors`: the joiner's `wsrep_sst_donor`.
+fn start_with_donor(
+    hub: &Arc<LocalHub>,
+    name: &str,
+    bootstrap: bool,
+    all: &Mutex<Vec<Arc<FakeServer>>>,
+    donors: &str,
+) -> Member {
     let server = Arc::new(FakeServer::default());
     let hub2 = hub.clone();
     let config = NodeConfig {
@@ -141,7 +152,7 @@ fn start(hub: &Arc<LocalHub>, name: &str, bootstrap: bool, all: &Mutex<Vec<Arc<F
         other.peers.lock().push(server.clone());
     }
     all.lock().push(server.clone());
-    node.connect("test", if bootstrap { "gcomm://" } else { "gcomm://127.0.0.1:1" }, "", bootstrap).unwrap();
+    node.connect("test", if bootstrap { "gcomm://" } else { "gcomm://127.0.0.1:1" }, donors, bootstrap).unwrap();
     let threads = (0..2)
         .map(|i| {
             let (node, server) = (node.clone(), server.clone());
@@ -331,6 +342,31 @@ fn a_lost_synced_announcement_is_repeated_after_a_non_primary_spell() {
         Status::Ok,
         "ready for clients again"
     );
+    stop(hub, members);
+}
+
+#[test]
+fn a_primary_view_applied_before_the_primary_report_still_resyncs() {
+    let (hub, mut members) = cluster(3);
+    let victim = members[2].server.clone();
+    let id = victim.node().group().unwrap().me();
+    hub.set_cut(id, true);
+    wait_until("non-primary view", || victim.views.lock().last().is_some_and(|v| v.status == ViewStatus::NonPrimary));
+    let synced_before = *victim.synced.lock();
+    hub.heal_quietly(id);
+    // A fourth member joins: the group orders a primary view that includes
+    // the victim, which still believes it is cut off when it applies it.
+    let all = Mutex::new(members.iter().map(|m| m.server.clone()).collect());
+    let fourth = start_with_donor(&hub, "n3", false, &all, "n0");
+    wait_until("the victim applied a primary view", || {
+        victim.views.lock().last().is_some_and(|v| v.status == ViewStatus::Primary)
+    });
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(*victim.synced.lock(), synced_before, "not synced while it believes it is cut off");
+    hub.report_primary(id);
+    wait_until("synced again", || *victim.synced.lock() > synced_before);
+    assert_eq!(transact(&victim, 888, 4, 1), Status::Ok, "ready for clients again");
+    members.push(fourth);
     stop(hub, members);
 }
 

@@ -221,6 +221,24 @@ fn repeatability(out: &mut String, spread: Option<Spread>) {
                  ratio moved by a median of {:.1}% and at most {:.1}% ({}); {} of {} cells stayed within ±15%.\n",
                 s.previous_date, s.median_abs_pct, s.max_abs_pct, s.worst, s.within_15_pct, s.cells
             );
+            let within = s.groups.iter().filter(|g| g.moved_pct().abs() <= 15.0).count();
+            let _ = writeln!(
+                out,
+                "The summary figures (geometric means over the cells measured in both runs); {within} of {} \
+                 within ±15%:\n\n| Cells | previous T/G | this run T/G | moved |\n|---|---:|---:|---:|",
+                s.groups.len()
+            );
+            for g in &s.groups {
+                let _ = writeln!(
+                    out,
+                    "| {} | {:.2} | {:.2} | {:+.1}% |",
+                    g.label,
+                    g.previous,
+                    g.now,
+                    g.moved_pct()
+                );
+            }
+            out.push('\n');
         }
         None => {
             let _ = writeln!(

@@ -153,6 +153,23 @@ pub struct Spread {
     pub max_abs_pct: f64,
     pub worst: String,
     pub within_15_pct: usize,
+    /// The summary table's figures (geometric mean of the ratios per
+    /// workload and placement, then over all cells), over the cells measured
+    /// in both runs.
+    pub groups: Vec<GroupMove>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupMove {
+    pub label: String,
+    pub previous: f64,
+    pub now: f64,
+}
+
+impl GroupMove {
+    pub fn moved_pct(&self) -> f64 {
+        (self.now / self.previous - 1.0) * 100.0
+    }
 }
 
 /// Compares cell by cell; none when the settings differ (ratios of different
@@ -161,19 +178,19 @@ pub fn spread(previous: &Results, now: &Results) -> Option<Spread> {
     if previous.format != FORMAT || previous.settings != now.settings {
         return None;
     }
-    let mut diffs: Vec<(f64, String)> = now
+    // (cell, ratio now, ratio before) for the cells measured in both runs.
+    let both: Vec<(&Cell, f64, f64)> = now
         .cells
         .iter()
         .zip(&previous.cells)
         .filter(|(a, b)| a.cell == b.cell)
-        .filter_map(|(a, b)| {
-            let (r_now, r_prev) = (a.tps_ratio()?, b.tps_ratio()?);
-            Some(((r_now / r_prev - 1.0) * 100.0, a.cell.label()))
-        })
+        .filter_map(|(a, b)| Some((&a.cell, a.tps_ratio()?, b.tps_ratio()?)))
         .collect();
-    if diffs.is_empty() {
+    if both.is_empty() {
         return None;
     }
+    let mut diffs: Vec<(f64, String)> =
+        both.iter().map(|(c, r_now, r_prev)| ((r_now / r_prev - 1.0) * 100.0, c.label())).collect();
     diffs.sort_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
     let abs: Vec<f64> = diffs.iter().map(|d| d.0.abs()).collect();
     let (max, worst) = diffs.last().cloned()?;
@@ -184,7 +201,27 @@ pub fn spread(previous: &Results, now: &Results) -> Option<Spread> {
         max_abs_pct: max.abs(),
         worst: format!("{worst} ({max:+.1}%)"),
         within_15_pct: abs.iter().filter(|d| **d <= 15.0).count(),
+        groups: group_moves(&now.settings.matrix, &both),
     })
+}
+
+fn group_moves(matrix: &Matrix, both: &[(&Cell, f64, f64)]) -> Vec<GroupMove> {
+    let mean = |pick: &dyn Fn(&Cell) -> bool| {
+        let chosen: Vec<_> = both.iter().filter(|(c, _, _)| pick(c)).collect();
+        Some((geomean(chosen.iter().map(|x| x.2))?, geomean(chosen.iter().map(|x| x.1))?))
+    };
+    let mut groups = Vec::new();
+    for &w in &matrix.workloads {
+        for p in matrix.placements() {
+            if let Some((previous, now)) = mean(&|c: &Cell| c.workload == w && c.placement == p) {
+                groups.push(GroupMove { label: format!("{} {}", w.script(), p.label()), previous, now });
+            }
+        }
+    }
+    if let Some((previous, now)) = mean(&|_: &Cell| true) {
+        groups.push(GroupMove { label: "all cells".into(), previous, now });
+    }
+    groups
 }
 
 fn median(sorted: &[f64]) -> f64 {
@@ -289,6 +326,14 @@ pub(crate) mod tests {
         assert!((s.median_abs_pct - 5.0).abs() < 1e-9);
         assert_eq!(s.within_15_pct, 2);
         assert!(s.worst.starts_with("oltp_write_only 1 thr"), "{}", s.worst);
+        // One workload and placement: its group and "all cells" are the
+        // geometric means of (1.2, 0.8) and (1.32, 0.8).
+        assert_eq!(s.groups.len(), 2, "{:?}", s.groups);
+        let want = ((1.32f64 * 0.8).sqrt() / (1.2f64 * 0.8).sqrt() - 1.0) * 100.0;
+        for g in &s.groups {
+            assert!((g.moved_pct() - want).abs() < 1e-9, "{g:?}");
+        }
+        assert_eq!(s.groups[1].label, "all cells");
     }
 
     #[test]
