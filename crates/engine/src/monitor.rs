@@ -214,11 +214,10 @@ mod tests {
         assert_eq!(m.last_left(), 3);
     }
 
-    #[test]
-    fn commit_order_is_strict_under_concurrency() {
-        let m = Arc::new(Monitor::new(0));
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let threads: Vec<_> = (1..=20i64)
+    /// Threads for seqnos `count` down to 1, each entering in commit order
+    /// and recording its seqno.
+    fn committers(m: &Arc<Monitor>, order: &Arc<Mutex<Vec<i64>>>, count: i64) -> Vec<thread::JoinHandle<()>> {
+        (1..=count)
             .rev()
             .map(|seqno| {
                 let (m, order) = (m.clone(), order.clone());
@@ -228,8 +227,14 @@ mod tests {
                     m.leave(seqno);
                 })
             })
-            .collect();
-        threads.into_iter().for_each(|t| t.join().unwrap());
+            .collect()
+    }
+
+    #[test]
+    fn commit_order_is_strict_under_concurrency() {
+        let m = Arc::new(Monitor::new(0));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        committers(&m, &order, 20).into_iter().for_each(|t| t.join().unwrap());
         assert_eq!(*order.lock(), (1..=20).collect::<Vec<_>>());
     }
 
@@ -263,17 +268,7 @@ mod tests {
         let flag = Arc::new(AtomicBool::new(false));
         // 1..=40 commit in order; 100 and 101 wait for something that never
         // leaves (one times out, one is aborted); pauses come and go.
-        let committers: Vec<_> = (1..=40i64)
-            .rev()
-            .map(|seqno| {
-                let (m, order) = (m.clone(), order.clone());
-                thread::spawn(move || {
-                    m.enter(seqno, seqno - 1, None, None).unwrap();
-                    order.lock().push(seqno);
-                    m.leave(seqno);
-                })
-            })
-            .collect();
+        let committers = committers(&m, &order, 40);
         let timed_out = {
             let m = m.clone();
             thread::spawn(move || m.enter(100, 99, None, Some(Duration::from_millis(50))))

@@ -70,11 +70,11 @@ impl Bench<'_> {
         cell: &Cell,
         seed: u32,
     ) -> Measurement {
-        let first = match self.attempt(kind, cluster, cell, seed) {
+        let first = match self.try_measure(kind, cluster, cell, seed) {
             Ok(m) => return m,
             Err(e) => format!("{e:#}"),
         };
-        match self.attempt(kind, cluster, cell, seed) {
+        match self.try_measure(kind, cluster, cell, seed) {
             Ok(m) => Measurement {
                 retried_after: Some(first),
                 ..m
@@ -87,17 +87,6 @@ impl Bench<'_> {
         }
     }
 
-    fn attempt(
-        &self,
-        kind: ProviderKind,
-        cluster: &Cluster,
-        cell: &Cell,
-        seed: u32,
-    ) -> Result<Measurement> {
-        wait_ready(kind, cluster, READY_TIMEOUT)?;
-        self.try_measure(kind, cluster, cell, seed)
-    }
-
     fn try_measure(
         &self,
         kind: ProviderKind,
@@ -105,6 +94,7 @@ impl Bench<'_> {
         cell: &Cell,
         seed: u32,
     ) -> Result<Measurement> {
+        wait_ready(kind, cluster, READY_TIMEOUT)?;
         let cert_before = cert_failures(kind, cluster)?;
         let cpu_before = cpu_ticks(cluster)?;
         let mut children = Vec::new();
