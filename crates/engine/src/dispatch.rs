@@ -10,7 +10,7 @@ use tandem_group::{Connectivity, Ordered, Replica};
 use crate::certification::Verdict;
 use crate::group_state::{GroupState, Outcome, ViewChange};
 use crate::message::{Body, MemberState};
-use crate::node::{Node, PROGRESS_INTERVAL};
+use crate::node::{Node, Resubmit, PROGRESS_INTERVAL};
 use crate::queue::Task;
 use crate::types::Seqno;
 use crate::waiter::Reply;
@@ -165,34 +165,14 @@ impl Node {
     /// and a request accepted just before a leader change is lost; either
     /// would leave the node non-primary for good.
     fn announce_return(&self) {
-        let node = self.clone();
         let views_before = self.inner.local.lock().views_ordered;
-        let spawned = std::thread::Builder::new().name("tandem-view-bump".into()).spawn(move || {
-            let mut last_sent: Option<std::time::Instant> = None;
-            for _ in 0..VIEW_BUMP_ATTEMPTS {
-                {
-                    let l = node.inner.local.lock();
-                    if node.inner.closing.load(Ordering::Acquire) || !l.primary || l.views_ordered > views_before {
-                        return;
-                    }
-                }
-                if last_sent.is_none_or(|t| t.elapsed() >= VIEW_BUMP_RETRY) {
-                    match node.submit(Body::ViewBump) {
-                        Ok(()) => last_sent = Some(std::time::Instant::now()),
-                        Err(e) => log::debug!("View bump not accepted yet: {e}"),
-                    }
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            log::warn!("Could not ask the group for a new primary view after rejoining it");
-        });
-        if let Err(e) = spawned {
+        let next = move |node: &Node| {
+            let l = node.inner.local.lock();
+            let done = node.inner.closing.load(Ordering::Acquire) || !l.primary || l.views_ordered > views_before;
+            if done { Resubmit::Done } else { Resubmit::Send }
+        };
+        if let Err(e) = self.resubmit_until("tandem-view-bump", || Body::ViewBump, next) {
             log::warn!("Could not start the view bump thread: {e}");
         }
     }
 }
-
-/// A view bump is repeated this often until a view is ordered...
-const VIEW_BUMP_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
-/// ...for at most this many 100 ms ticks (one minute).
-const VIEW_BUMP_ATTEMPTS: u32 = 600;

@@ -43,8 +43,9 @@ use crate::writeset::flags;
 /// Every this many seqnos each member reports its safe seqno.
 pub(crate) const PROGRESS_INTERVAL: Seqno = 1024;
 
-/// The synced announcement is repeated this often until it is ordered.
-const ANNOUNCE_RETRY: Duration = Duration::from_secs(2);
+/// A message a leader change may lose is submitted again this often until
+/// its effect is seen (`Node::resubmit_until`).
+const RESUBMIT_EVERY: Duration = Duration::from_secs(2);
 
 /// Starts a group channel; the provider passes the openraft one, tests a
 /// simulated one.
@@ -675,42 +676,58 @@ impl Node {
             }
             l.announcing_synced = true;
         }
-        let node = self.clone();
-        let spawned = std::thread::Builder::new().name("tandem-announce-synced".into()).spawn(move || {
-            let mut last_sent: Option<Instant> = None;
-            loop {
-                match node.synced_announcement() {
-                    Announce::Done => break,
-                    Announce::WaitForPrimary => last_sent = None,
-                    Announce::Send if last_sent.is_none_or(|t| t.elapsed() >= ANNOUNCE_RETRY) => {
-                        match node.submit(Body::State(MemberState::Synced)) {
-                            Ok(()) => last_sent = Some(Instant::now()),
-                            Err(e) => log::debug!("Synced announcement not accepted yet: {e}"),
-                        }
-                    }
-                    Announce::Send => {}
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            node.inner.local.lock().announcing_synced = false;
-        });
-        if let Err(e) = spawned {
+        let synced = || Body::State(MemberState::Synced);
+        if let Err(e) = self.resubmit_until("tandem-announce-synced", synced, Node::synced_announcement) {
             self.inner.local.lock().announcing_synced = false;
             log::warn!("Could not start the synced announcement thread: {e}");
         }
     }
 
-    fn synced_announcement(&self) -> Announce {
-        let l = self.inner.local.lock();
+    /// The announcer's next step. Ending it clears `announcing_synced` under
+    /// the same lock, so a later `announce_synced` never finds the flag of a
+    /// thread that has already decided to stop.
+    fn synced_announcement(&self) -> Resubmit {
+        let mut l = self.inner.local.lock();
         let done = matches!(l.state, LocalState::Synced | LocalState::Donor)
             || l.desyncs > 0
             || !l.in_group
             || self.inner.closing.load(Ordering::Acquire);
-        match (done, l.primary) {
-            (true, _) => Announce::Done,
-            (false, false) => Announce::WaitForPrimary,
-            (false, true) => Announce::Send,
+        if done {
+            l.announcing_synced = false;
+            return Resubmit::Done;
         }
+        if l.primary { Resubmit::Send } else { Resubmit::Wait }
+    }
+
+    /// On a thread of its own, submits `body()` every `RESUBMIT_EVERY` while
+    /// `next` says `Send`, until it says `Done`. For messages a leader change
+    /// may lose and nobody waits for (`submit` gives no receipt).
+    pub(crate) fn resubmit_until(
+        &self,
+        name: &'static str,
+        body: fn() -> Body,
+        next: impl Fn(&Node) -> Resubmit + Send + 'static,
+    ) -> std::io::Result<()> {
+        let node = self.clone();
+        let thread = std::thread::Builder::new().name(name.into());
+        thread.spawn(move || {
+            let mut last_sent: Option<Instant> = None;
+            loop {
+                match next(&node) {
+                    Resubmit::Done => return,
+                    Resubmit::Wait => last_sent = None,
+                    Resubmit::Send if last_sent.is_none_or(|t| t.elapsed() >= RESUBMIT_EVERY) => {
+                        match node.submit(body()) {
+                            Ok(()) => last_sent = Some(Instant::now()),
+                            Err(e) => log::debug!("{name}: not accepted yet: {e}"),
+                        }
+                    }
+                    Resubmit::Send => {}
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })?;
+        Ok(())
     }
 
     fn set_synced(&self) {
@@ -745,10 +762,11 @@ impl Node {
     }
 }
 
-/// What the synced announcer does next.
-enum Announce {
+/// What a resubmitting thread does next (see `Node::resubmit_until`).
+pub(crate) enum Resubmit {
     Done,
-    WaitForPrimary,
+    /// Not now (out of the primary component); send at once when it is time.
+    Wait,
     Send,
 }
 
