@@ -110,6 +110,8 @@ impl Application for FakeServer {
 struct Member {
     server: Arc<FakeServer>,
     threads: Vec<thread::JoinHandle<()>>,
+    /// The node's data directory, removed when the member is dropped.
+    _data_dir: tempfile::TempDir,
 }
 
 fn start(hub: &Arc<LocalHub>, name: &str, bootstrap: bool, all: &Mutex<Vec<Arc<FakeServer>>>) -> Member {
@@ -126,15 +128,12 @@ fn start_with_donor(
 ) -> Member {
     let server = Arc::new(FakeServer::default());
     let hub2 = hub.clone();
+    let data_dir = tempfile::Builder::new().prefix(&format!("tandem-node-{name}-")).tempdir().unwrap();
     let config = NodeConfig {
         name: name.into(),
         node_address: "127.0.0.1".into(),
         incoming: format!("{name}:3306"),
-        data_dir: {
-            let d = std::env::temp_dir().join(format!("tandem-node-{}-{name}-{}", std::process::id(), rand_suffix()));
-            std::fs::create_dir_all(&d).unwrap();
-            d
-        },
+        data_dir: data_dir.path().to_path_buf(),
         options: "evs.suspect_timeout=PT1S".into(),
         start_position: Gtid::UNDEFINED,
     };
@@ -162,13 +161,7 @@ fn start_with_donor(
             })
         })
         .collect();
-    Member { server, threads }
-}
-
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
+    Member { server, threads, _data_dir: data_dir }
 }
 
 fn wait_until(what: &str, f: impl Fn() -> bool) {

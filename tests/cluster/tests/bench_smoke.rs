@@ -26,7 +26,8 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
     let tmp = tempfile::tempdir()?;
     let (doc, json) = (tmp.path().join("bench.md"), tmp.path().join("bench.json"));
     let out = Command::new(tandem_bin())
-        .args(["bench", "--quick", "--nodes", "1", "--dir"])
+        // Two short rounds: the rounds path is what the full bench runs.
+        .args(["bench", "--quick", "--nodes", "1", "--rounds", "2", "--duration", "3", "--dir"])
         .arg(tmp.path().join("w"))
         .arg("--tandem-path")
         .arg(provider_path())
@@ -60,6 +61,7 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
                 cell.cell.label()
             );
             assert!(m.p95_ms.is_some_and(|p| p > 0.0), "{target}: {m:?}");
+            assert_eq!(m.rounds, 2, "{target} {}: {m:?}", cell.cell.label());
             assert_eq!(
                 m.cert_failures.is_some(),
                 target != ProviderKind::Standalone

@@ -1,8 +1,10 @@
 //! What a benchmark run measures and in which order.
 //!
 //! A cell is one (workload, client threads, placement); each cell is run on
-//! every target. Galera and Tandem swap places every cell so that drift on the
-//! machine (page cache, thermal, a neighbour's load) hits both the same.
+//! every target, in several rounds. Galera and Tandem swap places every round
+//! and every cell so that drift on the machine (page cache, thermal, a
+//! neighbour's load) hits both the same; the rounds let one stalled run be
+//! outvoted (the report takes each target's median round).
 
 use crate::cluster::ProviderKind;
 use serde::{Deserialize, Serialize};
@@ -101,10 +103,11 @@ impl Cell {
     }
 }
 
-/// One sysbench measurement: a cell on one target.
+/// One sysbench measurement: a cell on one target, in one round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Run {
     pub cell: usize,
+    pub round: u32,
     pub target: ProviderKind,
 }
 
@@ -115,6 +118,13 @@ pub struct Matrix {
     pub placements: Vec<Placement>,
     pub targets: Vec<ProviderKind>,
     pub nodes: usize,
+    /// Runs of every cell on every target (a file from before rounds had one).
+    #[serde(default = "one_round")]
+    pub rounds: u32,
+}
+
+fn one_round() -> u32 {
+    1
 }
 
 impl Matrix {
@@ -145,20 +155,28 @@ impl Matrix {
         placements
     }
 
-    /// Every run in the order it is measured.
+    /// Every run in the order it is measured: a cell's rounds back to back,
+    /// so that a cell's Galera and Tandem figures are seconds apart.
     pub fn runs(&self) -> Vec<Run> {
         let mut runs = Vec::new();
         let cells = self.cells();
         for (k, cell) in cells.iter().enumerate() {
-            for target in self.order_for(k, cell) {
-                runs.push(Run { cell: k, target });
+            for round in 0..self.rounds.max(1) {
+                for target in self.order_for(k + round as usize, cell) {
+                    runs.push(Run {
+                        cell: k,
+                        round,
+                        target,
+                    });
+                }
             }
         }
         runs
     }
 
-    /// Replicated targets alternate which goes first; the standalone server has
-    /// a single node, so it only runs the "node 1" cells, last.
+    /// Replicated targets alternate which goes first (ABAB... over cells,
+    /// ABBA... within a cell's rounds); the standalone server has a single
+    /// node, so it only runs the "node 1" cells, last in each round.
     fn order_for(&self, k: usize, cell: &Cell) -> Vec<ProviderKind> {
         let mut replicated: Vec<ProviderKind> = self
             .targets
@@ -205,6 +223,7 @@ mod tests {
             placements: vec![Placement::Node1, Placement::Spread],
             targets: vec![Tandem, Galera, Standalone],
             nodes,
+            rounds: 1,
         }
     }
 
@@ -228,6 +247,47 @@ mod tests {
             firsts,
             [Tandem, Galera, Tandem, Galera, Tandem, Galera, Tandem, Galera]
         );
+    }
+
+    #[test]
+    fn rounds_of_a_cell_run_back_to_back_swapping_who_goes_first() {
+        let m = Matrix {
+            rounds: 3,
+            ..matrix(3)
+        };
+        let runs = m.runs();
+        // 8 cells x 3 rounds x 2 replicated targets + 4 node-1 cells x 3 rounds standalone
+        assert_eq!(runs.len(), 8 * 3 * 2 + 4 * 3);
+        let cell0: Vec<(u32, ProviderKind)> = runs
+            .iter()
+            .take_while(|r| r.cell == 0)
+            .map(|r| (r.round, r.target))
+            .collect();
+        assert_eq!(
+            cell0,
+            [
+                (0, Tandem),
+                (0, Galera),
+                (0, Standalone),
+                (1, Galera),
+                (1, Tandem),
+                (1, Standalone),
+                (2, Tandem),
+                (2, Galera),
+                (2, Standalone)
+            ]
+        );
+        // The next cell starts with the other provider.
+        let next = runs.iter().find(|r| r.cell == 1).unwrap();
+        assert_eq!((next.round, next.target), (0, Galera));
+    }
+
+    #[test]
+    fn old_results_without_rounds_read_as_one_round() {
+        let mut value = serde_json::to_value(matrix(3)).unwrap();
+        value.as_object_mut().unwrap().remove("rounds");
+        let back: Matrix = serde_json::from_value(value).unwrap();
+        assert_eq!(back.rounds, 1);
     }
 
     #[test]

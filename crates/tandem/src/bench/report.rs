@@ -1,7 +1,7 @@
 //! `docs/benchmarks.md`: every figure comes from a `Results`, nothing is typed in.
 
 use super::plan::Placement;
-use super::results::{geomean, spread, CellResult, Measurement, Results, Spread};
+use super::results::{geomean, spread, CellResult, Combined, Results, Spread};
 use crate::cluster::ProviderKind;
 use std::fmt::Write;
 
@@ -59,25 +59,31 @@ fn header(out: &mut String, r: &Results) {
     );
     let _ = writeln!(
         out,
-        "| Each run | {} s warm-up (not counted), then {} s measured |\n",
-        s.warmup_s, s.duration_s
+        "| Each run | {} s warm-up (not counted), then {} s measured; {} round(s) per cell and target |\n",
+        s.warmup_s, s.duration_s, s.matrix.rounds
     );
     out.push_str(METHOD);
 }
 
 const METHOD: &str = "\
 How it runs: all targets are started first and stay up; the same sysbench tables are loaded into each.
-Then every cell (workload, client threads, placement) runs on Galera and on Tandem back to back, the two
-swapping who goes first from one cell to the next, and then on the standalone server (node-1 cells only).
-After each run the bench waits until every node has applied everything (`wsrep_last_committed` equal on
-all nodes, receive queues empty) before the next run starts; that wait is the *drain* column. A run
-starts only when every node is Synced; a run that fails is run once more, and both the failure and the
-retry are listed under the workload's table.
+Then every cell (workload, client threads, placement) runs in rounds: each round runs it on Galera and
+on Tandem back to back, then on the standalone server (node-1 cells only); who goes first swaps from
+round to round and from cell to cell, so drift on the machine hits both providers alike. A cell's
+figures are each target's median round, so one round hit by a stall of the machine does not decide
+them. After each run the bench waits until every node has applied everything (`wsrep_last_committed`
+equal on all nodes, receive queues empty) before the next run starts; that wait is the *drain* column.
+A run starts only when every node is Synced; a run that fails is run once more, and both the failure
+and the retry are listed under the workload's table.
 
-* **TPS**: sysbench transactions per second over the measured window, summed over client processes.
-* **p95**: 95th percentile transaction latency in ms over all clients (their sysbench histograms added).
+* **TPS**: sysbench transactions per second over the measured window, summed over client processes;
+  the median of the rounds.
+* **p95**: 95th percentile transaction latency in ms over all clients (their sysbench histograms added);
+  the median of the rounds.
 * **T/G**: Tandem / Galera. For TPS above 1 is better for Tandem; for p95 below 1 is.
-* **cert fail**: increase of `wsrep_local_cert_failures`, summed over nodes (certification conflicts).
+* **rounds ±**: (highest - lowest) / median TPS of a target's rounds: how noisy the cell was here.
+* **cert fail**: increase of `wsrep_local_cert_failures`, summed over nodes and rounds (certification conflicts).
+* **drain**: the longest of the rounds.
 * **node 1**: every client on node 1; **spread**: clients split evenly over all nodes.
 * Tandem has no flow control yet: a slow applier is not throttled as under Galera, which shows as drain.
 
@@ -118,11 +124,11 @@ fn per_workload(out: &mut String, r: &Results) {
         let _ = writeln!(out, "### {}\n", w.script());
         let _ = writeln!(
             out,
-            "| Clients | Threads | Standalone TPS | Galera TPS | Tandem TPS | T/G TPS | Galera p95 | Tandem p95 | T/G p95 | cert fail G / T | drain s G / T |"
+            "| Clients | Threads | Standalone TPS | Galera TPS | Tandem TPS | T/G TPS | rounds ± G / T | Galera p95 | Tandem p95 | T/G p95 | cert fail G / T | drain s G / T |"
         );
         let _ = writeln!(
             out,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for c in r.cells.iter().filter(|c| c.cell.workload == w) {
             let _ = writeln!(out, "{}", cell_row(c));
@@ -133,44 +139,56 @@ fn per_workload(out: &mut String, r: &Results) {
 }
 
 fn cell_row(c: &CellResult) -> String {
-    let get = |t| c.runs.iter().find(|m| m.target == Some(t));
+    let get = |k| Figures {
+        ran: c.ran(k),
+        combined: c.of(k),
+    };
     let (s, g, t) = (
         get(ProviderKind::Standalone),
         get(ProviderKind::Galera),
         get(ProviderKind::Tandem),
     );
     let standalone = match c.cell.placement {
-        Placement::Node1 => tps(s),
+        Placement::Node1 => tps(&s),
         Placement::Spread => "–".into(),
     };
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} |",
+        "| {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} / {} | {} / {} |",
         c.cell.placement.label(),
         c.cell.threads,
         standalone,
-        tps(g),
-        tps(t),
+        tps(&g),
+        tps(&t),
         ratio(c.tps_ratio()),
-        p95(g),
-        p95(t),
+        round_spread(&g),
+        round_spread(&t),
+        p95(&g),
+        p95(&t),
         ratio(c.p95_ratio()),
-        count(g.and_then(|m| m.cert_failures)),
-        count(t.and_then(|m| m.cert_failures)),
-        seconds(g),
-        seconds(t),
+        count(g.combined.as_ref().and_then(|m| m.cert_failures)),
+        count(t.combined.as_ref().and_then(|m| m.cert_failures)),
+        seconds(&g),
+        seconds(&t),
     )
+}
+
+/// What a cell's row shows of one target.
+struct Figures {
+    ran: bool,
+    combined: Option<Combined>,
 }
 
 fn errors(out: &mut String, r: &Results, w: super::plan::Workload) {
     for c in r.cells.iter().filter(|c| c.cell.workload == w) {
         for m in &c.runs {
+            let round = round_label(r, m.round);
             if let (Some(target), Some(e)) = (m.target, &m.error) {
-                let _ = writeln!(out, "* {target}, {}: **failed**: {e}", c.cell.label());
+                let _ = writeln!(out, "* {target}, {}{round}: **failed**: {e}", c.cell.label());
             }
             if let (Some(target), Some(e)) = (m.target, &m.retried_after) {
                 let _ = writeln!(
                     out,
-                    "* {target}, {}: run twice, the figures are the second run's; the first failed: {e}",
+                    "* {target}, {}{round}: run twice, the figures are the second run's; the first failed: {e}",
                     c.cell.label()
                 );
             }
@@ -250,24 +268,41 @@ fn repeatability(out: &mut String, spread: Option<Spread>) {
     }
 }
 
-fn tps(m: Option<&Measurement>) -> String {
-    match m {
-        Some(m) if m.error.is_none() => format!("{:.0}", m.tps),
-        Some(_) => "failed".into(),
+fn round_label(r: &Results, round: u32) -> String {
+    if r.settings.matrix.rounds > 1 {
+        format!(", round {}", round + 1)
+    } else {
+        String::new()
+    }
+}
+
+fn tps(f: &Figures) -> String {
+    match &f.combined {
+        Some(m) => format!("{:.0}", m.tps),
+        None if f.ran => "failed".into(),
         None => "–".into(),
     }
 }
 
-fn p95(m: Option<&Measurement>) -> String {
-    match m.filter(|m| m.error.is_none()).and_then(|m| m.p95_ms) {
+/// Blank with a single round: there is nothing to compare it with.
+fn round_spread(f: &Figures) -> String {
+    match &f.combined {
+        Some(m) if m.rounds > 1 => format!("{:.0}%", m.round_spread_pct),
+        _ => "–".into(),
+    }
+}
+
+fn p95(f: &Figures) -> String {
+    match f.combined.as_ref().and_then(|m| m.p95_ms) {
         Some(v) if v < 10.0 => format!("{v:.2}"),
         Some(v) => format!("{v:.1}"),
         None => "–".into(),
     }
 }
 
-fn seconds(m: Option<&Measurement>) -> String {
-    m.filter(|m| m.error.is_none())
+fn seconds(f: &Figures) -> String {
+    f.combined
+        .as_ref()
         .map_or("–".into(), |m| format!("{:.1}", m.drain_s))
 }
 
@@ -283,7 +318,7 @@ fn ratio(v: Option<f64>) -> String {
 mod tests {
     use super::*;
     use crate::bench::results::tests::sample;
-    use crate::bench::results::Resources;
+    use crate::bench::results::{Measurement, Resources};
 
     #[test]
     fn cell_rows_carry_both_providers_and_ratios() {
@@ -291,7 +326,7 @@ mod tests {
         let md = render(&r, None);
         assert!(
             md.contains(
-                "| node 1 | 1 | 400 | 100 | 120 | 1.20 | 5.00 | 4.00 | 0.80 | 3 / 3 | 0.2 / 0.2 |"
+                "| node 1 | 1 | 400 | 100 | 120 | 1.20 | – / – | 5.00 | 4.00 | 0.80 | 3 / 3 | 0.2 / 0.2 |"
             ),
             "{md}"
         );
@@ -333,6 +368,34 @@ mod tests {
         assert!(md.contains(
             "* tandem, oltp_write_only 16 thr node 1: **failed**: sysbench failed: FATAL: x"
         ));
+    }
+
+    #[test]
+    fn rounds_show_their_spread_and_failed_rounds_their_number() {
+        let mut r = sample([120.0, 80.0]);
+        r.settings.matrix.rounds = 3;
+        let cell = &mut r.cells[0];
+        let galera = cell.runs[1].clone();
+        cell.runs.extend([
+            Measurement { round: 1, tps: 80.0, ..galera.clone() },
+            Measurement { round: 2, tps: 110.0, ..galera },
+        ]);
+        let mut failed = cell.runs[0].clone();
+        failed.round = 1;
+        failed.error = Some("FATAL: gone".into());
+        cell.runs.push(failed);
+        let md = render(&r, None);
+        // Galera: median of 80, 100, 110 and (110 - 80) / 100; Tandem's one
+        // surviving round has nothing to compare with.
+        assert!(
+            md.contains("| node 1 | 1 | 400 | 100 | 120 | 1.20 | 30% / – |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("* tandem, oltp_write_only 1 thr node 1, round 2: **failed**: FATAL: gone"),
+            "{md}"
+        );
+        assert!(md.contains("3 round(s) per cell and target"), "{md}");
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct CellResult {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Measurement {
     pub target: Option<ProviderKind>,
+    /// Which of the cell's rounds (from 0).
+    #[serde(default)]
+    pub round: u32,
     pub tps: f64,
     pub p95_ms: Option<f64>,
     pub transactions: u64,
@@ -95,11 +98,71 @@ impl Resources {
     }
 }
 
+/// A target's rounds of one cell taken together. TPS and p95 are the
+/// median round's (one stalled round of three cannot move them); counts and
+/// CPU are sums, so that per-transaction figures weigh every round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Combined {
+    pub tps: f64,
+    pub p95_ms: Option<f64>,
+    pub transactions: u64,
+    pub cert_failures: Option<u64>,
+    pub cpu_s: f64,
+    /// The longest drain of the rounds.
+    pub drain_s: f64,
+    /// Rounds measured (failed ones are not).
+    pub rounds: usize,
+    /// (max - min) / median of the rounds' TPS, percent: how noisy the cell was.
+    pub round_spread_pct: f64,
+}
+
+impl Combined {
+    fn of(rounds: &[&Measurement]) -> Option<Combined> {
+        let tps = sorted(rounds.iter().map(|m| m.tps));
+        let mid = median(&tps);
+        let p95 = sorted(rounds.iter().filter_map(|m| m.p95_ms));
+        let cert: Vec<u64> = rounds.iter().filter_map(|m| m.cert_failures).collect();
+        Some(Combined {
+            tps: mid,
+            p95_ms: (!p95.is_empty()).then(|| median(&p95)),
+            transactions: rounds.iter().map(|m| m.transactions).sum(),
+            cert_failures: (!cert.is_empty()).then(|| cert.iter().sum()),
+            cpu_s: rounds.iter().map(|m| m.cpu_s).sum(),
+            drain_s: rounds.iter().map(|m| m.drain_s).fold(0.0, f64::max),
+            rounds: rounds.len(),
+            round_spread_pct: if mid > 0.0 {
+                (tps.last()? - tps.first()?) / mid * 100.0
+            } else {
+                0.0
+            },
+        })
+    }
+}
+
+fn sorted(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
 impl CellResult {
-    pub fn of(&self, target: ProviderKind) -> Option<&Measurement> {
-        self.runs
+    /// The target's successful rounds combined; none if every round failed
+    /// (or the target did not run this cell).
+    pub fn of(&self, target: ProviderKind) -> Option<Combined> {
+        let ok: Vec<&Measurement> = self
+            .runs
             .iter()
-            .find(|m| m.target == Some(target) && m.error.is_none())
+            .filter(|m| m.target == Some(target) && m.error.is_none())
+            .collect();
+        if ok.is_empty() {
+            return None;
+        }
+        Combined::of(&ok)
+    }
+
+    /// Whether the target ran this cell at all (failed or not).
+    pub fn ran(&self, target: ProviderKind) -> bool {
+        self.runs.iter().any(|m| m.target == Some(target))
     }
 
     /// Tandem TPS / Galera TPS: above 1 means Tandem is faster.
@@ -108,7 +171,7 @@ impl CellResult {
             self.of(ProviderKind::Tandem)?,
             self.of(ProviderKind::Galera)?,
         );
-        (g.tps > 0.0).then(|| t.tps / g.tps)
+        (g.tps > 0.0).then_some(t.tps / g.tps)
     }
 
     /// Tandem p95 / Galera p95: below 1 means Tandem's latency is lower.
@@ -224,6 +287,7 @@ fn group_moves(matrix: &Matrix, both: &[(&Cell, f64, f64)]) -> Vec<GroupMove> {
     groups
 }
 
+/// Median of an ascending, non-empty slice.
 fn median(sorted: &[f64]) -> f64 {
     let n = sorted.len();
     if n % 2 == 1 {
@@ -259,6 +323,7 @@ pub(crate) mod tests {
             placements: vec![Placement::Node1],
             targets: vec![Tandem, Galera, Standalone],
             nodes: 3,
+            rounds: 1,
         };
         let cells = matrix
             .cells()
@@ -308,6 +373,48 @@ pub(crate) mod tests {
         r.cells[0].runs[1].error = Some("sysbench failed".into());
         assert_eq!(r.cells[0].tps_ratio(), None);
         assert_eq!(r.totals(Galera).1, 1000);
+    }
+
+    #[test]
+    fn rounds_combine_to_the_median_and_sums() {
+        let mut r = sample([120.0, 80.0]);
+        let cell = &mut r.cells[0];
+        cell.runs = [(0, 90.0), (1, 30.0), (2, 100.0)]
+            .into_iter()
+            .map(|(round, tps)| Measurement {
+                round,
+                ..measurement(Galera, tps, tps / 10.0)
+            })
+            .chain([measurement(Tandem, 120.0, 4.0)])
+            .collect();
+        cell.runs[2].drain_s = 1.5;
+        let g = cell.of(Galera).unwrap();
+        // The stalled round (30 tps) is outvoted.
+        assert_eq!(g.tps, 90.0);
+        assert_eq!(g.p95_ms, Some(9.0));
+        assert_eq!(g.transactions, 900 + 300 + 1000);
+        assert_eq!(g.cert_failures, Some(9));
+        assert!((g.cpu_s - 2.2).abs() < 1e-9);
+        assert_eq!(g.drain_s, 1.5);
+        assert_eq!(g.rounds, 3);
+        assert!((g.round_spread_pct - 70.0 / 90.0 * 100.0).abs() < 1e-9);
+        assert_eq!(cell.tps_ratio(), Some(120.0 / 90.0));
+        // An even number of rounds takes the mean of the middle two.
+        cell.runs[1].error = Some("stall".into());
+        assert_eq!(cell.of(Galera).unwrap().tps, 95.0);
+        assert_eq!(cell.of(Galera).unwrap().rounds, 2);
+    }
+
+    #[test]
+    fn a_target_whose_rounds_all_failed_has_no_figures() {
+        let mut r = sample([120.0, 80.0]);
+        r.cells[0].runs[0].error = Some("x".into());
+        assert!(r.cells[0].of(Tandem).is_none());
+        assert!(r.cells[0].ran(Tandem));
+        assert!(r.cells[0].of(Galera).is_some());
+        assert_eq!(r.cells[0].tps_ratio(), None);
+        r.cells[0].runs.retain(|m| m.target != Some(Galera));
+        assert!(!r.cells[0].ran(Galera));
     }
 
     #[test]

@@ -68,19 +68,21 @@ impl Bench<'_> {
         kind: ProviderKind,
         cluster: &Cluster,
         cell: &Cell,
+        round: u32,
         seed: u32,
     ) -> Measurement {
-        let first = match self.try_measure(kind, cluster, cell, seed) {
+        let first = match self.try_measure(kind, cluster, cell, round, seed) {
             Ok(m) => return m,
             Err(e) => format!("{e:#}"),
         };
-        match self.try_measure(kind, cluster, cell, seed) {
+        match self.try_measure(kind, cluster, cell, round, seed) {
             Ok(m) => Measurement {
                 retried_after: Some(first),
                 ..m
             },
             Err(e) => Measurement {
                 target: Some(kind),
+                round,
                 error: Some(format!("{e:#}; first attempt: {first}")),
                 ..Measurement::default()
             },
@@ -92,6 +94,7 @@ impl Bench<'_> {
         kind: ProviderKind,
         cluster: &Cluster,
         cell: &Cell,
+        round: u32,
         seed: u32,
     ) -> Result<Measurement> {
         wait_ready(kind, cluster, READY_TIMEOUT)?;
@@ -113,10 +116,11 @@ impl Bench<'_> {
                 node_seed,
             );
             let log = self.logs.join(format!(
-                "{kind}-{}-{}thr-{:?}-node{node}.txt",
+                "{kind}-{}-{}thr-{:?}-round{}-node{node}.txt",
                 cell.workload.script(),
                 cell.threads,
-                cell.placement
+                cell.placement,
+                round + 1
             ));
             children.push(self.spawn(&args, &log)?);
             logs.push(log);
@@ -133,6 +137,7 @@ impl Bench<'_> {
         let combined = sysbench::combine(&reports);
         Ok(Measurement {
             target: Some(kind),
+            round,
             tps: combined.tps,
             p95_ms: combined.p95_ms,
             transactions: combined.transactions,
