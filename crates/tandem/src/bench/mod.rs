@@ -90,6 +90,13 @@ pub struct BenchArgs {
     /// JSON results, compared with on the next run [default: the report's path with .json]
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Measure nothing: write the report (--doc) again from the JSON results
+    /// of an earlier run, e.g. after the report's layout changed
+    #[arg(long, value_name = "RESULTS_JSON")]
+    render_from: Option<PathBuf>,
+    /// With --render-from: the earlier run its Repeatability section compares with
+    #[arg(long, value_name = "RESULTS_JSON", requires = "render_from")]
+    compare_with: Option<PathBuf>,
 }
 
 /// Three rounds of 6 s rather than one of 18 s: on this kind of VM the noise
@@ -151,6 +158,9 @@ fn sizes(args: &BenchArgs) -> Result<Sizes> {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    if let Some(from) = &args.render_from {
+        return render_again(&args, from);
+    }
     let sizes = sizes(&args)?;
     let sysbench = find_program("sysbench")
         .context("the benchmark drives sysbench (apt-get install sysbench, or make deps)")?;
@@ -311,6 +321,24 @@ fn output_paths(args: &BenchArgs) -> (PathBuf, PathBuf) {
     (doc, json)
 }
 
+/// `--render-from`: the Markdown report from kept results; the JSON is not touched.
+fn render_again(args: &BenchArgs, from: &Path) -> Result<()> {
+    let read = |path: &Path| -> Result<Results> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| {
+            format!("{} is not the JSON results of a tandem bench run", path.display())
+        })
+    };
+    let results = read(from)?;
+    let previous = args.compare_with.as_deref().map(read).transpose()?;
+    let (doc, _) = output_paths(args);
+    std::fs::write(&doc, report::render(&results, previous.as_ref()))
+        .with_context(|| format!("writing {}", doc.display()))?;
+    println!("wrote {}", doc.display());
+    Ok(())
+}
+
 fn read_previous(json: &Path) -> Option<Results> {
     let text = std::fs::read_to_string(json).ok()?;
     serde_json::from_str(&text).ok()
@@ -399,4 +427,57 @@ fn command_line() -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn args(words: &[&str]) -> BenchArgs {
+        Cli::try_parse_from(std::iter::once("bench").chain(words.iter().copied()))
+            .unwrap()
+            .bench
+    }
+
+    #[test]
+    fn render_from_rewrites_the_report_and_leaves_the_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let (now, before, doc) = (dir.path().join("now.json"), dir.path().join("before.json"), dir.path().join("b.md"));
+        let write = |path: &Path, r: &Results| std::fs::write(path, serde_json::to_string(r).unwrap()).unwrap();
+        write(&now, &results::tests::sample([132.0, 80.0]));
+        write(&before, &results::tests::sample([120.0, 80.0]));
+        let path = |p: &Path| p.to_str().unwrap().to_string();
+        let (now_s, before_s, doc_s) = (path(&now), path(&before), path(&doc));
+        run(args(&["--render-from", &now_s, "--compare-with", &before_s, "--doc", &doc_s])).unwrap();
+        let md = std::fs::read_to_string(&doc).unwrap();
+        assert!(md.contains("| node 1 | 1 | 400 | 100 | 132 | 1.32 |"), "{md}");
+        assert!(md.contains("2 of 2 cells stayed within ±15%"), "{md}");
+        assert!(!dir.path().join("b.json").exists(), "no results written");
+
+        run(args(&["--render-from", &now_s, "--doc", &doc_s])).unwrap();
+        assert!(std::fs::read_to_string(&doc).unwrap().contains("No earlier run"));
+
+        let err = run(args(&["--render-from", &doc_s, "--doc", &doc_s])).unwrap_err();
+        assert!(format!("{err:#}").contains("is not the JSON results of a tandem bench run"), "{err:#}");
+    }
+
+    #[test]
+    fn compare_with_needs_render_from() {
+        assert!(Cli::try_parse_from(["bench", "--compare-with", "x.json"]).is_err());
+    }
+
+    #[test]
+    fn rounds_default_to_three_and_quick_to_one() {
+        assert_eq!(sizes(&args(&[])).unwrap().matrix.rounds, 3);
+        assert_eq!(sizes(&args(&["--quick"])).unwrap().matrix.rounds, 1);
+        assert_eq!(sizes(&args(&["--quick", "--rounds", "2"])).unwrap().matrix.rounds, 2);
+        assert!(sizes(&args(&["--rounds", "0"])).is_err());
+    }
 }

@@ -1,7 +1,7 @@
 //! `docs/benchmarks.md`: every figure comes from a `Results`, nothing is typed in.
 
 use super::plan::Placement;
-use super::results::{geomean, spread, CellResult, Combined, Results, Spread};
+use super::results::{geomean, round_noise, spread, CellResult, Combined, Results, Spread};
 use crate::cluster::ProviderKind;
 use std::fmt::Write;
 
@@ -11,7 +11,7 @@ pub fn render(results: &Results, previous: Option<&Results>) -> String {
     summary(&mut out, results);
     per_workload(&mut out, results);
     resources(&mut out, results);
-    repeatability(&mut out, previous.and_then(|p| spread(p, results)));
+    repeatability(&mut out, results, previous.and_then(|p| spread(p, results)));
     out
 }
 
@@ -82,6 +82,7 @@ and the retry are listed under the workload's table.
   the median of the rounds.
 * **T/G**: Tandem / Galera. For TPS above 1 is better for Tandem; for p95 below 1 is.
 * **rounds ±**: (highest - lowest) / median TPS of a target's rounds: how noisy the cell was here.
+  The standalone server has no provider at all, so its spread is the machine's own.
 * **cert fail**: increase of `wsrep_local_cert_failures`, summed over nodes and rounds (certification conflicts).
 * **drain**: the longest of the rounds.
 * **node 1**: every client on node 1; **spread**: clients split evenly over all nodes.
@@ -124,7 +125,7 @@ fn per_workload(out: &mut String, r: &Results) {
         let _ = writeln!(out, "### {}\n", w.script());
         let _ = writeln!(
             out,
-            "| Clients | Threads | Standalone TPS | Galera TPS | Tandem TPS | T/G TPS | rounds ± G / T | Galera p95 | Tandem p95 | T/G p95 | cert fail G / T | drain s G / T |"
+            "| Clients | Threads | Standalone TPS | Galera TPS | Tandem TPS | T/G TPS | rounds ± S / G / T | Galera p95 | Tandem p95 | T/G p95 | cert fail G / T | drain s G / T |"
         );
         let _ = writeln!(
             out,
@@ -153,13 +154,14 @@ fn cell_row(c: &CellResult) -> String {
         Placement::Spread => "–".into(),
     };
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} / {} | {} / {} |",
+        "| {} | {} | {} | {} | {} | {} | {} / {} / {} | {} | {} | {} | {} / {} | {} / {} |",
         c.cell.placement.label(),
         c.cell.threads,
         standalone,
         tps(&g),
         tps(&t),
         ratio(c.tps_ratio()),
+        round_spread(&s),
         round_spread(&g),
         round_spread(&t),
         p95(&g),
@@ -229,42 +231,68 @@ fn resources(out: &mut String, r: &Results) {
     out.push('\n');
 }
 
-fn repeatability(out: &mut String, spread: Option<Spread>) {
+fn repeatability(out: &mut String, r: &Results, spread: Option<Spread>) {
     let _ = writeln!(out, "## Repeatability\n");
-    match spread {
-        Some(s) => {
-            let _ = writeln!(
-                out,
-                "Compared with the previous run of the same settings ({} UTC), cell by cell, the Tandem/Galera TPS\n\
-                 ratio moved by a median of {:.1}% and at most {:.1}% ({}); {} of {} cells stayed within ±15%.\n",
-                s.previous_date, s.median_abs_pct, s.max_abs_pct, s.worst, s.within_15_pct, s.cells
-            );
-            let within = s.groups.iter().filter(|g| g.moved_pct().abs() <= 15.0).count();
-            let _ = writeln!(
-                out,
-                "The summary figures (geometric means over the cells measured in both runs); {within} of {} \
-                 within ±15%:\n\n| Cells | previous T/G | this run T/G | moved |\n|---|---:|---:|---:|",
-                s.groups.len()
-            );
-            for g in &s.groups {
-                let _ = writeln!(
-                    out,
-                    "| {} | {:.2} | {:.2} | {:+.1}% |",
-                    g.label,
-                    g.previous,
-                    g.now,
-                    g.moved_pct()
-                );
-            }
-            out.push('\n');
-        }
-        None => {
-            let _ = writeln!(
-                out,
-                "No earlier run with the same settings to compare with: run the same command again and this\n\
-                 section reports how far the ratios moved.\n"
-            );
-        }
+    noise_within_run(out, r);
+    let Some(s) = spread else {
+        let _ = writeln!(
+            out,
+            "No earlier run with the same settings to compare with: run the same command again and this\n\
+             section reports how far the ratios moved.\n"
+        );
+        return;
+    };
+    let m = &s.ratios;
+    let _ = writeln!(
+        out,
+        "Compared with the previous run of the same settings ({} UTC), cell by cell, the Tandem/Galera TPS\n\
+         ratio moved by a median of {:.1}% and at most {:.1}% ({}); {} of {} cells stayed within ±15%.\n",
+        s.previous_date, m.median_abs_pct, m.max_abs_pct, m.worst, m.within_15_pct, m.cells
+    );
+    if let Some(m) = &s.standalone {
+        let _ = writeln!(
+            out,
+            "The yardstick: the standalone server's own TPS (no provider involved) moved by a median of {:.1}%\n\
+             and at most {:.1}% ({}); {} of {} cells within ±15%.\n",
+            m.median_abs_pct, m.max_abs_pct, m.worst, m.within_15_pct, m.cells
+        );
+    }
+    let within = s.groups.iter().filter(|g| g.moved_pct().abs() <= 15.0).count();
+    let _ = writeln!(
+        out,
+        "The summary figures (geometric means over the cells measured in both runs); {within} of {} \
+         within ±15%:\n\n| Cells | previous T/G | this run T/G | moved |\n|---|---:|---:|---:|",
+        s.groups.len()
+    );
+    for g in &s.groups {
+        let _ = writeln!(
+            out,
+            "| {} | {:.2} | {:.2} | {:+.1}% |",
+            g.label,
+            g.previous,
+            g.now,
+            g.moved_pct()
+        );
+    }
+    out.push('\n');
+}
+
+/// The rounds' spread, per target: the noise a single run carries here.
+fn noise_within_run(out: &mut String, r: &Results) {
+    let noise: Vec<String> = r
+        .settings
+        .matrix
+        .targets
+        .iter()
+        .filter_map(|&t| Some(format!("{t} {:.0}%", round_noise(r, t)?)))
+        .collect();
+    if !noise.is_empty() {
+        let _ = writeln!(
+            out,
+            "Within this run, the rounds of a cell differed ((highest - lowest) / median TPS, the median over\n\
+             the cells) by: {}.\n",
+            noise.join(", ")
+        );
     }
 }
 
@@ -326,7 +354,7 @@ mod tests {
         let md = render(&r, None);
         assert!(
             md.contains(
-                "| node 1 | 1 | 400 | 100 | 120 | 1.20 | – / – | 5.00 | 4.00 | 0.80 | 3 / 3 | 0.2 / 0.2 |"
+                "| node 1 | 1 | 400 | 100 | 120 | 1.20 | – / – / – | 5.00 | 4.00 | 0.80 | 3 / 3 | 0.2 / 0.2 |"
             ),
             "{md}"
         );
@@ -388,7 +416,7 @@ mod tests {
         // Galera: median of 80, 100, 110 and (110 - 80) / 100; Tandem's one
         // surviving round has nothing to compare with.
         assert!(
-            md.contains("| node 1 | 1 | 400 | 100 | 120 | 1.20 | 30% / – |"),
+            md.contains("| node 1 | 1 | 400 | 100 | 120 | 1.20 | – / 30% / – |"),
             "{md}"
         );
         assert!(
@@ -396,6 +424,8 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("3 round(s) per cell and target"), "{md}");
+        // Galera's one cell with rounds: 30%; Tandem and standalone have none.
+        assert!(md.contains("by: galera 30%."), "{md}");
     }
 
     #[test]
@@ -422,5 +452,9 @@ mod tests {
         let md = render(&b, Some(&a));
         assert!(md.contains("median of 5.0% and at most 10.0%"), "{md}");
         assert!(md.contains("2 of 2 cells stayed within ±15%"), "{md}");
+        assert!(
+            md.contains("standalone server's own TPS (no provider involved) moved by a median of 0.0%"),
+            "{md}"
+        );
     }
 }

@@ -211,15 +211,44 @@ pub fn geomean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spread {
     pub previous_date: String,
-    pub cells: usize,
-    pub median_abs_pct: f64,
-    pub max_abs_pct: f64,
-    pub worst: String,
-    pub within_15_pct: usize,
+    /// Cell by cell, the Tandem/Galera TPS ratio.
+    pub ratios: Moves,
     /// The summary table's figures (geometric mean of the ratios per
     /// workload and placement, then over all cells), over the cells measured
     /// in both runs.
     pub groups: Vec<GroupMove>,
+    /// Cell by cell, the standalone server's own TPS: no provider is involved,
+    /// so this is how much the machine itself moved between the two runs.
+    pub standalone: Option<Moves>,
+}
+
+/// How far a set of per-cell figures moved between two runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Moves {
+    pub cells: usize,
+    pub median_abs_pct: f64,
+    pub max_abs_pct: f64,
+    /// The cell that moved most, with its signed move.
+    pub worst: String,
+    pub within_15_pct: usize,
+}
+
+impl Moves {
+    /// From (cell, figure now, figure before); none without a cell.
+    fn of(both: &[(&Cell, f64, f64)]) -> Option<Moves> {
+        let mut diffs: Vec<(f64, String)> =
+            both.iter().map(|(c, now, prev)| ((now / prev - 1.0) * 100.0, c.label())).collect();
+        diffs.sort_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
+        let abs: Vec<f64> = diffs.iter().map(|d| d.0.abs()).collect();
+        let (max, worst) = diffs.last().cloned()?;
+        Some(Moves {
+            cells: diffs.len(),
+            median_abs_pct: median(&abs),
+            max_abs_pct: max.abs(),
+            worst: format!("{worst} ({max:+.1}%)"),
+            within_15_pct: abs.iter().filter(|d| **d <= 15.0).count(),
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -241,31 +270,43 @@ pub fn spread(previous: &Results, now: &Results) -> Option<Spread> {
     if previous.format != FORMAT || previous.settings != now.settings {
         return None;
     }
-    // (cell, ratio now, ratio before) for the cells measured in both runs.
-    let both: Vec<(&Cell, f64, f64)> = now
-        .cells
-        .iter()
-        .zip(&previous.cells)
-        .filter(|(a, b)| a.cell == b.cell)
+    let pairs = || {
+        now.cells
+            .iter()
+            .zip(&previous.cells)
+            .filter(|(a, b)| a.cell == b.cell)
+    };
+    // (cell, figure now, figure before) for the cells measured in both runs.
+    let ratios: Vec<(&Cell, f64, f64)> = pairs()
         .filter_map(|(a, b)| Some((&a.cell, a.tps_ratio()?, b.tps_ratio()?)))
         .collect();
-    if both.is_empty() {
-        return None;
-    }
-    let mut diffs: Vec<(f64, String)> =
-        both.iter().map(|(c, r_now, r_prev)| ((r_now / r_prev - 1.0) * 100.0, c.label())).collect();
-    diffs.sort_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
-    let abs: Vec<f64> = diffs.iter().map(|d| d.0.abs()).collect();
-    let (max, worst) = diffs.last().cloned()?;
+    let standalone: Vec<(&Cell, f64, f64)> = pairs()
+        .filter_map(|(a, b)| {
+            let tps = |c: &CellResult| c.of(ProviderKind::Standalone).map(|m| m.tps).filter(|t| *t > 0.0);
+            Some((&a.cell, tps(a)?, tps(b)?))
+        })
+        .collect();
     Some(Spread {
         previous_date: previous.date.clone(),
-        cells: diffs.len(),
-        median_abs_pct: median(&abs),
-        max_abs_pct: max.abs(),
-        worst: format!("{worst} ({max:+.1}%)"),
-        within_15_pct: abs.iter().filter(|d| **d <= 15.0).count(),
-        groups: group_moves(&now.settings.matrix, &both),
+        ratios: Moves::of(&ratios)?,
+        groups: group_moves(&now.settings.matrix, &ratios),
+        standalone: Moves::of(&standalone),
     })
+}
+
+/// Median over the cells of each target's round spread ((max - min) / median
+/// TPS of its rounds): how noisy a single run is on this machine. None with
+/// one round.
+pub fn round_noise(results: &Results, target: ProviderKind) -> Option<f64> {
+    let v = sorted(
+        results
+            .cells
+            .iter()
+            .filter_map(|c| c.of(target))
+            .filter(|m| m.rounds > 1)
+            .map(|m| m.round_spread_pct),
+    );
+    (!v.is_empty()).then(|| median(&v))
 }
 
 fn group_moves(matrix: &Matrix, both: &[(&Cell, f64, f64)]) -> Vec<GroupMove> {
@@ -428,11 +469,12 @@ pub(crate) mod tests {
         let a = sample([120.0, 80.0]);
         let b = sample([132.0, 80.0]);
         let s = spread(&a, &b).unwrap();
-        assert_eq!(s.cells, 2);
-        assert!((s.max_abs_pct - 10.0).abs() < 1e-9, "{s:?}");
-        assert!((s.median_abs_pct - 5.0).abs() < 1e-9);
-        assert_eq!(s.within_15_pct, 2);
-        assert!(s.worst.starts_with("oltp_write_only 1 thr"), "{}", s.worst);
+        let r = &s.ratios;
+        assert_eq!(r.cells, 2);
+        assert!((r.max_abs_pct - 10.0).abs() < 1e-9, "{s:?}");
+        assert!((r.median_abs_pct - 5.0).abs() < 1e-9);
+        assert_eq!(r.within_15_pct, 2);
+        assert!(r.worst.starts_with("oltp_write_only 1 thr"), "{}", r.worst);
         // One workload and placement: its group and "all cells" are the
         // geometric means of (1.2, 0.8) and (1.32, 0.8).
         assert_eq!(s.groups.len(), 2, "{:?}", s.groups);
@@ -441,6 +483,41 @@ pub(crate) mod tests {
             assert!((g.moved_pct() - want).abs() < 1e-9, "{g:?}");
         }
         assert_eq!(s.groups[1].label, "all cells");
+    }
+
+    #[test]
+    fn the_standalone_servers_own_move_is_the_machines() {
+        let a = sample([120.0, 80.0]);
+        let mut b = sample([120.0, 80.0]);
+        b.cells[1].runs[2].tps = 300.0;
+        let s = spread(&a, &b).unwrap();
+        let m = s.standalone.unwrap();
+        assert_eq!(m.cells, 2);
+        assert!((m.max_abs_pct - 25.0).abs() < 1e-9, "{m:?}");
+        assert_eq!(m.within_15_pct, 1);
+        assert_eq!(m.worst, "oltp_write_only 16 thr node 1 (-25.0%)");
+        assert_eq!(s.ratios.max_abs_pct, 0.0);
+        // Without a standalone target there is no yardstick, but ratios still compare.
+        let strip = |mut r: Results| {
+            r.cells.iter_mut().for_each(|c| c.runs.retain(|m| m.target != Some(Standalone)));
+            r
+        };
+        let s = spread(&strip(a), &strip(b)).unwrap();
+        assert_eq!(s.standalone, None);
+    }
+
+    #[test]
+    fn round_noise_is_the_median_cells_round_spread() {
+        let mut r = sample([120.0, 80.0]);
+        assert_eq!(round_noise(&r, Galera), None, "one round: nothing to compare");
+        for (cell, spread) in r.cells.iter_mut().zip([10.0, 30.0]) {
+            let g = cell.runs[1].clone();
+            cell.runs.push(Measurement { round: 1, tps: g.tps + spread, ..g });
+        }
+        // Two rounds: medians 105 and 115, spreads 10/105 and 30/115.
+        let want = (10.0 / 105.0 * 100.0 + 30.0 / 115.0 * 100.0) / 2.0;
+        assert!((round_noise(&r, Galera).unwrap() - want).abs() < 1e-9);
+        assert_eq!(round_noise(&r, Tandem), None);
     }
 
     #[test]
