@@ -146,6 +146,11 @@ pub struct Inner {
     sst_done: Condvar,
     pub closing: AtomicBool,
     receivers: AtomicUsize,
+    /// Threads started by `resubmit_until`; `shutdown` joins them, because
+    /// the library is unmapped right after the provider's `free`.
+    resubmitters: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// How many of them are still running (see `resubmitters_running`).
+    resubmitters_live: Arc<AtomicUsize>,
 }
 
 /// The node, shared by every server thread.
@@ -227,6 +232,8 @@ impl Node {
             sst_done: Condvar::new(),
             closing: AtomicBool::new(false),
             receivers: AtomicUsize::new(0),
+            resubmitters: Mutex::new(Vec::new()),
+            resubmitters_live: Arc::new(AtomicUsize::new(0)),
             config,
         };
         Ok(Node { inner: Arc::new(inner) })
@@ -308,13 +315,24 @@ impl Node {
         }
     }
 
-    /// Stops everything for good (provider `free`).
+    /// Stops everything for good (provider `free`): no thread of ours may
+    /// run once it returns.
     pub fn shutdown(&self) {
         self.inner.closing.store(true, Ordering::Release);
         if let Some(group) = self.inner.group.lock().take() {
             group.shutdown();
         }
         self.inner.queue.close();
+        // They see `closing` within one tick (100 ms).
+        let resubmitters = std::mem::take(&mut *self.inner.resubmitters.lock());
+        for thread in resubmitters {
+            let _ = thread.join();
+        }
+    }
+
+    /// Threads of `resubmit_until` still running (observability for tests).
+    pub fn resubmitters_running(&self) -> usize {
+        self.inner.resubmitters_live.load(Ordering::Acquire)
     }
 
     /// Sends a message nobody waits for.
@@ -709,8 +727,10 @@ impl Node {
         next: impl Fn(&Node) -> Resubmit + Send + 'static,
     ) -> std::io::Result<()> {
         let node = self.clone();
+        let live = LiveCount::enter(&self.inner.resubmitters_live);
         let thread = std::thread::Builder::new().name(name.into());
-        thread.spawn(move || {
+        let handle = thread.spawn(move || {
+            let _live = live;
             let mut last_sent: Option<Instant> = None;
             loop {
                 match next(&node) {
@@ -727,6 +747,9 @@ impl Node {
                 std::thread::sleep(Duration::from_millis(100));
             }
         })?;
+        let mut threads = self.inner.resubmitters.lock();
+        threads.retain(|t| !t.is_finished());
+        threads.push(handle);
         Ok(())
     }
 
@@ -759,6 +782,23 @@ impl Node {
         l.state = LocalState::Initialized;
         l.resync_on_view = true;
         Step::Next
+    }
+}
+
+/// One running thread in a shared count, for as long as this lives (also
+/// when the thread could not be started and the closure is dropped unrun).
+struct LiveCount(Arc<AtomicUsize>);
+
+impl LiveCount {
+    fn enter(count: &Arc<AtomicUsize>) -> LiveCount {
+        count.fetch_add(1, Ordering::AcqRel);
+        LiveCount(count.clone())
+    }
+}
+
+impl Drop for LiveCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -338,27 +338,51 @@ fn a_lost_synced_announcement_is_repeated_after_a_non_primary_spell() {
     stop(hub, members);
 }
 
-#[test]
-fn a_primary_view_applied_before_the_primary_report_still_resyncs() {
-    let (hub, mut members) = cluster(3);
+/// Cuts `members[2]` off, reconnects it without telling it, and lets a
+/// fourth member join: the group orders a primary view that includes the
+/// victim, which still believes it is cut off when it applies it. Its synced
+/// announcer then waits for the primary report. Returns the victim's group
+/// id and the fourth member.
+fn primary_view_before_primary_report(hub: &Arc<LocalHub>, members: &[Member]) -> (tandem_group::MemberId, Member) {
     let victim = members[2].server.clone();
     let id = victim.node().group().unwrap().me();
     hub.set_cut(id, true);
     wait_until("non-primary view", || victim.views.lock().last().is_some_and(|v| v.status == ViewStatus::NonPrimary));
-    let synced_before = *victim.synced.lock();
     hub.heal_quietly(id);
-    // A fourth member joins: the group orders a primary view that includes
-    // the victim, which still believes it is cut off when it applies it.
     let all = Mutex::new(members.iter().map(|m| m.server.clone()).collect());
-    let fourth = start_with_donor(&hub, "n3", false, &all, "n0");
+    let fourth = start_with_donor(hub, "n3", false, &all, "n0");
     wait_until("the victim applied a primary view", || {
         victim.views.lock().last().is_some_and(|v| v.status == ViewStatus::Primary)
     });
+    (id, fourth)
+}
+
+#[test]
+fn a_primary_view_applied_before_the_primary_report_still_resyncs() {
+    let (hub, mut members) = cluster(3);
+    let victim = members[2].server.clone();
+    let synced_before = *victim.synced.lock();
+    let (id, fourth) = primary_view_before_primary_report(&hub, &members);
     thread::sleep(Duration::from_millis(300));
     assert_eq!(*victim.synced.lock(), synced_before, "not synced while it believes it is cut off");
+    assert_eq!(victim.node().resubmitters_running(), 1, "the announcer waits");
     hub.report_primary(id);
     wait_until("synced again", || *victim.synced.lock() > synced_before);
     assert_eq!(transact(&victim, 888, 4, 1), Status::Ok, "ready for clients again");
+    wait_until("the announcer ended", || victim.node().resubmitters_running() == 0);
+    members.push(fourth);
+    stop(hub, members);
+}
+
+#[test]
+fn shutdown_returns_only_after_the_resubmitting_threads_ended() {
+    let (hub, mut members) = cluster(3);
+    let victim = members[2].server.clone();
+    let (_, fourth) = primary_view_before_primary_report(&hub, &members);
+    wait_until("the announcer runs", || victim.node().resubmitters_running() == 1);
+    // As the provider's `free` does; the library is unmapped right after.
+    victim.node().shutdown();
+    assert_eq!(victim.node().resubmitters_running(), 0);
     members.push(fourth);
     stop(hub, members);
 }

@@ -239,9 +239,6 @@ fn cert_failures(kind: ProviderKind, cluster: &Cluster) -> Result<Option<u64>> {
     Ok(Some(total))
 }
 
-/// Waits until every node has committed the same last seqno with nothing
-/// queued; returns how long that took. Without this, one target's backlog
-/// would run during the next target's measurement.
 /// Waits until every node takes queries: Synced, or answering when standalone.
 fn wait_ready(kind: ProviderKind, cluster: &Cluster, timeout: Duration) -> Result<()> {
     let start = Instant::now();
@@ -265,6 +262,9 @@ fn wait_ready(kind: ProviderKind, cluster: &Cluster, timeout: Duration) -> Resul
     }
 }
 
+/// Waits until every node has committed the same last seqno with nothing
+/// queued; returns how long that took. Without this, one target's backlog
+/// would run during the next target's measurement.
 pub fn drain(kind: ProviderKind, cluster: &Cluster) -> Result<f64> {
     let start = Instant::now();
     if kind == ProviderKind::Standalone {
