@@ -1,0 +1,1 @@
+//! Durable storage for Tandem's group log (placeholder; being written).
