@@ -1,0 +1,355 @@
+//! [`Storage`] in memory, with a model of what a machine finds on disk after a crash.
+//!
+//! # Crash model
+//!
+//! Files are inodes; names point at inodes. Two things are tracked besides the current state:
+//!
+//! - **Data.** For each inode, the bytes as of its last [`Storage::sync_file`]. Appends after
+//!   that are in the "page cache": a crash keeps a prefix of them, as long as the `tear`
+//!   closure passed to [`MemStorage::crash`] chooses (kill -9 keeps all, power loss any cut).
+//!   A truncation that cuts into synced bytes is undone by a crash until the file is synced
+//!   again: the file comes back exactly as last synced (old bytes and all), which is what a
+//!   journaling file system may do with an uncommitted truncate.
+//! - **Directory.** Creations, removals and renames are directory operations. They become
+//!   durable together at [`Storage::sync_dir`]. Until then a crash keeps only a prefix of them
+//!   in the order they were made: [`MemStorage::crash`] keeps none (every unsynced creation,
+//!   removal and rename is undone), [`MemStorage::crash_keeping_dir_ops`] keeps the first `n`.
+//!   A file whose creation is undone vanishes with its data, even if that data was synced.
+//!
+//! `create` of an existing name empties that file in place (`O_TRUNC`): a data operation, not
+//! a directory one.
+//!
+//! Nothing here is random: every choice comes from the caller, so a simulation that draws
+//! the choices from its seed replays exactly.
+
+use super::{check_name, Storage};
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// An in-memory directory. Clones share the same files; it is `Send + Sync`.
+#[derive(Clone, Debug, Default)]
+pub struct MemStorage {
+    state: Arc<Mutex<MemState>>,
+}
+
+#[derive(Debug, Default)]
+struct MemState {
+    inodes: BTreeMap<u64, MemFile>,
+    /// The directory as it is now.
+    names: BTreeMap<String, u64>,
+    /// The directory as of the last `sync_dir`.
+    durable_names: BTreeMap<String, u64>,
+    /// Directory operations since the last `sync_dir`, oldest first.
+    pending: Vec<DirOp>,
+    next_inode: u64,
+    /// Bytes all current files may hold together; appends beyond fail with `StorageFull`.
+    capacity: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct MemFile {
+    data: Vec<u8>,
+    /// `data[..durable_len]` is on disk.
+    durable_len: usize,
+    /// Synced bytes an unsynced truncation cut off: the disk holds
+    /// `data[..durable_len]` followed by these.
+    cut_tail: Vec<u8>,
+}
+
+#[derive(Clone, Debug)]
+enum DirOp {
+    Create { name: String, inode: u64 },
+    Remove { name: String },
+    Rename { from: String, to: String },
+}
+
+impl MemFile {
+    fn truncate(&mut self, len: usize) {
+        if len < self.durable_len {
+            let mut cut = self.data[len..self.durable_len].to_vec();
+            cut.append(&mut self.cut_tail);
+            self.cut_tail = cut;
+            self.durable_len = len;
+        }
+        self.data.resize(len, 0);
+    }
+
+    /// The bytes a crash leaves of this file.
+    fn after_crash(&self, name: &str, tear: &mut dyn FnMut(&str, u64, u64) -> u64) -> Vec<u8> {
+        if !self.cut_tail.is_empty() {
+            let mut bytes = self.data[..self.durable_len].to_vec();
+            bytes.extend_from_slice(&self.cut_tail);
+            return bytes;
+        }
+        let synced = self.durable_len as u64;
+        let current = self.data.len() as u64;
+        let keep = if synced == current {
+            current
+        } else {
+            tear(name, synced, current)
+        };
+        // A closure answering outside synced..=current is clamped, not trusted.
+        let keep = keep.clamp(synced, current) as usize;
+        self.data[..keep].to_vec()
+    }
+}
+
+fn not_found(name: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, format!("mem:{name}: no such file"))
+}
+
+impl MemStorage {
+    /// An empty directory.
+    pub fn new() -> MemStorage {
+        MemStorage::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemState> {
+        // Every mutation below completes or returns before it could panic, so a poisoned
+        // lock (a panicking test thread) still guards consistent state.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The directory as a machine would find it after a power loss now, with every
+    /// directory operation since the last `sync_dir` undone. For each surviving file with
+    /// unsynced data, in name order, `tear(name, synced_len, current_len)` picks how many
+    /// bytes survive (clamped to `synced_len..=current_len`). `self` is left as it was.
+    pub fn crash(&self, tear: &mut dyn FnMut(&str, u64, u64) -> u64) -> MemStorage {
+        self.crash_keeping_dir_ops(0, tear)
+    }
+
+    /// Like [`MemStorage::crash`], but the first `kept` directory operations since the last
+    /// `sync_dir` survive (see [`MemStorage::pending_dir_ops`] for how many there are).
+    pub fn crash_keeping_dir_ops(
+        &self,
+        kept: usize,
+        tear: &mut dyn FnMut(&str, u64, u64) -> u64,
+    ) -> MemStorage {
+        let state = self.lock();
+        let mut names = state.durable_names.clone();
+        for operation in state.pending.iter().take(kept) {
+            match operation {
+                DirOp::Create { name, inode } => {
+                    names.insert(name.clone(), *inode);
+                }
+                DirOp::Remove { name } => {
+                    names.remove(name);
+                }
+                DirOp::Rename { from, to } => {
+                    if let Some(inode) = names.remove(from) {
+                        names.insert(to.clone(), inode);
+                    }
+                }
+            }
+        }
+        let mut survivor = MemState {
+            capacity: state.capacity,
+            ..MemState::default()
+        };
+        for (name, inode) in names {
+            let data = state.inodes.get(&inode).map(|f| f.after_crash(&name, tear));
+            let data = data.unwrap_or_default();
+            let file = MemFile {
+                durable_len: data.len(),
+                data,
+                cut_tail: Vec::new(),
+            };
+            let new_inode = survivor.next_inode;
+            survivor.next_inode += 1;
+            survivor.inodes.insert(new_inode, file);
+            survivor.names.insert(name, new_inode);
+        }
+        survivor.durable_names = survivor.names.clone();
+        MemStorage {
+            state: Arc::new(Mutex::new(survivor)),
+        }
+    }
+
+    /// Directory operations made since the last `sync_dir`.
+    pub fn pending_dir_ops(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    /// Inverts every bit of the byte at `offset`, as disk corruption would. The change
+    /// reaches the durable copy too when the byte was synced. Returns false (and changes
+    /// nothing) when there is no such file or byte.
+    pub fn flip_byte(&self, name: &str, offset: u64) -> bool {
+        let mut state = self.lock();
+        let Some(inode) = state.names.get(name).copied() else {
+            return false;
+        };
+        let Some(file) = state.inodes.get_mut(&inode) else {
+            return false;
+        };
+        match usize::try_from(offset)
+            .ok()
+            .and_then(|offset| file.data.get_mut(offset))
+        {
+            Some(byte) => {
+                *byte = !*byte;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Current length of a file, `None` if there is none.
+    pub fn file_len(&self, name: &str) -> Option<u64> {
+        let state = self.lock();
+        let inode = state.names.get(name)?;
+        state.inodes.get(inode).map(|file| file.data.len() as u64)
+    }
+
+    /// Bytes of a file known to be on disk (as a prefix of its current contents).
+    pub fn synced_len(&self, name: &str) -> Option<u64> {
+        let state = self.lock();
+        let inode = state.names.get(name)?;
+        state.inodes.get(inode).map(|file| file.durable_len as u64)
+    }
+
+    /// Current contents of a file, for tests that inspect or compare raw bytes.
+    pub fn file_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        let state = self.lock();
+        let inode = state.names.get(name)?;
+        state.inodes.get(inode).map(|file| file.data.clone())
+    }
+
+    /// Limits the bytes all files may hold together (`None`: unlimited). An append that
+    /// does not fit writes what fits and fails with `StorageFull`, like a short `write`.
+    pub fn set_capacity(&self, capacity: Option<u64>) {
+        self.lock().capacity = capacity;
+    }
+}
+
+impl MemState {
+    fn file(&self, name: &str) -> io::Result<&MemFile> {
+        let inode = self.names.get(name).ok_or_else(|| not_found(name))?;
+        self.inodes.get(inode).ok_or_else(|| not_found(name))
+    }
+
+    fn file_mut(&mut self, name: &str) -> io::Result<&mut MemFile> {
+        let inode = self.names.get(name).ok_or_else(|| not_found(name))?;
+        self.inodes.get_mut(inode).ok_or_else(|| not_found(name))
+    }
+
+    fn used_bytes(&self) -> u64 {
+        let used = self
+            .names
+            .values()
+            .filter_map(|inode| self.inodes.get(inode));
+        used.map(|file| file.data.len() as u64).sum()
+    }
+}
+
+impl Storage for MemStorage {
+    fn list(&self) -> io::Result<Vec<String>> {
+        Ok(self.lock().names.keys().cloned().collect())
+    }
+
+    fn len(&self, name: &str) -> io::Result<u64> {
+        Ok(self.lock().file(name)?.data.len() as u64)
+    }
+
+    fn create(&self, name: &str) -> io::Result<()> {
+        check_name(name)?;
+        let mut state = self.lock();
+        if let Ok(file) = state.file_mut(name) {
+            file.truncate(0);
+            return Ok(());
+        }
+        let inode = state.next_inode;
+        state.next_inode += 1;
+        state.inodes.insert(inode, MemFile::default());
+        state.names.insert(name.to_string(), inode);
+        state.pending.push(DirOp::Create {
+            name: name.to_string(),
+            inode,
+        });
+        Ok(())
+    }
+
+    fn append(&self, name: &str, data: &[u8]) -> io::Result<()> {
+        let mut state = self.lock();
+        let room = match state.capacity {
+            Some(capacity) => capacity.saturating_sub(state.used_bytes()),
+            None => u64::MAX,
+        };
+        let fits = usize::try_from(room).unwrap_or(usize::MAX).min(data.len());
+        state.file_mut(name)?.data.extend_from_slice(&data[..fits]);
+        if fits < data.len() {
+            let message = format!("mem:{name}: no space for {} more bytes", data.len() - fits);
+            return Err(io::Error::new(io::ErrorKind::StorageFull, message));
+        }
+        Ok(())
+    }
+
+    fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let state = self.lock();
+        let data = &state.file(name)?.data;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let end = start.saturating_add(buf.len());
+        let Some(source) = data.get(start..end) else {
+            let message = format!(
+                "mem:{name}: read {} bytes at offset {offset} past the end ({})",
+                buf.len(),
+                data.len()
+            );
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, message));
+        };
+        buf.copy_from_slice(source);
+        Ok(())
+    }
+
+    fn truncate(&self, name: &str, len: u64) -> io::Result<()> {
+        let len = usize::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
+        self.lock().file_mut(name)?.truncate(len);
+        Ok(())
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        let mut state = self.lock();
+        state.names.remove(name).ok_or_else(|| not_found(name))?;
+        state.pending.push(DirOp::Remove {
+            name: name.to_string(),
+        });
+        Ok(())
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        check_name(to)?;
+        let mut state = self.lock();
+        let inode = state.names.remove(from).ok_or_else(|| not_found(from))?;
+        state.names.insert(to.to_string(), inode);
+        state.pending.push(DirOp::Rename {
+            from: from.to_string(),
+            to: to.to_string(),
+        });
+        Ok(())
+    }
+
+    fn sync_file(&self, name: &str) -> io::Result<()> {
+        let mut state = self.lock();
+        let file = state.file_mut(name)?;
+        file.durable_len = file.data.len();
+        file.cut_tail.clear();
+        Ok(())
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        let mut state = self.lock();
+        state.durable_names = state.names.clone();
+        state.pending.clear();
+        // Inodes no name reaches can no longer come back: free them.
+        let live: std::collections::BTreeSet<u64> = state.names.values().copied().collect();
+        state.inodes.retain(|inode, _| live.contains(inode));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "mem_tests.rs"]
+mod tests;
