@@ -107,7 +107,8 @@ impl<S: Storage> SegmentLog<S> {
 
     /// Appends records (index must be last+1; on an empty log any index starts it).
     /// Written through to the OS with one write per segment touched (normally one per call),
-    /// not fsynced. Invalid input (a gap, an oversized payload) writes nothing. On an I/O
+    /// not fsynced, except that a segment is fsynced when it is sealed (when the append
+    /// starts the next one), so only the last segment can ever have a torn tail. Invalid input (a gap, an oversized payload) writes nothing. On an I/O
     /// error the failed write is cut off again; records of segments written before it stay,
     /// and `last_index()` tells how far the log got.
     pub fn append<'a>(
@@ -148,7 +149,8 @@ impl<S: Storage> SegmentLog<S> {
     pub fn read(&self, index: u64) -> Result<Vec<u8>, LogError> {
         let segment = self.segment_of(index)?;
         let (entry, offset) = segment.entry_for(index);
-        let chunk = segment::POINT_READ_CHUNK;
+        // The span from the sparse entry to the next holds the record whole: one read.
+        let chunk = segment.span_len(index).min(segment::SCAN_CHUNK as u64) as usize;
         let mut scanner = Scanner::new(&self.storage, &segment.name, offset, segment.bytes, chunk);
         for expected in entry..index {
             let header = expect_record(&mut scanner, segment, expected)?;
@@ -366,6 +368,7 @@ impl<S: Storage> SegmentLog<S> {
     /// Writes one chunk with one write; on failure, cuts the file back to where it was.
     fn write_chunk(&mut self, chunk: Chunk) -> Result<(), LogError> {
         if let Some(first) = chunk.new_segment {
+            self.seal_last_segment()?;
             let segment = Segment::new(&self.options.name, first);
             self.storage.create(&segment.name)?;
             if self.segments.is_empty() {
@@ -390,6 +393,23 @@ impl<S: Storage> SegmentLog<S> {
         }
         segment.dirty = true;
         assert_eq!(segment.bytes, old_len + chunk.bytes.len() as u64);
+        Ok(())
+    }
+
+    /// fsyncs the last segment before a new one is started after it, so that a sealed
+    /// segment is always whole on disk: a later segment cannot exist behind a torn one, and
+    /// recovery can call a torn sealed segment what it is, corruption.
+    fn seal_last_segment(&mut self) -> Result<(), LogError> {
+        let Some(segment) = self.segments.back().filter(|segment| segment.dirty) else {
+            return Ok(());
+        };
+        let name = segment.name.clone();
+        self.storage
+            .sync_file(&name)
+            .map_err(|e| self.fail(e, "fsync"))?;
+        if let Some(segment) = self.segments.back_mut() {
+            segment.dirty = false;
+        }
         Ok(())
     }
 

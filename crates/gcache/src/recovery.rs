@@ -301,3 +301,7 @@ fn scan_records<S: Storage>(
         scanner.advance(&header);
     }
 }
+
+#[cfg(test)]
+#[path = "recovery_tests.rs"]
+mod tests;

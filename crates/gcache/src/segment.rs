@@ -21,8 +21,7 @@ pub const SPARSE_EVERY_RECORDS: u64 = 64;
 /// ...and at least every this many bytes.
 pub const SPARSE_EVERY_BYTES: u64 = 16 * 1024;
 
-/// Chunk a single-record read starts with: covers the walk from a sparse entry (see above)
-/// and, for small records, the record itself, in one read.
+/// Chunk of the short walks that only need headers (finding where to truncate).
 pub(crate) const POINT_READ_CHUNK: usize = 32 * 1024;
 /// Largest chunk of a sequential read (open, read_range).
 pub(crate) const SCAN_CHUNK: usize = 1024 * 1024;
@@ -126,6 +125,18 @@ impl Segment {
         assert!(position > 0, "the first record is always an entry");
         let entry = self.sparse[position - 1];
         (entry.index, entry.offset)
+    }
+
+    /// Bytes from the sparse entry at or before `index` to the next entry (or the end of the
+    /// file): a window that holds record `index` whole.
+    pub(crate) fn span_len(&self, index: u64) -> u64 {
+        let (_, offset) = self.entry_for(index);
+        let position = self.sparse.partition_point(|entry| entry.index <= index);
+        let end = self
+            .sparse
+            .get(position)
+            .map_or(self.bytes, |next| next.offset);
+        end - offset
     }
 
     /// Forgets every record after `index`; `len` is where record `index + 1` started.

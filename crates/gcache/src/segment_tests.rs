@@ -246,3 +246,18 @@ fn zeros_to_end_finds_zero_filled_tails_only() {
     storage.flip_byte("z", len - 1);
     assert!(!zeros_to_end(&storage, "z", 2, len).unwrap());
 }
+
+#[test]
+fn a_span_reaches_from_an_entry_to_the_next() {
+    let mut segment = Segment::new("log", 1);
+    for index in 1..=100 {
+        segment.push_record(index, 50);
+    }
+    assert_eq!(segment.span_len(1), 64 * 50);
+    assert_eq!(segment.span_len(64), 64 * 50);
+    assert_eq!(
+        segment.span_len(65),
+        36 * 50,
+        "the last span ends at the end of the file"
+    );
+}
