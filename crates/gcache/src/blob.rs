@@ -40,6 +40,13 @@ pub fn write_blob<S: Storage>(
         return Err(LogError::TooLarge(bytes.len()));
     }
     let temp = format!("{name}{TEMP_SUFFIX}");
+    // A temp file left by a write that crashed before its rename may hold a whole, valid
+    // frame of a value that was never stored. Emptying it in place would be a truncation a
+    // crash can undo after the rename persisted, resurrecting that value; a new file cannot.
+    match storage.remove(&temp) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error.into()),
+        _ => {}
+    }
     storage.create(&temp)?;
     storage.append(&temp, &format::encode_blob(bytes))?;
     if sync {

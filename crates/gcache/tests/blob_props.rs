@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use proptest::sample::Index;
-use tandem_gcache::{read_blob, write_blob, LogError, MemStorage};
+use tandem_gcache::{read_blob, write_blob, LogError, MemStorage, Storage};
 
 fn value() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(any::<u8>(), 0..300)
@@ -44,6 +44,29 @@ proptest! {
         assert_allowed(read_blob(&crashed, "vote"), &[Some(&old), Some(&new), None]);
     }
 
+    /// A temp file left by an earlier write that crashed before its rename may hold a whole
+    /// valid frame of a value never stored; it must not surface after a later crash.
+    #[test]
+    fn a_stale_temp_file_never_surfaces(
+        old in value(),
+        stale in value(),
+        new in value(),
+        cut in any::<Index>(),
+        dir_ops in any::<Index>(),
+    ) {
+        let storage = MemStorage::new();
+        write_blob(&storage, "vote", &old, true).unwrap();
+        write_blob(&storage, "stale", &stale, true).unwrap();
+        storage.rename("stale", "vote.tmp").unwrap();
+        storage.sync_dir().unwrap();
+        write_blob(&storage, "vote", &new, false).unwrap();
+        let kept = dir_ops.index(storage.pending_dir_ops() + 1);
+        let crashed = storage.crash_keeping_dir_ops(kept, &mut |_: &str, synced, current| {
+            synced + cut.index((current - synced + 1) as usize) as u64
+        });
+        assert_allowed(read_blob(&crashed, "vote"), &[Some(&old), Some(&new)]);
+    }
+
     /// A synced replacement is the new value after any crash.
     #[test]
     fn synced_replacement_survives_any_crash(
@@ -74,7 +97,6 @@ proptest! {
     /// Random bytes where a blob should be: an error or, by a 2^-32 chance, a valid frame.
     #[test]
     fn garbage_blob_files_do_not_panic(garbage in proptest::collection::vec(any::<u8>(), 0..100)) {
-        use tandem_gcache::Storage;
         let storage = MemStorage::new();
         storage.create("vote").unwrap();
         storage.append("vote", &garbage).unwrap();

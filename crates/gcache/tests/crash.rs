@@ -147,7 +147,7 @@ proptest! {
         segment_bytes in prop_oneof![100u64..600, Just(1u64 << 20)],
     ) {
         let (storage, durable) = play(&steps, segment_bytes);
-        let killed = storage.crash_keeping_dir_ops(usize::MAX, &mut |_: &str, _, current| current);
+        let killed = storage.kill();
         let opened = SegmentLog::open(killed, options(segment_bytes)).unwrap();
         prop_assert_eq!(&opened.recovery.damage, &None);
         let range = assert_matches_history(&opened.log, &durable.history);

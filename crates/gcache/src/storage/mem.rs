@@ -7,9 +7,11 @@
 //! - **Data.** For each inode, the bytes as of its last [`Storage::sync_file`]. Appends after
 //!   that are in the "page cache": a crash keeps a prefix of them, as long as the `tear`
 //!   closure passed to [`MemStorage::crash`] chooses (kill -9 keeps all, power loss any cut).
-//!   A truncation that cuts into synced bytes is undone by a crash until the file is synced
-//!   again: the file comes back exactly as last synced (old bytes and all), which is what a
-//!   journaling file system may do with an uncommitted truncate.
+//!   A truncation that cuts into synced bytes is a metadata change a power loss undoes
+//!   until the file is synced again: such a file comes back exactly as last synced, old
+//!   bytes and all, whatever `tear` would say (it is not asked), which is what a journaling
+//!   file system may do with an uncommitted truncate. kill -9 loses nothing, truncations
+//!   included: that is [`MemStorage::kill`], not `crash` with a closure that keeps all.
 //! - **Directory.** Creations, removals and renames are directory operations. They become
 //!   durable together at [`Storage::sync_dir`]. Until then a crash keeps only a prefix of them
 //!   in the order they were made: [`MemStorage::crash`] keeps none (every unsynced creation,
@@ -78,16 +80,17 @@ impl MemFile {
     /// The bytes a crash leaves of this file.
     fn after_crash(&self, name: &str, tear: &mut dyn FnMut(&str, u64, u64) -> u64) -> Vec<u8> {
         if !self.cut_tail.is_empty() {
+            // The truncation never reached the disk: the file as last synced.
             let mut bytes = self.data[..self.durable_len].to_vec();
             bytes.extend_from_slice(&self.cut_tail);
             return bytes;
         }
         let synced = self.durable_len as u64;
         let current = self.data.len() as u64;
-        let keep = if synced == current {
-            current
-        } else {
+        let keep = if synced < current {
             tear(name, synced, current)
+        } else {
+            current
         };
         // A closure answering outside synced..=current is clamped, not trusted.
         let keep = keep.clamp(synced, current) as usize;
@@ -145,26 +148,46 @@ impl MemStorage {
                 }
             }
         }
-        let mut survivor = MemState {
-            capacity: state.capacity,
+        let files = names.into_iter().map(|(name, inode)| {
+            let data = state
+                .inodes
+                .get(&inode)
+                .map(|file| file.after_crash(&name, tear));
+            (name, data.unwrap_or_default())
+        });
+        MemStorage::survivor(files, state.capacity)
+    }
+
+    /// The directory as the process finds it after a kill -9 now: the page cache survives,
+    /// so every write, truncation and directory operation made so far is there.
+    pub fn kill(&self) -> MemStorage {
+        let state = self.lock();
+        let files = state.names.iter().map(|(name, inode)| {
+            let data = state.inodes.get(inode).map(|file| file.data.clone());
+            (name.clone(), data.unwrap_or_default())
+        });
+        MemStorage::survivor(files, state.capacity)
+    }
+
+    /// A fresh storage holding `files`, all of it durable: what a rebooted machine has.
+    fn survivor(files: impl Iterator<Item = (String, Vec<u8>)>, capacity: Option<u64>) -> Self {
+        let mut state = MemState {
+            capacity,
             ..MemState::default()
         };
-        for (name, inode) in names {
-            let data = state.inodes.get(&inode).map(|f| f.after_crash(&name, tear));
-            let data = data.unwrap_or_default();
+        for (name, data) in files {
             let file = MemFile {
                 durable_len: data.len(),
                 data,
                 cut_tail: Vec::new(),
             };
-            let new_inode = survivor.next_inode;
-            survivor.next_inode += 1;
-            survivor.inodes.insert(new_inode, file);
-            survivor.names.insert(name, new_inode);
+            state.inodes.insert(state.next_inode, file);
+            state.names.insert(name, state.next_inode);
+            state.next_inode += 1;
         }
-        survivor.durable_names = survivor.names.clone();
+        state.durable_names = state.names.clone();
         MemStorage {
-            state: Arc::new(Mutex::new(survivor)),
+            state: Arc::new(Mutex::new(state)),
         }
     }
 

@@ -172,7 +172,7 @@ fn unsynced_removal_and_rename_are_undone_in_order() {
 }
 
 #[test]
-fn unsynced_truncation_of_synced_bytes_is_undone_by_a_crash() {
+fn unsynced_truncation_of_synced_bytes_is_undone_by_a_power_loss() {
     let storage = durable_file("f", b"0123456789");
     storage.truncate("f", 4).unwrap();
     storage.append("f", b"xy").unwrap();
@@ -182,8 +182,16 @@ fn unsynced_truncation_of_synced_bytes_is_undone_by_a_crash() {
         asked += 1;
         current
     });
-    assert_eq!(asked, 0, "the old synced contents come back whole");
+    assert_eq!(
+        asked, 0,
+        "the file comes back as last synced, whatever tear would say"
+    );
     assert_eq!(contents(&after, "f").unwrap(), b"0123456789");
+    assert_eq!(
+        contents(&storage.kill(), "f").unwrap(),
+        b"0123xy",
+        "kill -9 loses nothing"
+    );
     storage.sync_file("f").unwrap();
     assert_eq!(
         contents(&storage.crash(&mut keep_synced), "f").unwrap(),
@@ -192,11 +200,28 @@ fn unsynced_truncation_of_synced_bytes_is_undone_by_a_crash() {
 }
 
 #[test]
+fn kill_keeps_every_write_truncation_and_directory_operation() {
+    let storage = durable_file("a", b"0123");
+    storage.truncate("a", 2).unwrap();
+    storage.create("b").unwrap();
+    storage.append("b", b"new").unwrap();
+    storage.rename("b", "c").unwrap();
+    let killed = storage.kill();
+    assert_eq!(
+        killed.list().unwrap(),
+        vec!["a".to_string(), "c".to_string()]
+    );
+    assert_eq!(contents(&killed, "a").unwrap(), b"01");
+    assert_eq!(contents(&killed, "c").unwrap(), b"new");
+}
+
+#[test]
 fn two_truncations_before_a_sync_restore_the_synced_bytes_in_order() {
     let storage = durable_file("f", b"0123456789");
     storage.truncate("f", 6).unwrap();
     storage.truncate("f", 2).unwrap();
-    let after = storage.crash(&mut keep_all);
+    storage.append("f", b"x").unwrap();
+    let after = storage.crash(&mut keep_synced);
     assert_eq!(contents(&after, "f").unwrap(), b"0123456789");
 }
 
@@ -219,11 +244,12 @@ fn create_of_an_existing_file_empties_it_in_place() {
         0,
         "O_TRUNC is not a directory operation"
     );
-    // Like any unsynced truncation of synced bytes, a crash brings the old bytes back.
+    // Like any unsynced truncation of synced bytes, a power loss brings the old bytes back.
     assert_eq!(
-        contents(&storage.crash(&mut keep_all), "f").unwrap(),
+        contents(&storage.crash(&mut keep_synced), "f").unwrap(),
         b"old"
     );
+    assert_eq!(contents(&storage.kill(), "f").unwrap(), b"");
 }
 
 #[test]
