@@ -65,8 +65,9 @@
 //!
 //! # Crash safety
 //!
-//! Writes only ever append to the last segment (or create a new one), so a torn write can
-//! only damage the tail. [`SegmentLog::open`] reads every record once, checks both
+//! Writes only ever append to the last segment (or create a new one), and a segment is
+//! fsynced when the next one is started, so a torn write can only damage the tail of the
+//! last segment. [`SegmentLog::open`] reads every record once, checks both
 //! checksums and that each index is the previous one plus one, and keeps the longest valid
 //! prefix: it cuts the first bad record and everything after it, renames later whole
 //! segments to `*.damaged`, makes that repair durable, and says what it cut in
@@ -88,6 +89,11 @@
 //!   [`SegmentLog::read`] answers [`LogError::Corrupt`]. Bytes are never returned unverified.
 //! - **garbage or truncated files** are validated like any other and answered with a report
 //!   or an error naming the file and offset, never a panic.
+//!
+//! [`MemStorage`] models exactly these outcomes (its docs give the details): `crash`
+//! is a power loss (unsynced appends cut where the caller chooses, unsynced truncations and
+//! directory operations undone, or a prefix of the latter kept), `kill` is kill -9. The
+//! tests crash it at every byte and flip every byte, and check the claims above.
 //!
 //! Blobs are replaced through a temp file and a rename; with `sync` the new value is
 //! durable when [`write_blob`] returns, without it a crash leaves the old value, the new

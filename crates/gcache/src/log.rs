@@ -108,9 +108,11 @@ impl<S: Storage> SegmentLog<S> {
     /// Appends records (index must be last+1; on an empty log any index starts it).
     /// Written through to the OS with one write per segment touched (normally one per call),
     /// not fsynced, except that a segment is fsynced when it is sealed (when the append
-    /// starts the next one), so only the last segment can ever have a torn tail. Invalid input (a gap, an oversized payload) writes nothing. On an I/O
-    /// error the failed write is cut off again; records of segments written before it stay,
-    /// and `last_index()` tells how far the log got.
+    /// starts the next one), so only the last segment can ever have a torn tail.
+    ///
+    /// Invalid input (a gap, an oversized payload) writes nothing. On an I/O error the
+    /// failed write is cut off again; records of segments written before it stay, and
+    /// `last_index()` tells how far the log got.
     pub fn append<'a>(
         &mut self,
         records: impl IntoIterator<Item = (u64, &'a [u8])>,

@@ -119,7 +119,8 @@ fn flipped_byte_on_disk_is_detected_by_read_and_by_open() {
     drop(log);
     let opened = SegmentLog::open(FsStorage::new(storage.dir()).unwrap(), options(2000)).unwrap();
     assert!(
-        matches!(&opened.recovery.damage, Some(Damage::Corrupt { segment: s, .. }) if *s == segment.name)
+        matches!(&opened.recovery.damage, Some(Damage::Corrupt { segment: s, .. })
+            if *s == segment.name)
     );
     assert_eq!(opened.log.last_index(), Some(damaged - 1));
     assert!(!opened.recovery.set_aside.is_empty());

@@ -57,7 +57,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn garbage_segment_files_do_not_panic_open(files in proptest::collection::vec(contents(), 0..6)) {
+    fn garbage_segment_files_do_not_panic_open(
+        files in proptest::collection::vec(contents(), 0..6),
+    ) {
         let storage = MemStorage::new();
         for (first, bytes) in &files {
             let name = segment_name(*first);
@@ -72,11 +74,15 @@ proptest! {
     #[test]
     fn mangled_logs_do_not_panic_open(
         count in 1u64..60,
-        damage in proptest::collection::vec((0u8..5, any::<Index>(), any::<Index>(), any::<u8>()), 1..6),
+        damage in proptest::collection::vec(
+            (0u8..5, any::<Index>(), any::<Index>(), any::<u8>()),
+            1..6,
+        ),
     ) {
         let storage = MemStorage::new();
         let mut log = SegmentLog::open(storage.clone(), options(300)).unwrap().log;
-        let payloads: Vec<Vec<u8>> = (1..=count).map(|i| payload(i, (i % 30) as usize, 0)).collect();
+        let payloads: Vec<Vec<u8>> =
+            (1..=count).map(|i| payload(i, (i % 30) as usize, 0)).collect();
         append_all(&mut log, 1, &payloads).unwrap();
         drop(log);
         for (kind, file, position, byte) in damage {

@@ -24,7 +24,9 @@ proptest! {
 
     /// Every record its own segment: the extreme of rollover.
     #[test]
-    fn log_matches_model_with_one_record_per_segment(ops in proptest::collection::vec(op(), 1..40)) {
+    fn log_matches_model_with_one_record_per_segment(
+        ops in proptest::collection::vec(op(), 1..40),
+    ) {
         run(MemStorage::new(), 0, &ops);
     }
 }

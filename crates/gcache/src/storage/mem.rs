@@ -1,35 +1,38 @@
-//! [`Storage`] in memory, with a model of what a machine finds on disk after a crash.
-//!
-//! # Crash model
-//!
-//! Files are inodes; names point at inodes. Two things are tracked besides the current state:
-//!
-//! - **Data.** For each inode, the bytes as of its last [`Storage::sync_file`]. Appends after
-//!   that are in the "page cache": a crash keeps a prefix of them, as long as the `tear`
-//!   closure passed to [`MemStorage::crash`] chooses (kill -9 keeps all, power loss any cut).
-//!   A truncation that cuts into synced bytes is a metadata change a power loss undoes
-//!   until the file is synced again: such a file comes back exactly as last synced, old
-//!   bytes and all, whatever `tear` would say (it is not asked), which is what a journaling
-//!   file system may do with an uncommitted truncate. kill -9 loses nothing, truncations
-//!   included: that is [`MemStorage::kill`], not `crash` with a closure that keeps all.
-//! - **Directory.** Creations, removals and renames are directory operations. They become
-//!   durable together at [`Storage::sync_dir`]. Until then a crash keeps only a prefix of them
-//!   in the order they were made: [`MemStorage::crash`] keeps none (every unsynced creation,
-//!   removal and rename is undone), [`MemStorage::crash_keeping_dir_ops`] keeps the first `n`.
-//!   A file whose creation is undone vanishes with its data, even if that data was synced.
-//!
-//! `create` of an existing name empties that file in place (`O_TRUNC`): a data operation, not
-//! a directory one.
-//!
-//! Nothing here is random: every choice comes from the caller, so a simulation that draws
-//! the choices from its seed replays exactly.
+//! [`Storage`] in memory, with a model of what a machine finds on disk after a crash
+//! (documented on [`MemStorage`]).
 
 use super::{check_name, Storage};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// An in-memory directory. Clones share the same files; it is `Send + Sync`.
+/// An in-memory directory, with a model of what a machine finds on disk after a crash.
+/// Clones share the same files; it is `Send + Sync`.
+///
+/// # Crash model
+///
+/// Files are inodes; names point at inodes. Two things are tracked besides the current state:
+///
+/// - **Data.** For each inode, the bytes as of its last [`Storage::sync_file`]. Appends after
+///   that are in the "page cache": a power loss keeps a prefix of them, as long as the
+///   `tear` closure passed to [`MemStorage::crash`] chooses (any cut).
+///   A truncation that cuts into synced bytes is a metadata change a power loss undoes
+///   until the file is synced again: such a file comes back exactly as last synced, old
+///   bytes and all, whatever `tear` would say (it is not asked), which is what a journaling
+///   file system may do with an uncommitted truncate.
+/// - **kill -9** loses nothing: [`MemStorage::kill`]. (`crash` with a closure that keeps
+///   every byte is the same only when no truncation or directory operation is pending.)
+/// - **Directory.** Creations, removals and renames are directory operations. They become
+///   durable together at [`Storage::sync_dir`]. Until then a crash keeps only a prefix of them
+///   in the order they were made: [`MemStorage::crash`] keeps none (every unsynced creation,
+///   removal and rename is undone), [`MemStorage::crash_keeping_dir_ops`] keeps the first `n`.
+///   A file whose creation is undone vanishes with its data, even if that data was synced.
+///
+/// `create` of an existing name empties that file in place (`O_TRUNC`): a data operation, not
+/// a directory one.
+///
+/// Nothing here is random: every choice comes from the caller, so a simulation that draws
+/// the choices from its seed replays exactly.
 #[derive(Clone, Debug, Default)]
 pub struct MemStorage {
     state: Arc<Mutex<MemState>>,

@@ -36,7 +36,9 @@ pub fn op() -> impl Strategy<Value = Op> {
     let sizes = proptest::collection::vec(prop_oneof![8 => 0usize..40, 1 => 200usize..3000], 1..12);
     prop_oneof![
         8 => (1u64..50, sizes).prop_map(|(start, sizes)| Op::Append { start, sizes }),
-        1 => (-3i8..=3).prop_filter("a gap", |s| *s != 0).prop_map(|skew| Op::AppendOutOfOrder { skew }),
+        1 => (-3i8..=3)
+            .prop_filter("a gap", |s| *s != 0)
+            .prop_map(|skew| Op::AppendOutOfOrder { skew }),
         1 => Just(Op::TruncateAfter(None)),
         3 => (0u16..30).prop_map(|back| Op::TruncateAfter(Some(back))),
         3 => (0u16..40).prop_map(Op::PurgeUpto),
@@ -138,9 +140,8 @@ fn apply<S: Storage>(
                 return;
             }
             let error = log.append([(got, &b"x"[..])]).unwrap_err();
-            assert!(
-                matches!(error, LogError::NotContiguous { expected, got: g } if expected == last + 1 && g == got)
-            );
+            assert!(matches!(error, LogError::NotContiguous { expected, got: g }
+                    if expected == last + 1 && g == got));
         }
         Op::TruncateAfter(None) => {
             log.truncate_after(None).unwrap();
