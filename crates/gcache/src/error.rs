@@ -15,12 +15,22 @@ pub enum LogError {
     Io(io::Error),
     /// Append with an index that is not last+1. (`u64::MAX` is never accepted: the log would
     /// have no next index.)
-    NotContiguous { expected: u64, got: u64 },
+    NotContiguous {
+        /// The index the log needs next (0 when nothing else could be accepted).
+        expected: u64,
+        /// The index offered.
+        got: u64,
+    },
     /// The index is below the first retained or above the last record.
     Missing(u64),
     /// A record (or, with index 0, a blob) failed its checks when read: disk corruption
     /// after open. The reason names the file and the offset.
-    Corrupt { index: u64, reason: String },
+    Corrupt {
+        /// The record whose bytes failed (0 for a blob).
+        index: u64,
+        /// What failed, where: file, offset, check.
+        reason: String,
+    },
     /// A payload above [`MAX_PAYLOAD`] bytes.
     TooLarge(usize),
 }

@@ -54,9 +54,19 @@ pub enum Invalid {
     /// The checksum over header and payload does not match: the payload was altered.
     PayloadChecksum,
     /// Fewer bytes than the layout needs.
-    Short { needed: u64, got: u64 },
+    Short {
+        /// Bytes the layout needs.
+        needed: u64,
+        /// Bytes there were.
+        got: u64,
+    },
     /// A blob file longer or shorter than its frame says.
-    LengthMismatch { declared: u64, actual: u64 },
+    LengthMismatch {
+        /// Payload bytes the frame's length field declares.
+        declared: u64,
+        /// Payload bytes the file holds.
+        actual: u64,
+    },
 }
 
 impl fmt::Display for Invalid {
@@ -85,7 +95,9 @@ impl fmt::Display for Invalid {
 /// payload not yet (see [`RecordHeader::verify_payload`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordHeader {
+    /// The record's index in the log.
     pub index: u64,
+    /// Payload bytes after the header.
     pub len: u32,
     data_crc: u32,
 }
@@ -130,8 +142,12 @@ fn data_crc(prefix: &[u8; 20], payload: &[u8]) -> u32 {
     hasher.finalize()
 }
 
-/// Appends one framed record to `out`. The caller has checked the payload against
-/// [`MAX_PAYLOAD`] (it is a caller error, answered with `LogError::TooLarge`, not bad input).
+/// Appends one framed record to `out`.
+///
+/// # Panics
+///
+/// If the payload is above [`MAX_PAYLOAD`]: callers check first (the log answers
+/// `LogError::TooLarge`), so this is a bug, not bad input.
 pub fn encode_record(out: &mut Vec<u8>, index: u64, payload: &[u8]) {
     assert!(
         payload.len() <= MAX_PAYLOAD,
@@ -213,6 +229,10 @@ pub fn decode_segment_header(bytes: &[u8]) -> Result<u64, Invalid> {
 }
 
 /// A whole blob file: frame header then payload, one checksum over both.
+///
+/// # Panics
+///
+/// If the payload is above [`MAX_PAYLOAD`] (callers check first, as for records).
 pub fn encode_blob(payload: &[u8]) -> Vec<u8> {
     assert!(
         payload.len() <= MAX_PAYLOAD,

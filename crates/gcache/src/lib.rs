@@ -100,6 +100,7 @@
 //! one, or a torn file that [`read_blob`] reports as [`LogError::Corrupt`].
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod blob;
 mod error;

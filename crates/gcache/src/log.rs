@@ -42,7 +42,9 @@ impl Default for LogOptions {
 
 /// A log just opened, and what its recovery found.
 pub struct Opened<S: Storage> {
+    /// The log, holding the valid prefix recovery kept.
     pub log: SegmentLog<S>,
+    /// What recovery found and cut.
     pub recovery: RecoveryReport,
 }
 
@@ -454,6 +456,15 @@ impl<S: Storage> SegmentLog<S> {
             segment.dirty = false;
         }
         Ok(())
+    }
+}
+
+impl<S: Storage> fmt::Debug for Opened<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Opened")
+            .field("log", &self.log)
+            .field("recovery", &self.recovery)
+            .finish()
     }
 }
 

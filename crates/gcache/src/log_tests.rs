@@ -573,6 +573,16 @@ fn memory_holds_a_sparse_index_only() {
 }
 
 #[test]
+fn opened_logs_debug_print_without_the_storage() {
+    let opened = SegmentLog::open(MemStorage::new(), options(100)).unwrap();
+    let printed = format!("{opened:?}");
+    assert!(
+        printed.contains("last_index: None") && printed.contains("damage: None"),
+        "{printed}"
+    );
+}
+
+#[test]
 fn bad_log_names_are_refused() {
     let error = SegmentLog::open(
         MemStorage::new(),

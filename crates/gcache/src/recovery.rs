@@ -39,18 +39,27 @@ pub struct RecoveryReport {
 pub enum Damage {
     /// An incomplete record at the very end of the last segment (typical after a crash
     /// while writing), or a zero-filled tail there.
-    TornTail { segment: String, offset: u64 },
+    TornTail {
+        /// File name of the segment.
+        segment: String,
+        /// Where the incomplete record started: the file was cut there.
+        offset: u64,
+    },
     /// A record whose checksum, magic, length or index is wrong, or an index gap between or
     /// inside segments. Everything from there on is discarded (later segments are renamed
     /// aside), so the log stays a contiguous prefix.
     Corrupt {
+        /// File name of the segment.
         segment: String,
+        /// Where the bad record (or, at 0, the bad segment) starts.
         offset: u64,
+        /// Which check failed.
         reason: String,
     },
 }
 
-/// Suffix of a segment file set aside after corruption.
+/// Suffix of a segment file set aside after corruption. A later set-aside of a file with the
+/// same name replaces it: the evidence kept is of the latest damage.
 pub const DAMAGED_SUFFIX: &str = ".damaged";
 
 /// One segment file after validation.

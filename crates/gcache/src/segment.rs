@@ -29,6 +29,7 @@ pub(crate) const SCAN_CHUNK: usize = 1024 * 1024;
 /// Public description of a segment, for monitoring and tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentInfo {
+    /// File name in the storage.
     pub name: String,
     /// First index the segment was started with.
     pub first: u64,
