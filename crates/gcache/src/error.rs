@@ -16,7 +16,8 @@ pub enum LogError {
     /// Append with an index that is not last+1. (`u64::MAX` is never accepted: the log would
     /// have no next index.)
     NotContiguous {
-        /// The index the log needs next (0 when nothing else could be accepted).
+        /// The index the log needs next; 0 when the log is empty (it then takes any index
+        /// but `u64::MAX`).
         expected: u64,
         /// The index offered.
         got: u64,
