@@ -9,9 +9,9 @@ use parking_lot::Mutex;
 
 use crate::app::{ApplyJob, Applied};
 use crate::certification::Verdict;
-use crate::message::{Body, MemberState};
+use crate::message::Body;
 use crate::monitor::Interrupted;
-use crate::node::{LocalState, Node};
+use crate::node::Node;
 use crate::stats::Stats;
 use crate::types::{Gtid, Seqno, Uuid, SEQNO_UNDEFINED};
 use crate::waiter::Reply;
@@ -188,7 +188,7 @@ impl Node {
             Verdict::Pass { depends_on } => *depends_on,
             Verdict::Fail => seqno - 1,
         };
-        Ordered { gtid: Gtid { uuid: self.inner.local.lock().group_uuid, seqno }, depends_on, source: self.me() }
+        Ordered { gtid: Gtid { uuid: self.inner.core.lock().group_uuid(), seqno }, depends_on, source: self.me() }
     }
 
     /// Replicates `ws` and hands it back (its data is needed for a replay).
@@ -225,7 +225,7 @@ impl Node {
     /// As `replicate`, handing the body back to the caller.
     fn replicate_body(&self, body: Body) -> (Result<Reply, Status>, Body) {
         let inner = &self.inner;
-        if !inner.local.lock().primary {
+        if !inner.core.lock().is_primary() {
             return (Err(Status::ConnFail), body);
         }
         let sent = self.send(body, true);
@@ -247,9 +247,8 @@ impl Node {
 
     fn await_reply(&self, token: u64, slot: &crate::waiter::Slot) -> Result<Reply, Status> {
         let inner = &self.inner;
-        let grace = inner.hot.suspect();
-        let started = Instant::now();
-        let mut probed = started;
+        let grace_ms = u64::try_from(inner.hot.suspect().as_millis()).unwrap_or(u64::MAX);
+        let mut probed = Instant::now();
         loop {
             if let Some(reply) = slot.wait(Duration::from_millis(100)) {
                 return Ok(reply);
@@ -259,10 +258,8 @@ impl Node {
                 probed = Instant::now();
                 let _ = self.send(Body::Causal, true);
             }
-            let cut_off = {
-                let l = inner.local.lock();
-                !l.primary && l.non_primary_since.is_some_and(|t| t.elapsed() >= grace)
-            };
+            let now = self.now_ms();
+            let cut_off = inner.core.lock().cut_since_ms().is_some_and(|since| now.saturating_sub(since) >= grace_ms);
             if cut_off || inner.closing.load(Ordering::Acquire) {
                 if inner.waiters.abandon(token) {
                     return Err(Status::ConnFail);
@@ -339,7 +336,7 @@ impl Node {
             source: self.me(),
             flags: b.flags,
             data: &b.data,
-            gtid: Gtid { uuid: self.inner.local.lock().group_uuid, seqno: b.seqno },
+            gtid: Gtid { uuid: self.inner.core.lock().group_uuid(), seqno: b.seqno },
             depends_on: b.depends_on,
             opaque: TRACKED,
         };
@@ -402,13 +399,13 @@ impl Node {
     }
 
     pub fn last_committed(&self) -> Gtid {
-        Gtid { uuid: self.inner.local.lock().group_uuid, seqno: self.inner.apply.last_left() }
+        Gtid { uuid: self.inner.core.lock().group_uuid(), seqno: self.inner.apply.last_left() }
     }
 
     /// Stops committing after the last ordered seqno and waits for everything
     /// up to it; returns that seqno.
     pub fn pause(&self) -> Seqno {
-        let at = self.inner.local.lock().last_ordered;
+        let at = self.inner.core.lock().last_ordered;
         self.inner.commit.pause(at);
         self.inner.apply.pause(at);
         let started = Instant::now();
@@ -424,40 +421,22 @@ impl Node {
     }
 
     pub fn desync(&self) -> Status {
-        let first = {
-            let mut l = self.inner.local.lock();
-            l.desyncs += 1;
-            if l.desyncs == 1 {
-                l.state = LocalState::Donor;
-            }
-            l.desyncs == 1
+        let (commands, desyncs) = {
+            let mut core = self.inner.core.lock();
+            (core.desync(), core.desyncs)
         };
-        self.inner.stats.desync_count.store(self.inner.local.lock().desyncs as i64, Ordering::Relaxed);
-        if first {
-            let _ = self.submit(Body::State(MemberState::Donor));
-        }
+        self.inner.stats.desync_count.store(desyncs as i64, Ordering::Relaxed);
+        self.execute(commands);
         Status::Ok
     }
 
     pub fn resync(&self) -> Status {
-        let last = {
-            let mut l = self.inner.local.lock();
-            l.desyncs = l.desyncs.saturating_sub(1);
-            l.desyncs == 0
+        let (commands, desyncs) = {
+            let mut core = self.inner.core.lock();
+            (core.resync(), core.desyncs)
         };
-        self.inner.stats.desync_count.store(self.inner.local.lock().desyncs as i64, Ordering::Relaxed);
-        if last {
-            let connected = {
-                let mut l = self.inner.local.lock();
-                let connected = l.primary && l.in_group;
-                // Not connected: nothing to catch up with.
-                l.state = if connected { LocalState::Joined } else { LocalState::Synced };
-                connected
-            };
-            if connected {
-                self.announce_synced();
-            }
-        }
+        self.inner.stats.desync_count.store(desyncs as i64, Ordering::Relaxed);
+        self.execute(commands);
         Status::Ok
     }
 }

@@ -4,12 +4,12 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tandem_group::{GroupConfig, MemberInfo, Timeouts};
+use std::path::{Path, PathBuf};
 
-use crate::group_state::encode_start_position;
+use tandem_group::{GroupConfig, LogSettings, MemberInfo, Timeouts};
+
 use crate::node::Node;
-use crate::options::Options;
-use crate::types::Uuid;
+use crate::options::{OptionAction, Options};
 
 /// Options read on every commit, kept parsed so the commit path takes no
 /// global lock for them.
@@ -73,23 +73,48 @@ impl Node {
             suspect,
             inactive: opts.period("evs.inactive_timeout"),
         };
-        let start = if bootstrap { encode_start_position(self.inner.config.start_position) } else { vec![] };
+        let log = log_settings(&opts, &self.inner.config.data_dir);
+        let start = self.inner.config.start_position;
         GroupConfig {
             cluster_name: cluster_name.to_string(),
             listen_addr: listen_addr.clone(),
             peers,
             bootstrap,
             me: MemberInfo {
-                uuid: Uuid::random().0,
+                // Both are the identity's, filled in by the group.
+                uuid: [0; 16],
                 name: self.inner.config.name.clone(),
                 group_addr: format!("{advertised_host}:{}", listen_addr.rsplit(':').next().unwrap_or("4567")),
                 incoming: self.inner.config.incoming.clone(),
-                app: start,
+                app: vec![],
             },
             timeouts,
+            log,
+            resume_at: (start.seqno >= 0).then_some(start.seqno),
         }
     }
+}
 
+/// Smallest segment: purging a few KiB at a time is all overhead.
+const MIN_SEGMENT_BYTES: u64 = 1 << 20;
+
+/// The gcache options as the group's log settings. The log lives in the
+/// directory `gcache.dir/gcache.name` (`gcache.dir` defaults to the data
+/// directory): MariaDB's SST scripts leave a `galera.cache` entry of the
+/// data directory in place, so a state transfer does not wipe it.
+pub(crate) fn log_settings(opts: &Options, data_dir: &Path) -> LogSettings {
+    let dir = match opts.get("gcache.dir") {
+        "" => data_dir.to_path_buf(),
+        d => PathBuf::from(d),
+    };
+    let cache_bytes = opts.size("gcache.size").max(MIN_SEGMENT_BYTES);
+    let segment_bytes = opts.size("gcache.page_size").min(cache_bytes / 8).max(MIN_SEGMENT_BYTES);
+    LogSettings {
+        dir: Some(dir.join(opts.get("gcache.name"))),
+        cache_bytes,
+        segment_bytes,
+        fsync: opts.bool("gcache.fsync"),
+    }
 }
 impl Node {
     /// `SET GLOBAL wsrep_provider_options`: only the keys being changed.
@@ -101,9 +126,27 @@ impl Node {
             actions
         };
         for action in actions {
-            log::warn!("Provider option action {action:?} is accepted but not supported yet");
+            match action {
+                OptionAction::FreezePurge(value) => self.freeze_purge(&value),
+                OptionAction::Isolate(_) | OptionAction::Bootstrap => {
+                    log::warn!("Provider option action {action:?} is accepted but not supported yet")
+                }
+            }
         }
         Ok(())
+    }
+
+    /// `gcache.freeze_purge_at_seqno`: a seqno, `now` (the last committed),
+    /// or -1. The option then shows the seqno it froze at.
+    pub(crate) fn freeze_purge(&self, value: &str) {
+        let at = if value.eq_ignore_ascii_case("now") { self.inner.apply.last_left() } else { value.parse().unwrap_or(-1) };
+        self.inner.options.lock().set_default("gcache.freeze_purge_at_seqno", &at.to_string());
+        self.inner.core.lock().freeze_purge_at(at);
+        if at >= 0 {
+            log::info!("Freezing gcache purge at seqno {at}");
+        } else {
+            log::info!("gcache purge unfrozen");
+        }
     }
 
     pub fn options_text(&self) -> String {

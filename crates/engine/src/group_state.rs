@@ -8,8 +8,9 @@
 use serde::{Deserialize, Serialize};
 use tandem_group::{MemberId, Membership, Ordered};
 
+
 use crate::certification::{Certifier, Verdict};
-use crate::message::{Body, Envelope, MemberState};
+use crate::message::{Body, Envelope, JoinInfo, MemberState};
 use crate::types::{Gtid, Seqno, Uuid};
 use crate::view::ViewMember;
 use crate::writeset::WriteSet;
@@ -26,6 +27,13 @@ pub struct Member {
     pub state: MemberState,
     /// Every write-set this member sends from now on has seen at least this.
     pub committed: Seqno,
+    /// The member's process incarnation as the group knows it. Messages of
+    /// an older incarnation (in flight when that process died) change no
+    /// state: only their write-sets still count, they were ordered.
+    pub incarnation: u32,
+    /// Seqnos this member catches up on by IST, first..=last (accounting
+    /// and progress logs only), until it is synced.
+    pub ist: Option<(Seqno, Seqno)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Default, Serialize, Deserialize)]
@@ -38,6 +46,8 @@ pub struct GroupState {
     pub view_no: i64,
     /// Members of the current primary view, sorted by uuid.
     pub members: Vec<Member>,
+    /// The seqno this history started from (its first view is one above).
+    pub first_seqno: Seqno,
     pub cert: Certifier,
 }
 
@@ -49,21 +59,25 @@ pub struct ViewChange {
     pub members: Vec<ViewMember>,
 }
 
-#[derive(Debug, PartialEq)]
-pub enum Outcome {
-    WriteSet { token: u64, seqno: Seqno, verdict: Verdict, ws: WriteSet },
-    View(ViewChange),
-    Causal { source: Uuid, token: u64, seqno: Seqno },
-    StateRequest { joiner: Uuid, token: u64, donor: Option<Uuid>, request: Vec<u8>, seqno: Seqno },
-    MemberState { member: Uuid, state: MemberState, seqno: Seqno },
-    /// Nothing for anyone to do (progress reports, unreadable messages, ...).
-    Nothing,
+/// Who sent a message: the node and its process incarnation, so that a
+/// node recognises its own messages only when this process sent them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sender {
+    pub uuid: Uuid,
+    pub incarnation: u32,
 }
 
-/// What a bootstrapping member puts in `MemberInfo::app`: the position its
-/// data is at, so the new group continues that history.
-pub fn encode_start_position(position: Gtid) -> Vec<u8> {
-    bincode::serialize(&position).unwrap_or_default()
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    WriteSet { from: Sender, token: u64, seqno: Seqno, verdict: Verdict, ws: WriteSet },
+    View(ViewChange),
+    Causal { from: Sender, token: u64, seqno: Seqno },
+    StateRequest { from: Sender, token: u64, donor: Option<Uuid>, request: Vec<u8>, seqno: Seqno },
+    MemberState { from: Sender, state: MemberState, seqno: Seqno },
+    /// A member reported how far it has committed.
+    Progress { member: Uuid, committed: Seqno },
+    /// Nothing for anyone to do (unreadable or stale messages, ...).
+    Nothing,
 }
 
 impl GroupState {
@@ -92,25 +106,12 @@ impl GroupState {
         if self.group_uuid.is_nil() {
             self.start_history(m);
         }
-        let mut members: Vec<Member> = m
-            .members
-            .iter()
-            .map(|(&id, info)| {
-                let uuid = Uuid(info.uuid);
-                let old = self.member(uuid);
-                Member {
-                    id,
-                    uuid,
-                    name: info.name.clone(),
-                    incoming: info.incoming.clone(),
-                    // The founder has the state by definition; others must get it.
-                    state: old.map_or(if self.members.is_empty() { MemberState::Synced } else { MemberState::Joiner }, |o| o.state),
-                    committed: old.map_or(-1, |o| o.committed),
-                }
-            })
-            .collect();
+        let founding = self.members.is_empty();
+        let view_seqno = self.seqno + 1;
+        let mut members: Vec<Member> =
+            m.members.iter().map(|(&id, info)| self.member_from(id, info, founding, view_seqno)).collect();
         members.sort_by_key(|m| m.uuid);
-        let same = members.iter().map(|m| m.uuid).eq(self.members.iter().map(|m| m.uuid));
+        let same = members.iter().map(|m| (m.uuid, m.incarnation)).eq(self.members.iter().map(|m| (m.uuid, m.incarnation)));
         self.members = members;
         if same {
             // Learner promoted to voter and similar: not a change the server sees.
@@ -119,11 +120,42 @@ impl GroupState {
         self.next_view()
     }
 
+    /// A member of a new membership: kept as it was if the group knew this
+    /// incarnation already, else a joiner (the founder has the state by
+    /// definition).
+    fn member_from(&self, id: MemberId, info: &tandem_group::MemberInfo, founding: bool, view_seqno: Seqno) -> Member {
+        let uuid = Uuid(info.uuid);
+        let join = JoinInfo::decode(&info.app);
+        let incarnation = join.map_or(0, |j| j.incarnation);
+        let known = self.member(uuid).filter(|old| old.incarnation >= incarnation);
+        Member {
+            id,
+            uuid,
+            name: info.name.clone(),
+            incoming: info.incoming.clone(),
+            state: known.map_or(if founding { MemberState::Synced } else { MemberState::Joiner }, |o| o.state),
+            committed: known.map_or(-1, |o| o.committed),
+            incarnation: known.map_or(incarnation, |o| o.incarnation),
+            ist: match known {
+                Some(o) => o.ist,
+                None if founding => None,
+                None => join.and_then(|j| self.ist_range(j.position, view_seqno)),
+            },
+        }
+    }
+
+    /// The write-sets a member whose data is at `position` replays before the
+    /// view at `view_seqno`, if it can do so from the history at all.
+    fn ist_range(&self, position: Gtid, view_seqno: Seqno) -> Option<(Seqno, Seqno)> {
+        let same_history = position.uuid == self.group_uuid && position.seqno >= self.first_seqno;
+        (same_history && position.seqno + 1 < view_seqno).then_some((position.seqno + 1, view_seqno - 1))
+    }
+
     /// The first configuration founds the history: continue the founder's
     /// saved position if it brought one, else start a new history at 0.
     fn start_history(&mut self, m: &Membership) {
         let founder = m.members.values().next();
-        let saved: Option<Gtid> = founder.and_then(|f| bincode::deserialize(&f.app).ok());
+        let saved: Option<Gtid> = founder.and_then(|f| JoinInfo::decode(&f.app)).map(|j| j.position);
         match saved {
             Some(g) if !g.uuid.is_nil() && g.seqno >= 0 => {
                 self.group_uuid = g.uuid;
@@ -139,6 +171,7 @@ impl GroupState {
                 self.seqno = 0;
             }
         }
+        self.first_seqno = self.seqno;
         self.cert = Certifier::new(self.seqno);
     }
 
@@ -162,30 +195,49 @@ impl GroupState {
     }
 
     fn apply_message(&mut self, e: Envelope) -> Outcome {
-        let source = e.source;
+        let from = Sender { uuid: e.source, incarnation: e.incarnation };
         // A member that was removed may still have messages in flight; only
         // members of the current view speak.
-        if self.member(source).is_none() {
-            log::info!("Dropping message from {source}, not a member of the primary view");
+        let Some(member) = self.member(from.uuid) else {
+            log::info!("Dropping message from {}, not a member of the primary view", from.uuid);
             return Outcome::Nothing;
-        }
+        };
+        let stale = e.incarnation < member.incarnation;
         match e.body {
-            Body::WriteSet(ws) => self.apply_write_set(e.token, ws),
-            Body::Causal => Outcome::Causal { source, token: e.token, seqno: self.seqno },
-            Body::StateRequest { donors, request } => self.apply_state_request(source, e.token, &donors, request),
+            // Ordered before the sender died: a transaction like any other.
+            Body::WriteSet(ws) => self.apply_write_set(from, e.token, ws),
+            _ if stale => Outcome::Nothing,
+            Body::Causal => Outcome::Causal { from, token: e.token, seqno: self.seqno },
+            Body::StateRequest { donors, request } => self.apply_state_request(from, e.token, &donors, request),
             Body::State(state) => {
-                self.set_state(source, state);
-                Outcome::MemberState { member: source, state, seqno: self.seqno }
+                self.set_state(from.uuid, state);
+                Outcome::MemberState { from, state, seqno: self.seqno }
             }
             Body::Progress(committed) => {
-                self.note_progress(source, committed);
-                Outcome::Nothing
+                self.note_progress(from.uuid, committed);
+                Outcome::Progress { member: from.uuid, committed }
             }
             Body::ViewBump => self.next_view(),
+            Body::Rejoin { position } => self.apply_rejoin(from, position),
         }
     }
 
-    fn apply_write_set(&mut self, token: u64, ws: WriteSet) -> Outcome {
+    /// A restarted member's new incarnation. Resubmissions of the same
+    /// incarnation change nothing.
+    fn apply_rejoin(&mut self, from: Sender, position: Seqno) -> Outcome {
+        let view_seqno = self.seqno + 1;
+        let range = self.ist_range(Gtid { uuid: self.group_uuid, seqno: position }, view_seqno);
+        let Some(m) = self.members.iter_mut().find(|m| m.uuid == from.uuid) else { return Outcome::Nothing };
+        if from.incarnation <= m.incarnation {
+            return Outcome::Nothing;
+        }
+        m.incarnation = from.incarnation;
+        m.state = MemberState::Joiner;
+        m.ist = range;
+        self.next_view()
+    }
+
+    fn apply_write_set(&mut self, from: Sender, token: u64, ws: WriteSet) -> Outcome {
         self.seqno += 1;
         let seqno = self.seqno;
         self.note_progress(ws.source, ws.safe);
@@ -193,7 +245,7 @@ impl GroupState {
         if seqno % PURGE_INTERVAL == 0 {
             self.purge();
         }
-        Outcome::WriteSet { token, seqno, verdict, ws }
+        Outcome::WriteSet { from, token, seqno, verdict, ws }
     }
 
     fn note_progress(&mut self, member: Uuid, committed: Seqno) {
@@ -215,15 +267,22 @@ impl GroupState {
     fn set_state(&mut self, member: Uuid, state: MemberState) {
         if let Some(m) = self.members.iter_mut().find(|m| m.uuid == member) {
             m.state = state;
+            if state == MemberState::Synced {
+                m.ist = None;
+            }
         }
     }
 
-    fn apply_state_request(&mut self, joiner: Uuid, token: u64, donors: &str, request: Vec<u8>) -> Outcome {
-        let donor = self.choose_donor(joiner, donors);
+    fn apply_state_request(&mut self, from: Sender, token: u64, donors: &str, request: Vec<u8>) -> Outcome {
+        let donor = self.choose_donor(from.uuid, donors);
         if let Some(d) = donor {
             self.set_state(d, MemberState::Donor);
         }
-        Outcome::StateRequest { joiner, token, donor, request, seqno: self.seqno }
+        // A state transfer replaces whatever an IST would have brought.
+        if let Some(m) = self.members.iter_mut().find(|m| m.uuid == from.uuid) {
+            m.ist = None;
+        }
+        Outcome::StateRequest { from, token, donor, request, seqno: self.seqno }
     }
 
     /// `wsrep_sst_donor`: a comma list of node names in preference order; a

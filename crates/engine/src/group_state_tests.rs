@@ -4,6 +4,7 @@ use proptest::prelude::*;
 use tandem_group::{MemberInfo, Membership, Ordered};
 
 use super::*;
+use crate::message::JoinInfo;
 use crate::writeset::{flags, Key, KeyType};
 
 fn info(n: u8) -> MemberInfo {
@@ -29,11 +30,15 @@ fn write_set(from: u8, last_seen: Seqno, row: u8) -> Vec<u8> {
         keys: vec![Key { parts: vec![b"db".to_vec(), b"t".to_vec(), vec![row]], kind: KeyType::Exclusive }],
         data: vec![row; 3],
     };
-    Envelope { source: Uuid([from; 16]), token: 1, body: Body::WriteSet(ws) }.encode()
+    Envelope { source: Uuid([from; 16]), incarnation: 0, token: 1, body: Body::WriteSet(ws) }.encode()
 }
 
 fn msg(from: u8, body: Body) -> Vec<u8> {
-    Envelope { source: Uuid([from; 16]), token: 7, body }.encode()
+    msg_of(from, 0, body)
+}
+
+fn msg_of(from: u8, incarnation: u32, body: Body) -> Vec<u8> {
+    Envelope { source: Uuid([from; 16]), incarnation, token: 7, body }.encode()
 }
 
 /// An event of a generated history.
@@ -64,7 +69,7 @@ fn founding_view_consumes_seqno_one_and_founder_is_synced() {
 fn founder_with_saved_position_continues_that_history() {
     let saved = Gtid { uuid: Uuid([9; 16]), seqno: 41 };
     let mut m = membership(&[1]);
-    m.members.get_mut(&1).unwrap().app = encode_start_position(saved);
+    m.members.get_mut(&1).unwrap().app = JoinInfo { incarnation: 1, position: saved }.encode();
     let Outcome::View(v) = GroupState::default().apply(Ordered::Membership(m)) else { panic!() };
     assert_eq!(v.state_id, Gtid { uuid: Uuid([9; 16]), seqno: 42 });
 }
@@ -114,6 +119,8 @@ fn arb_event() -> impl Strategy<Value = Event> {
         1 => (1u8..=4).prop_map(|from| Event::Bytes(from as u64, msg(from, Body::Causal))),
         1 => (1u8..=4).prop_map(|from| Event::Bytes(from as u64, msg(from, Body::State(MemberState::Synced)))),
         1 => (1u8..=4).prop_map(|from| Event::Bytes(from as u64, msg(from, Body::ViewBump))),
+        1 => (1u8..=4, 0u32..4, -1i64..8).prop_map(|(from, inc, pos)| Event::Bytes(from as u64, msg_of(from, inc, Body::Rejoin { position: pos }))),
+        1 => (1u8..=4, 0u32..4).prop_map(|(from, inc)| Event::Bytes(from as u64, msg_of(from, inc, Body::State(MemberState::Synced)))),
     ]
 }
 
@@ -152,4 +159,81 @@ proptest! {
         }
         prop_assert_eq!(&a, &b);
     }
+}
+
+/// Joins node `n` (incarnation `inc`, data at `position`) to `s` through a
+/// membership that adds it.
+fn add(s: &mut GroupState, ids: &[u8], n: u8, inc: u32, position: Gtid) -> Outcome {
+    let mut m = membership(ids);
+    m.members.get_mut(&(n as u64)).unwrap().app = JoinInfo { incarnation: inc, position }.encode();
+    s.apply(Ordered::Membership(m))
+}
+
+#[test]
+fn a_rejoin_admits_the_new_incarnation_with_a_view_once() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    add(&mut s, &[1, 2], 2, 1, Gtid::UNDEFINED);
+    s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, 1, Body::State(MemberState::Synced)) });
+    assert_eq!(s.member(Uuid([2; 16])).unwrap().state, MemberState::Synced);
+    let before = s.seqno;
+    let Outcome::View(v) = s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, 2, Body::Rejoin { position: before - 1 }) }) else {
+        panic!("a rejoin is a view")
+    };
+    assert_eq!(v.state_id.seqno, before + 1);
+    let m = s.member(Uuid([2; 16])).unwrap();
+    assert_eq!((m.incarnation, m.state), (2, MemberState::Joiner), "not synced any more");
+    assert_eq!(m.ist, Some((before, before)), "one seqno to catch up on");
+    // The same rejoin again (a resubmission) and an older one change nothing.
+    for inc in [2, 1] {
+        let again = s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, inc, Body::Rejoin { position: 0 }) });
+        assert_eq!(again, Outcome::Nothing);
+    }
+    assert_eq!(s.seqno, before + 1);
+}
+
+#[test]
+fn messages_of_an_older_incarnation_change_no_state_but_their_write_sets_count() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    add(&mut s, &[1, 2], 2, 3, Gtid::UNDEFINED);
+    // Incarnation 2 died with these in flight; the group knows incarnation 3.
+    for body in [Body::State(MemberState::Synced), Body::Causal, Body::ViewBump, Body::Progress(99)] {
+        assert_eq!(s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, 2, body) }), Outcome::Nothing);
+    }
+    assert_eq!(s.member(Uuid([2; 16])).unwrap().state, MemberState::Joiner);
+    let before = s.seqno;
+    let Outcome::WriteSet { from, seqno, .. } = s.apply(Ordered::Message { origin: 2, payload: &write_set(2, before, 1) }) else {
+        panic!("an ordered write-set of a dead incarnation is still a transaction")
+    };
+    assert_eq!((from.incarnation, seqno), (0, before + 1));
+}
+
+#[test]
+fn a_member_added_with_its_position_gets_an_ist_range_until_synced() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    for _ in 0..5 {
+        let next = s.seqno;
+        s.apply(Ordered::Message { origin: 1, payload: &write_set(1, next, 2) });
+    }
+    let history = s.group_uuid;
+    add(&mut s, &[1, 3], 3, 1, Gtid { uuid: history, seqno: 2 });
+    assert_eq!(s.member(Uuid([3; 16])).unwrap().ist, Some((3, 6)));
+    // From another history there is nothing to replay.
+    add(&mut s, &[1, 3, 4], 4, 1, Gtid { uuid: Uuid([8; 16]), seqno: 2 });
+    assert_eq!(s.member(Uuid([4; 16])).unwrap().ist, None);
+    s.apply(Ordered::Message { origin: 3, payload: &msg_of(3, 1, Body::State(MemberState::Synced)) });
+    assert_eq!(s.member(Uuid([3; 16])).unwrap().ist, None);
+}
+
+#[test]
+fn a_new_history_remembers_where_it_started() {
+    let saved = Gtid { uuid: Uuid([9; 16]), seqno: 41 };
+    let mut s = GroupState::default();
+    add(&mut s, &[1], 1, 1, saved);
+    assert_eq!(s.first_seqno, 41);
+    let mut fresh = GroupState::default();
+    fresh.apply(Ordered::Membership(membership(&[1])));
+    assert_eq!(fresh.first_seqno, 0);
 }

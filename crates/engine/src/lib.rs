@@ -1,13 +1,21 @@
 //! Tandem's engine: Galera semantics on top of a totally ordered group channel.
 //!
 //! Pure Rust, no FFI, no sockets: the group arrives through `tandem_group`'s
-//! traits and the database server through [`app::Application`], so every
-//! decision here can be driven deterministically by tests.
+//! traits and the database server through [`app::Application`].
+//!
+//! Deterministic, and driven by the seeded simulation without threads or
+//! clocks: the replicated state ([`group_state`], [`certification`]) and the
+//! node's own decisions ([`core`], [`admission`], [`retention`]). The shell
+//! around them owns threads, locks and I/O: [`node`], [`applier`],
+//! [`client`], [`dispatch`], the monitors and queues.
 
+pub mod admission;
 pub mod app;
+pub mod applier;
 pub mod certification;
 pub mod client;
 pub mod config;
+pub mod core;
 pub mod dispatch;
 pub mod group_state;
 pub mod local_group;
@@ -16,6 +24,7 @@ pub mod monitor;
 pub mod node;
 pub mod options;
 pub mod queue;
+pub mod retention;
 pub mod saved_state;
 pub mod stats;
 pub mod status;

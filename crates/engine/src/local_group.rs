@@ -13,9 +13,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tandem_group::{
-    Connectivity, GroupChannel, GroupConfig, GroupError, GroupStatus, MemberId, MemberInfo, Membership, Ordered,
-    Replica,
+    CacheStatus, Connectivity, GroupChannel, GroupConfig, GroupError, GroupStarter, GroupStatus, Identity, MemberId,
+    MemberInfo, Membership, Ordered, Replica,
 };
+
+use crate::types::Uuid;
 
 /// Picks the submissions (encoded envelopes) to lose.
 pub type LossFilter = Box<dyn Fn(&[u8]) -> bool + Send>;
@@ -66,15 +68,27 @@ impl LocalHub {
         })
     }
 
-    /// A `GroupFactory`-compatible constructor bound to this hub.
-    pub fn join(self: &Arc<Self>, config: GroupConfig, replica: Box<dyn Replica>) -> Arc<LocalMember> {
+    /// A member of this hub, opened but not started (a `GroupFactory`
+    /// returns this). Every member is new: the hub keeps nothing durable.
+    pub fn open(self: &Arc<Self>, config: GroupConfig) -> Box<dyn GroupStarter> {
         let id = {
             let mut n = self.next_id.lock();
             *n += 1;
             *n
         };
+        let identity = Identity { member: id, uuid: Uuid::random().0, incarnation: 1, restored: false };
+        Box::new(LocalStarter { hub: self.clone(), config, identity })
+    }
+
+    /// Opens and starts a member in one go, with `config.me.app`.
+    pub fn join(self: &Arc<Self>, config: GroupConfig, replica: Box<dyn Replica>) -> Arc<dyn GroupChannel> {
+        let app = config.me.app.clone();
+        self.open(config).start(app, replica).expect("the hub always starts a member")
+    }
+
+    fn seat(self: &Arc<Self>, id: MemberId, me: MemberInfo, replica: Box<dyn Replica>) -> Arc<LocalMember> {
         self.cut.lock().insert(id, false);
-        let _ = self.tx.lock().send(Input::Join(id, config.me, replica));
+        let _ = self.tx.lock().send(Input::Join(id, me, replica));
         Arc::new(LocalMember { hub: self.clone(), id })
     }
 
@@ -175,6 +189,26 @@ fn sequence(rx: Receiver<Input>) {
     }
 }
 
+struct LocalStarter {
+    hub: Arc<LocalHub>,
+    config: GroupConfig,
+    identity: Identity,
+}
+
+impl GroupStarter for LocalStarter {
+    fn identity(&self) -> Identity {
+        self.identity
+    }
+
+    fn start(self: Box<Self>, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<dyn GroupChannel>, GroupError> {
+        let mut me = self.config.me;
+        me.uuid = self.identity.uuid;
+        me.app = app;
+        let member: Arc<dyn GroupChannel> = self.hub.seat(self.identity.member, me, replica);
+        Ok(member)
+    }
+}
+
 pub struct LocalMember {
     hub: Arc<LocalHub>,
     id: MemberId,
@@ -212,4 +246,10 @@ impl GroupChannel for LocalMember {
     }
 
     fn shutdown(&self) {}
+
+    fn release_upto(&self, _position: i64) {}
+
+    fn cache(&self) -> CacheStatus {
+        CacheStatus::default()
+    }
 }

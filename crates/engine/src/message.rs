@@ -2,17 +2,18 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Seqno, Uuid};
+use crate::types::{Gtid, Seqno, Uuid};
 use crate::writeset::WriteSet;
 
 /// Version of the message encoding. A member that cannot read a message
 /// skips it, and so does every member running the same code: still
-/// deterministic. Bumped on any incompatible change.
-pub const MESSAGE_VERSION: u8 = 1;
+/// deterministic. Bumped on any incompatible change (2: incarnations).
+pub const MESSAGE_VERSION: u8 = 2;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub enum MemberState {
-    /// Joined the group, has no state yet (waits for SST).
+    /// Joined the group, has no state yet (waits for SST), or restarted and
+    /// not yet caught up.
     Joiner,
     /// Sending its state to a joiner, or desynced by the operator.
     Donor,
@@ -32,17 +33,26 @@ pub enum Body {
     /// The sender's state changed (joined after SST, synced, desynced).
     State(MemberState),
     /// The sender has committed everything up to here (lets the certification
-    /// index forget old keys).
+    /// index forget old keys, and shows IST progress).
     Progress(Seqno),
     /// The sender is back in the primary component after losing it: every
     /// member delivers a fresh primary view.
     ViewBump,
+    /// A member restarted with its durable identity: its new incarnation
+    /// (in the envelope) replaces the old one, it is not synced any more, and
+    /// every member delivers a view, the one that admits the new incarnation.
+    /// `position` is where its local data is (for IST accounting).
+    Rejoin { position: Seqno },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
-    /// The sending node (its wsrep node uuid).
+    /// The sending node (its wsrep node uuid, stable across restarts).
     pub source: Uuid,
+    /// The sender's process incarnation. Messages of an earlier incarnation
+    /// that are ordered after a restart must not be taken for the new
+    /// process's (its tokens start again, its state is different).
+    pub incarnation: u32,
     /// Sender-local id to find the waiting caller when the message comes back.
     pub token: u64,
     pub body: Body,
@@ -65,13 +75,34 @@ impl Envelope {
     }
 }
 
+/// What a member tells the group about itself when it is added (carried in
+/// `MemberInfo::app` of every membership): which process incarnation asks,
+/// and where its local data is. A founder's position becomes the position
+/// the new group continues from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinInfo {
+    pub incarnation: u32,
+    pub position: Gtid,
+}
+
+impl JoinInfo {
+    pub fn encode(&self) -> Vec<u8> {
+        bincode::serialize(self).expect("encode join info")
+    }
+
+    /// `None` for members that carry no (or foreign) join info.
+    pub fn decode(bytes: &[u8]) -> Option<JoinInfo> {
+        bincode::deserialize(bytes).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn round_trip_and_version_check() {
-        let e = Envelope { source: Uuid([7; 16]), token: 9, body: Body::Progress(42) };
+        let e = Envelope { source: Uuid([7; 16]), incarnation: 3, token: 9, body: Body::Progress(42) };
         let bytes = e.encode();
         assert_eq!(Envelope::decode(&bytes), Ok(e));
         let mut other = bytes.clone();
@@ -79,5 +110,13 @@ mod tests {
         assert!(Envelope::decode(&other).unwrap_err().contains("version 99"));
         assert!(Envelope::decode(&bytes[..bytes.len() / 2]).is_err());
         assert!(Envelope::decode(&[]).is_err());
+    }
+
+    #[test]
+    fn join_info_round_trips_and_refuses_garbage() {
+        let j = JoinInfo { incarnation: 4, position: Gtid { uuid: Uuid([1; 16]), seqno: 77 } };
+        assert_eq!(JoinInfo::decode(&j.encode()), Some(j));
+        assert_eq!(JoinInfo::decode(&[]), None);
+        assert_eq!(JoinInfo::decode(&[1, 2]), None);
     }
 }

@@ -17,6 +17,8 @@ enum Kind {
     Period,
     /// Bytes with an optional K/M/G/T suffix.
     Size,
+    /// A seqno, -1, or `now` (PXC's `gcache.freeze_purge_at_seqno`).
+    SeqnoOrNow,
 }
 
 /// (key, default, kind). Defaults are Galera 26.4's; keys marked in the
@@ -49,14 +51,15 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("evs.version", "1", Kind::Int),
     ("evs.view_forget_timeout", "P1D", Kind::Period),
     ("gcache.dir", "", Kind::Str),
-    ("gcache.freeze_purge_at_seqno", "-1", Kind::Int),
+    ("gcache.freeze_purge_at_seqno", "-1", Kind::SeqnoOrNow), // purge freeze
+    ("gcache.fsync", "no", Kind::Bool), // Tandem's: fsync before acknowledging
     ("gcache.keep_pages_count", "0", Kind::Int),
     ("gcache.keep_pages_size", "0", Kind::Size),
     ("gcache.mem_size", "0", Kind::Size),
-    ("gcache.name", "galera.cache", Kind::Str),
-    ("gcache.page_size", "128M", Kind::Size),
+    ("gcache.name", "galera.cache", Kind::Str), // log directory name
+    ("gcache.page_size", "128M", Kind::Size), // segment size (capped at size/8)
     ("gcache.recover", "yes", Kind::Bool),
-    ("gcache.size", "128M", Kind::Size),
+    ("gcache.size", "128M", Kind::Size), // log bytes kept
     ("gcomm.thread_prio", "", Kind::Str),
     ("gcs.fc_debug", "0", Kind::Int),
     ("gcs.fc_factor", "1.0", Kind::Float),
@@ -134,6 +137,8 @@ impl std::fmt::Display for OptionError {
 pub enum OptionAction {
     Isolate(i64),
     Bootstrap,
+    /// `gcache.freeze_purge_at_seqno` was set: a seqno, `now` or -1.
+    FreezePurge(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -163,6 +168,9 @@ impl Options {
                 return Err(OptionError::UnknownKey(key));
             };
             check(&key, &value, *kind)?;
+            if key == "gcache.freeze_purge_at_seqno" {
+                actions.push(OptionAction::FreezePurge(value.clone()));
+            }
             next.insert(key, value);
         }
         self.values = next;
@@ -187,6 +195,10 @@ impl Options {
 
     pub fn size(&self, key: &str) -> u64 {
         parse_size(self.get(key)).unwrap_or(0)
+    }
+
+    pub fn bool(&self, key: &str) -> bool {
+        parse_bool(self.get(key)).unwrap_or(false)
     }
 
     /// Galera's `key = value; ` rendering, sorted by key.
@@ -253,6 +265,7 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
         Kind::Float => value.parse::<f64>().is_ok(),
         Kind::Period => parse_period(value).is_some(),
         Kind::Size => parse_size(value).is_some(),
+        Kind::SeqnoOrNow => value.eq_ignore_ascii_case("now") || value.parse::<i64>().is_ok_and(|n| n >= -1),
     };
     if ok {
         Ok(())

@@ -1,20 +1,32 @@
 //! The applier queue: ordered work for the server's `recv()` threads.
+//!
+//! Bounded in bytes of write-set data while the appliers drain it: a push
+//! past the bound waits, which holds back the group's replay of history
+//! instead of holding that history in memory. While the join task holds the
+//! queue (the server is being brought in step, perhaps by a state transfer
+//! that itself needs the group) pushes never wait: the join could not finish
+//! otherwise.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::admission::Admission;
 use crate::certification::Verdict;
 use crate::group_state::ViewChange;
 use crate::types::{Seqno, Uuid};
 use crate::writeset::WriteSet;
 
-#[derive(Debug)]
+/// Default bound on the write-set bytes waiting for the appliers.
+pub const DEFAULT_BOUND_BYTES: usize = 64 << 20;
+
+#[derive(Debug, PartialEq)]
 pub enum Task {
     /// A write-set to apply (remote, or local whose client gave up waiting).
     Apply { seqno: Seqno, verdict: Verdict, ws: WriteSet },
-    /// The first primary view that includes us: connect, then join.
-    Connect(ViewChange),
+    /// Bring the server in step (connect, then resume, found, or transfer).
+    Connect(Admission),
     View(ViewChange),
     /// We lost the primary component (after the seqno we had reached).
     NonPrimary { after: Seqno },
@@ -24,34 +36,74 @@ pub enum Task {
     Synced { after: Seqno },
     /// Deliver the final view and let every `recv()` return.
     Final,
+    /// This process cannot go on (see `RecvEnd::RestartRequired`).
+    RestartRequired,
+}
+
+impl Task {
+    fn bytes(&self) -> usize {
+        match self {
+            Task::Apply { ws, .. } => ws.data.len(),
+            _ => 0,
+        }
+    }
 }
 
 #[derive(Default)]
 struct State {
     tasks: VecDeque<Task>,
+    bytes: usize,
     /// No task is handed out while one thread runs the join sequence: what
-    /// arrives meanwhile waits for the state transfer.
+    /// arrives meanwhile waits for it.
     holding: bool,
     closed: bool,
 }
 
-#[derive(Default)]
 pub struct TaskQueue {
     state: Mutex<State>,
     ready: Condvar,
+    room: Condvar,
+    bound_bytes: usize,
+}
+
+impl Default for TaskQueue {
+    fn default() -> Self {
+        TaskQueue::with_bound(DEFAULT_BOUND_BYTES)
+    }
 }
 
 impl TaskQueue {
+    pub fn with_bound(bound_bytes: usize) -> TaskQueue {
+        TaskQueue { state: Mutex::default(), ready: Condvar::new(), room: Condvar::new(), bound_bytes }
+    }
+
+    /// Appends a task, waiting while the queue is over its bound and drains.
     pub fn push(&self, task: Task) {
         let mut s = self.state.lock();
+        while !s.closed && !s.holding && s.bytes > self.bound_bytes && !s.tasks.is_empty() {
+            // Woken by pops; the timeout only guards against a lost wake-up.
+            self.room.wait_for(&mut s, Duration::from_millis(200));
+        }
         if s.closed {
             return;
         }
+        s.bytes += task.bytes();
         s.tasks.push_back(task);
         self.ready.notify_one();
     }
 
-    /// Blocks for the next task; `None` once closed and drained.
+    /// The join task runs before everything already queued.
+    pub fn push_front(&self, task: Task) {
+        let mut s = self.state.lock();
+        if s.closed {
+            return;
+        }
+        s.bytes += task.bytes();
+        s.tasks.push_front(task);
+        self.ready.notify_one();
+    }
+
+    /// Blocks for the next task; `None` once closed.
     pub fn pop(&self) -> Option<Task> {
         let mut s = self.state.lock();
         loop {
@@ -60,9 +112,11 @@ impl TaskQueue {
             }
             if !s.holding {
                 if let Some(task) = s.tasks.pop_front() {
+                    s.bytes -= task.bytes();
                     if matches!(task, Task::Connect(_)) {
                         s.holding = true;
                     }
+                    self.room.notify_all();
                     return Some(task);
                 }
             }
@@ -73,13 +127,17 @@ impl TaskQueue {
     pub fn release_hold(&self) {
         self.state.lock().holding = false;
         self.ready.notify_all();
+        self.room.notify_all();
     }
 
+    /// Drops everything queued and wakes every waiter for good.
     pub fn close(&self) {
         let mut s = self.state.lock();
         s.closed = true;
         s.tasks.clear();
+        s.bytes = 0;
         self.ready.notify_all();
+        self.room.notify_all();
     }
 
     /// Re-opens after a disconnect, for the next `connect`.
@@ -93,5 +151,85 @@ impl TaskQueue {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Write-set bytes waiting.
+    pub fn bytes(&self) -> usize {
+        self.state.lock().bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::writeset::flags;
+
+    fn apply(seqno: Seqno, len: usize) -> Task {
+        let ws = WriteSet {
+            source: Uuid::NIL,
+            trx_id: 0,
+            conn_id: 0,
+            flags: flags::TRX_START | flags::TRX_END,
+            last_seen: 0,
+            safe: 0,
+            keys: vec![],
+            data: vec![0; len],
+        };
+        Task::Apply { seqno, verdict: Verdict::Pass { depends_on: 0 }, ws }
+    }
+
+    #[test]
+    fn a_full_queue_makes_the_pusher_wait_until_an_applier_takes_work() {
+        let q = Arc::new(TaskQueue::with_bound(100));
+        q.push(apply(1, 80));
+        q.push(apply(2, 80)); // over the bound now
+        let pusher = {
+            let q = q.clone();
+            std::thread::spawn(move || q.push(apply(3, 80)))
+        };
+        // The third push cannot finish while nothing is taken: the queue
+        // stays at two tasks however long we look.
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(q.len(), 2);
+        }
+        assert_eq!(q.pop(), Some(apply(1, 80)));
+        pusher.join().unwrap();
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.bytes(), 160);
+    }
+
+    #[test]
+    fn a_held_queue_never_makes_the_pusher_wait_and_connect_goes_first() {
+        let q = TaskQueue::with_bound(10);
+        q.push(apply(5, 50));
+        let view = ViewChange { state_id: Default::default(), view_no: 1, members: vec![] };
+        q.push_front(Task::Connect(Admission { plan: crate::admission::Plan::Transfer, view }));
+        assert!(matches!(q.pop(), Some(Task::Connect(_))));
+        // Holding: pushes go in at once whatever the bound.
+        for s in 6..20 {
+            q.push(apply(s, 50));
+        }
+        assert_eq!(q.len(), 15);
+        q.release_hold();
+        assert_eq!(q.pop(), Some(apply(5, 50)));
+    }
+
+    #[test]
+    fn close_releases_a_waiting_pusher_and_drops_the_task() {
+        let q = Arc::new(TaskQueue::with_bound(60));
+        q.push(apply(1, 50));
+        q.push(apply(2, 50));
+        let pusher = {
+            let q = q.clone();
+            std::thread::spawn(move || q.push(apply(3, 50)))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        q.close();
+        pusher.join().unwrap();
+        assert_eq!(q.pop(), None);
+        assert!(q.is_empty());
     }
 }

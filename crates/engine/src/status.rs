@@ -14,13 +14,15 @@ impl Node {
         use StatValue::{Double, Int, Str};
         let inner = &self.inner;
         let s = &inner.stats;
-        let (state, uuid, incoming, members, desyncs) = {
-            let l = inner.local.lock();
-            let incoming = l.members.iter().map(|m| m.incoming.as_str()).collect::<Vec<_>>().join(",");
-            (l.state, l.group_uuid, incoming, l.members.len(), l.desyncs)
+        let (state, uuid, incoming, members, desyncs, primary, ist) = {
+            let core = inner.core.lock();
+            let incoming = core.members.iter().map(|m| m.incoming.as_str()).collect::<Vec<_>>().join(",");
+            (core.state, core.group_uuid(), incoming, core.members.len(), core.desyncs, core.is_primary(), core.ist_range())
         };
         let recv_queue = inner.queue.len() as i64;
-        let primary = inner.local.lock().primary;
+        let last_committed = inner.apply.last_left();
+        let cache = self.group().map(|g| g.cache()).unwrap_or_default();
+        let cached_downto = cache.replay_from.map_or(-1, |from| from.min(last_committed + 1));
         vec![
             ("local_state_uuid", Str(uuid.to_string())),
             ("protocol_version", Int(PROTOCOL_VERSION)),
@@ -47,7 +49,7 @@ impl Node {
             ("local_recv_queue_max", Int(s.recv_queue_max.load(Relaxed).max(1))),
             ("local_recv_queue_min", Int(0)),
             ("local_recv_queue_avg", Double(0.0)),
-            ("local_cached_downto", Int(-1)),
+            ("local_cached_downto", Int(cached_downto)),
             ("flow_control_paused_ns", Int(0)),
             ("flow_control_paused", Double(0.0)),
             ("flow_control_sent", Int(0)),
@@ -78,6 +80,49 @@ impl Node {
             ("evs_state", Str(if primary { "OPERATIONAL" } else { "GATHER" }.into())),
             ("gcomm_uuid", Str(self.me().to_string())),
             ("gmcast_segment", Int(0)),
+            // Not Galera's: PXC's IST progress, and what the cache holds.
+            ("ist_receive_status", Str(ist_status(ist, last_committed))),
+            ("gcache_pool_size", Int(cache.bytes as i64)),
+            ("gcache_reach_seqnos", Int(if cached_downto < 0 { 0 } else { last_committed - cached_downto + 1 })),
+            ("gcache_reach_seconds", Int(reach_seconds(self.inner.options.lock().size("gcache.size"), cache.append_rate))),
         ]
+    }
+}
+
+/// PXC's format: "52% complete, received seqno 1200 of 1001-1400"; empty
+/// when this process received no IST.
+fn ist_status(range: Option<(i64, i64)>, committed: i64) -> String {
+    let Some((first, last)) = range else { return String::new() };
+    let total = (last - first + 1).max(1);
+    let done = (committed - first + 1).clamp(0, total);
+    format!("{}% complete, received seqno {} of {first}-{last}", done * 100 / total, committed.max(first - 1))
+}
+
+/// How long a node may stay down and still rejoin by IST at the current
+/// write rate: the time it takes to write `gcache.size` bytes. -1: no
+/// writes in the last minute (the window is not bounded by writes).
+fn reach_seconds(cache_bytes: u64, bytes_per_second: u64) -> i64 {
+    if bytes_per_second == 0 {
+        return -1;
+    }
+    (cache_bytes / bytes_per_second) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ist_status_reads_like_pxc() {
+        assert_eq!(ist_status(None, 5), "");
+        assert_eq!(ist_status(Some((1001, 1400)), 1200), "50% complete, received seqno 1200 of 1001-1400");
+        assert_eq!(ist_status(Some((1001, 1400)), 1400), "100% complete, received seqno 1400 of 1001-1400");
+        assert_eq!(ist_status(Some((1001, 1400)), 900), "0% complete, received seqno 1000 of 1001-1400");
+    }
+
+    #[test]
+    fn reach_is_the_time_to_fill_the_cache() {
+        assert_eq!(reach_seconds(128 << 20, 1 << 20), 128);
+        assert_eq!(reach_seconds(128 << 20, 0), -1);
     }
 }

@@ -17,7 +17,6 @@ use tandem_engine::node::{Node, NodeConfig, RecvEnd};
 use tandem_engine::types::Gtid;
 use tandem_engine::view::{View, ViewStatus};
 use tandem_engine::writeset::{flags, KeyType};
-use tandem_group::GroupChannel;
 
 type Db = BTreeMap<u8, u64>;
 
@@ -140,10 +139,7 @@ fn start_with_donor(
     let node = Node::new(
         server.clone(),
         config,
-        Box::new(move |c, r| {
-            let m: Arc<dyn GroupChannel> = hub2.join(c, r);
-            Ok(m)
-        }),
+        Box::new(move |c| Ok(hub2.open(c))),
     )
     .unwrap();
     server.node.set(node.clone()).ok().unwrap();
@@ -363,26 +359,28 @@ fn a_primary_view_applied_before_the_primary_report_still_resyncs() {
     let victim = members[2].server.clone();
     let synced_before = *victim.synced.lock();
     let (id, fourth) = primary_view_before_primary_report(&hub, &members);
+    // It knows it must announce itself synced, but waits to hear it is primary.
+    wait_until("the view was delivered", || victim.node().awaits_synced());
     thread::sleep(Duration::from_millis(300));
     assert_eq!(*victim.synced.lock(), synced_before, "not synced while it believes it is cut off");
-    assert_eq!(victim.node().resubmitters_running(), 1, "the announcer waits");
+    assert!(victim.node().awaits_synced(), "the announcement waits");
     hub.report_primary(id);
     wait_until("synced again", || *victim.synced.lock() > synced_before);
     assert_eq!(transact(&victim, 888, 4, 1), Status::Ok, "ready for clients again");
-    wait_until("the announcer ended", || victim.node().resubmitters_running() == 0);
+    assert!(!victim.node().awaits_synced());
     members.push(fourth);
     stop(hub, members);
 }
 
 #[test]
-fn shutdown_returns_only_after_the_resubmitting_threads_ended() {
+fn shutdown_returns_only_after_the_ticker_ended() {
     let (hub, mut members) = cluster(3);
     let victim = members[2].server.clone();
     let (_, fourth) = primary_view_before_primary_report(&hub, &members);
-    wait_until("the announcer runs", || victim.node().resubmitters_running() == 1);
+    assert_eq!(victim.node().ticker_threads(), 1);
     // As the provider's `free` does; the library is unmapped right after.
     victim.node().shutdown();
-    assert_eq!(victim.node().resubmitters_running(), 0);
+    assert_eq!(victim.node().ticker_threads(), 0);
     members.push(fourth);
     stop(hub, members);
 }

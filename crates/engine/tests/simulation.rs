@@ -99,7 +99,7 @@ impl Sim {
             keys: vec![Key { parts: vec![b"db".to_vec(), b"t".to_vec(), vec![row]], kind: KeyType::Exclusive }],
             data: vec![row],
         };
-        let bytes = Envelope { source: ws.source, token: 0, body: Body::WriteSet(ws) }.encode();
+        let bytes = Envelope { source: ws.source, incarnation: 0, token: 0, body: Body::WriteSet(ws) }.encode();
         self.pending.push((id, bytes));
     }
 

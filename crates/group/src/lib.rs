@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -23,10 +25,24 @@ pub mod wire;
 
 pub use raft::{LogRetention, RaftGroup};
 
-/// Identity of one member *incarnation* in the group. A restarted process gets a
-/// fresh id: the consensus log is in memory, and a reused id with lost state is
-/// undefined behaviour for Raft.
+/// Identity of a member in the group. It survives restarts together with the
+/// member's durable log and vote (Raft's ordinary crash recovery); a member
+/// whose durable state is gone or not trustworthy gets a fresh one, because a
+/// reused id with lost state is undefined behaviour for Raft.
 pub type MemberId = u64;
+
+/// Who this process is in the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub member: MemberId,
+    /// The wsrep node id (Galera's gcomm uuid), as stable as `member`.
+    pub uuid: [u8; 16],
+    /// Counts the processes that used this identity, this one included.
+    pub incarnation: u32,
+    /// False when the identity was created now (no durable state, or state
+    /// that could not be trusted).
+    pub restored: bool,
+}
 
 /// What a member tells the others about itself when it joins.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -96,6 +112,10 @@ pub trait Replica: Send + 'static {
     /// Replace the state with a snapshot taken by [`Replica::snapshot`] on some member.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String>;
     fn connectivity(&mut self, now: Connectivity);
+    /// Where the replica is in the application's own numbering (the engine:
+    /// its last seqno). Labels checkpoints, so that the group can resume
+    /// replay from one at or below a given position.
+    fn position(&self) -> i64;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +142,42 @@ impl fmt::Display for GroupError {
 
 impl std::error::Error for GroupError {}
 
+/// How the member's log is kept (the gcache).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSettings {
+    /// Directory of the durable state (log segments, vote, checkpoints);
+    /// `None` keeps everything in memory (tests, single-process tools).
+    pub dir: Option<PathBuf>,
+    /// Purge old segments once the log holds more than this (`gcache.size`).
+    pub cache_bytes: u64,
+    /// Size of one segment file (`gcache.page_size`, capped so that a purge
+    /// frees at most an eighth of the cache at a time).
+    pub segment_bytes: u64,
+    /// fsync before an append is acknowledged, with group commit
+    /// (`gcache.fsync`): survives power loss, not only a killed process.
+    pub fsync: bool,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings { dir: None, cache_bytes: 128 << 20, segment_bytes: 16 << 20, fsync: false }
+    }
+}
+
+/// The log as a cache of history, for status variables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStatus {
+    /// The lowest application position the log can replay from (one above
+    /// its oldest checkpoint's position); `None` when unknown.
+    pub replay_from: Option<i64>,
+    /// Bytes of log on disk (or in memory).
+    pub bytes: u64,
+    /// Milliseconds since the oldest replayable history was ordered.
+    pub reach_ms: Option<u64>,
+    /// Bytes appended per second, averaged over the last minute.
+    pub append_rate: u64,
+}
+
 /// Where and how to take part in a group.
 #[derive(Clone, Debug)]
 pub struct GroupConfig {
@@ -135,6 +191,11 @@ pub struct GroupConfig {
     pub bootstrap: bool,
     pub me: MemberInfo,
     pub timeouts: Timeouts,
+    pub log: LogSettings,
+    /// The application position of the local data (the engine: the seqno
+    /// the database is at), when known: replay resumes from the newest
+    /// checkpoint at or below it, so that nothing after it is skipped.
+    pub resume_at: Option<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -183,4 +244,18 @@ pub trait GroupChannel: Send + Sync + 'static {
     fn leave(&self, timeout: Duration) -> Result<(), GroupError>;
     /// Stop every task and thread of the channel. Idempotent.
     fn shutdown(&self);
+    /// The application no longer needs history up to `position` replayed
+    /// (it is durably applied): the log may forget it once it is over its
+    /// size. Never called with a lower position than before.
+    fn release_upto(&self, position: i64);
+    fn cache(&self) -> CacheStatus;
+}
+
+/// A member whose durable state is open but not started yet: the engine
+/// learns who it is before the replay of its history begins.
+pub trait GroupStarter: Send {
+    fn identity(&self) -> Identity;
+    /// Starts the member. `app` is carried in every membership as this
+    /// member's `MemberInfo::app`.
+    fn start(self: Box<Self>, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<dyn GroupChannel>, GroupError>;
 }

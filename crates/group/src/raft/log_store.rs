@@ -147,6 +147,9 @@ mod tests {
             Ok(())
         }
         fn connectivity(&mut self, _now: Connectivity) {}
+        fn position(&self) -> i64 {
+            0
+        }
     }
 
     struct Builder;

@@ -36,8 +36,8 @@ use crate::shared::Shared;
 use crate::transport::NetCtx;
 use crate::wire::{Hello, Request, MAX_PAYLOAD_BYTES};
 use crate::{
-    detector, evict, join, submit, transport, GroupChannel, GroupConfig, GroupError, GroupStatus,
-    MemberId, Membership, Replica,
+    detector, evict, join, submit, transport, CacheStatus, GroupChannel, GroupConfig, GroupError,
+    GroupStarter, GroupStatus, Identity, MemberId, Membership, Replica,
 };
 
 /// Every thread of every group runtime is named with this prefix.
@@ -58,10 +58,62 @@ pub struct RaftGroup {
     local_addr: SocketAddr,
 }
 
+/// A member opened but not started (see [`GroupStarter`]).
+pub struct RaftStarter {
+    config: GroupConfig,
+    identity: Identity,
+    retention: LogRetention,
+}
+
+impl GroupStarter for RaftStarter {
+    fn identity(&self) -> Identity {
+        self.identity
+    }
+
+    fn start(
+        self: Box<Self>,
+        app: Vec<u8>,
+        replica: Box<dyn Replica>,
+    ) -> Result<Arc<dyn GroupChannel>, GroupError> {
+        let group: Arc<dyn GroupChannel> = self.start_group(app, replica)?;
+        Ok(group)
+    }
+}
+
+impl RaftStarter {
+    /// As [`GroupStarter::start`], keeping the concrete type.
+    pub fn start_group(
+        self,
+        app: Vec<u8>,
+        replica: Box<dyn Replica>,
+    ) -> Result<Arc<RaftGroup>, GroupError> {
+        let mut config = self.config;
+        config.me.uuid = self.identity.uuid;
+        config.me.app = app;
+        RaftGroup::launch_member(config, self.identity, replica, self.retention)
+    }
+}
+
 impl RaftGroup {
-    /// Starts a member with the default log retention. Returns at once: the
-    /// join (or bootstrap) goes on in the background and is reported through
-    /// [`Replica::connectivity`].
+    /// Opens a member's state and tells who it is; nothing runs yet.
+    pub fn open(config: GroupConfig) -> Result<RaftStarter, GroupError> {
+        Self::open_with(config, LogRetention::default())
+    }
+
+    /// [`RaftGroup::open`] with an explicit in-memory log retention.
+    pub fn open_with(config: GroupConfig, retention: LogRetention) -> Result<RaftStarter, GroupError> {
+        let identity = Identity {
+            member: fresh_member_id(),
+            uuid: fresh_uuid(),
+            incarnation: 1,
+            restored: false,
+        };
+        Ok(RaftStarter { config, identity, retention })
+    }
+
+    /// Opens and starts a member in one go, with `config.me.app` as its
+    /// application data. Returns at once: the join (or bootstrap) goes on in
+    /// the background and is reported through [`Replica::connectivity`].
     pub fn start(
         config: GroupConfig,
         replica: Box<dyn Replica>,
@@ -71,7 +123,17 @@ impl RaftGroup {
 
     /// [`RaftGroup::start`] with an explicit in-memory log retention.
     pub fn start_with(
+        config: GroupConfig,
+        replica: Box<dyn Replica>,
+        retention: LogRetention,
+    ) -> Result<Arc<RaftGroup>, GroupError> {
+        let app = config.me.app.clone();
+        Self::open_with(config, retention)?.start_group(app, replica)
+    }
+
+    fn launch_member(
         mut config: GroupConfig,
+        identity: Identity,
         replica: Box<dyn Replica>,
         retention: LogRetention,
     ) -> Result<Arc<RaftGroup>, GroupError> {
@@ -82,7 +144,7 @@ impl RaftGroup {
             .map_err(|e| GroupError::Config(e.to_string()))?;
         fill_group_addr(&mut config, local_addr);
         let runtime = build_runtime()?;
-        let launched = launch(&runtime, config, replica, raft_config, listener);
+        let launched = launch(&runtime, config, identity.member, replica, raft_config, listener);
         let (shared, queue) = match launched {
             Ok(started) => started,
             Err(e) => {
@@ -156,11 +218,11 @@ impl RaftGroup {
 fn launch(
     runtime: &Runtime,
     config: GroupConfig,
+    me: MemberId,
     replica: Box<dyn Replica>,
     raft_config: openraft::Config,
     listener: std::net::TcpListener,
 ) -> Result<(Arc<Shared>, mpsc::Sender<AppPayload>), GroupError> {
-    let me = fresh_member_id();
     let suspect = Duration::from_millis(raft_config.election_timeout_max);
     let replica = Arc::new(Mutex::new(replica));
     let hello = Hello {
@@ -221,6 +283,15 @@ fn fresh_member_id() -> MemberId {
             return id;
         }
     }
+}
+
+/// A random version-4 uuid (wsrep-lib prints ids that look like short text
+/// as text, so they must be real random uuids).
+fn fresh_uuid() -> [u8; 16] {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    b
 }
 
 fn build_runtime() -> Result<Runtime, GroupError> {
@@ -390,6 +461,12 @@ impl GroupChannel for RaftGroup {
             }
             other => other,
         }
+    }
+
+    fn release_upto(&self, _position: i64) {}
+
+    fn cache(&self) -> CacheStatus {
+        CacheStatus::default()
     }
 
     fn shutdown(&self) {

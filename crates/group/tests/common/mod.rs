@@ -113,6 +113,10 @@ impl Replica for Recorder {
     fn connectivity(&mut self, now: Connectivity) {
         self.0.journal().connectivity.push(now);
     }
+
+    fn position(&self) -> i64 {
+        self.0.journal().events.len() as i64
+    }
 }
 
 // ---- logging -------------------------------------------------------------
@@ -210,6 +214,8 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
             ..Default::default()
         },
         timeouts: test_timeouts(),
+        log: Default::default(),
+        resume_at: None,
     }
 }
 

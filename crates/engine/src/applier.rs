@@ -1,0 +1,415 @@
+//! The applier threads: the server's `recv()` calls run the ordered work of
+//! the queue here, one task at a time each: write-sets, views, donations,
+//! and the join sequence that brings the server in step (how is decided in
+//! `admission.rs`):
+//!
+//! ```text
+//!   Found:    connected(V) → view(V) → synced
+//!   Resume:   connected(X) → view(X) → write-sets and views X+1.. (IST) → ... → synced
+//!   Transfer: connected(V) → sst_request → state request to the group → donor
+//!             → sst_received(Y) → write-sets after Y → synced
+//! ```
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::admission::{Admission, Plan};
+use crate::app::ApplyJob;
+use crate::certification::Verdict;
+use crate::group_state::ViewChange;
+use crate::message::Body;
+use crate::monitor::Monitor;
+use crate::node::Node;
+use crate::queue::Task;
+use crate::stats::Stats;
+use crate::types::{Gtid, Seqno, Uuid};
+use crate::view::{View, ViewStatus};
+use crate::waiter::Reply;
+use crate::writeset::{flags, WriteSet};
+
+/// How the applier loop ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RecvEnd {
+    Closed,
+    Fatal,
+    /// The server cannot go on in this process: a joiner's state transfer
+    /// failed after the server had emptied its data directory, or the group
+    /// no longer holds the history this node was resuming from. Galera
+    /// aborts the server here; the provider does the same, so that a
+    /// supervisor restarts it and the new process gets a fresh state.
+    RestartRequired,
+}
+
+enum Step {
+    Next,
+    ExitThread,
+    Fatal,
+    RestartRequired,
+}
+
+/// Why a joiner stopped waiting for its state transfer.
+enum StateTransferEnd {
+    /// The provider is closing (disconnect or shutdown).
+    Closing,
+    /// The server reported a failed transfer.
+    Failed,
+}
+
+impl Node {
+    /// The applier loop of one server thread.
+    pub fn recv(&self, ctx: usize) -> RecvEnd {
+        self.inner.receivers.fetch_add(1, Ordering::AcqRel);
+        let end = loop {
+            let Some(task) = self.inner.queue.pop() else { break RecvEnd::Closed };
+            self.inner.stats.note_queue(self.inner.queue.len() as i64);
+            match self.run(ctx, task) {
+                Step::Next => {}
+                Step::ExitThread if self.inner.receivers.load(Ordering::Acquire) > 1 => break RecvEnd::Closed,
+                Step::ExitThread => {}
+                Step::Fatal => {
+                    self.inner.queue.close();
+                    break RecvEnd::Fatal;
+                }
+                Step::RestartRequired => {
+                    self.inner.queue.close();
+                    break RecvEnd::RestartRequired;
+                }
+            }
+        };
+        self.inner.receivers.fetch_sub(1, Ordering::AcqRel);
+        end
+    }
+
+    fn run(&self, ctx: usize, task: Task) -> Step {
+        match task {
+            Task::Apply { seqno, verdict, ws } => self.apply_write_set(ctx, seqno, &verdict, &ws),
+            Task::Connect(admission) => self.join(ctx, admission),
+            Task::View(vc) => self.deliver_view(ctx, &vc),
+            Task::NonPrimary { after } => self.deliver_non_primary(ctx, after),
+            Task::Donate { after, request, joiner } => self.donate(ctx, after, &request, joiner),
+            Task::Synced { after } => self.become_synced(after),
+            Task::Final => {
+                let group_uuid = self.inner.core.lock().group_uuid();
+                self.inner.app.view(ctx, &View::final_view(group_uuid));
+                self.inner.core.lock().on_final();
+                self.inner.queue.close();
+                Step::Next
+            }
+            Task::RestartRequired => Step::RestartRequired,
+        }
+    }
+
+    fn apply_write_set(&self, ctx: usize, seqno: Seqno, verdict: &Verdict, ws: &WriteSet) -> Step {
+        let inner = &self.inner;
+        if inner.apply.has_left(seqno) {
+            return Step::Next; // contained in the state we received
+        }
+        let (depends_on, extra) = match verdict {
+            Verdict::Pass { depends_on } => (*depends_on, 0),
+            // A loser still consumes its seqno, as an empty ordered event.
+            Verdict::Fail => (seqno - 1, flags::ROLLBACK),
+        };
+        if inner.apply.last_left() < depends_on {
+            inner.stats.apply_waits.fetch_add(1, Ordering::Relaxed);
+        }
+        if inner.apply.enter(seqno, depends_on, None, None).is_err() {
+            return Step::Next;
+        }
+        let job = ApplyJob {
+            trx_id: ws.trx_id,
+            conn_id: ws.conn_id,
+            source: ws.source,
+            flags: ws.flags | extra,
+            data: &ws.data,
+            gtid: Gtid { uuid: inner.core.lock().group_uuid(), seqno },
+            depends_on,
+            opaque: 0,
+        };
+        let applied = inner.app.apply(ctx, &job);
+        // The server leaves commit order itself; this covers paths where it
+        // did not (a failed apply), so later seqnos never stall.
+        inner.commit.leave(seqno);
+        inner.apply.leave(seqno);
+        Stats::add(&inner.stats.received, 1);
+        Stats::add(&inner.stats.received_bytes, ws.data.len() as u64);
+        if !applied.ok {
+            log::error!("Failed to apply write-set {seqno} from {}: node is inconsistent", ws.source);
+            return Step::Fatal;
+        }
+        if applied.exit_loop {
+            Step::ExitThread
+        } else {
+            Step::Next
+        }
+    }
+
+    pub(crate) fn view_for(&self, vc: &ViewChange) -> View {
+        View {
+            status: ViewStatus::Primary,
+            state_id: vc.state_id,
+            view_no: vc.view_no,
+            my_idx: View::index_of(&vc.members, self.me()),
+            members: vc.members.clone(),
+        }
+    }
+
+    /// Waits until `seqno` may enter `monitor`; false if the provider closes first.
+    fn wait_turn(&self, monitor: &Monitor, seqno: Seqno) -> bool {
+        loop {
+            if monitor.enter(seqno, seqno - 1, None, Some(Duration::from_millis(500))).is_ok() {
+                return true;
+            }
+            if self.inner.closing.load(Ordering::Acquire) {
+                return false;
+            }
+        }
+    }
+
+    /// A primary view consumes its seqno: it goes through both monitors alone.
+    fn deliver_view(&self, ctx: usize, vc: &ViewChange) -> Step {
+        let s = vc.state_id.seqno;
+        let inner = &self.inner;
+        if inner.apply.has_left(s) {
+            return Step::Next;
+        }
+        // While closing, what comes before the view may never be applied (the
+        // queue is dropped): a view is not worth a hung shutdown.
+        if !self.wait_turn(&inner.apply, s) || !self.wait_turn(&inner.commit, s) {
+            return Step::Next;
+        }
+        let ok = inner.app.view(ctx, &self.view_for(vc));
+        inner.commit.leave(s);
+        inner.apply.leave(s);
+        log::info!("New primary view {} with {} member(s) at seqno {s}", vc.view_no, vc.members.len());
+        if !ok {
+            log::error!("The server refused view {}", vc.view_no);
+            return Step::Fatal;
+        }
+        let commands = inner.core.lock().on_view_delivered(vc);
+        self.execute(commands);
+        self.note_bootstrap_safety(vc);
+        Step::Next
+    }
+
+    /// grastate.dat says whether this node alone holds the primary component.
+    fn note_bootstrap_safety(&self, vc: &ViewChange) {
+        let only_member = vc.members.len() == 1 && vc.members[0].uuid == self.me();
+        let admitted = self.inner.core.lock().admission().is_some();
+        if admitted && self.inner.core.lock().state != crate::core::LocalState::Initialized {
+            self.mark_running(only_member);
+        }
+    }
+
+    fn join(&self, ctx: usize, admission: Admission) -> Step {
+        let inner = &self.inner;
+        // The view a joiner gets through connected_cb is its current view
+        // (a later non-primary view and the status variables are built from it).
+        inner.core.lock().members = admission.view.members.clone();
+        let view = self.view_for(&admission.view);
+        if !inner.app.connected(&view) {
+            log::error!("The server refused to connect to view {}", admission.view.view_no);
+            inner.queue.release_hold();
+            return Step::Fatal;
+        }
+        let step = match admission.plan {
+            Plan::Found => self.found(ctx, &admission.view),
+            Plan::Resume { position } => self.resume_at(ctx, &admission.view, position),
+            Plan::Transfer => self.receive_state(&admission.view),
+        };
+        inner.queue.release_hold();
+        step
+    }
+
+    fn found(&self, ctx: usize, vc: &ViewChange) -> Step {
+        let s = vc.state_id.seqno;
+        self.inner.apply.reset(s - 1);
+        self.inner.commit.reset(s - 1);
+        let step = self.deliver_view(ctx, vc);
+        if matches!(step, Step::Next) {
+            self.inner.core.lock().on_connected(&Plan::Found);
+            self.set_synced();
+        }
+        step
+    }
+
+    /// Connects the server at its own position: the view, positioned at the
+    /// local data, consumes no seqno; what follows it in the queue is the IST.
+    fn resume_at(&self, ctx: usize, vc: &ViewChange, position: Seqno) -> Step {
+        let inner = &self.inner;
+        inner.apply.reset(position);
+        inner.commit.reset(position);
+        if !inner.app.view(ctx, &self.view_for(vc)) {
+            log::error!("The server refused view {} at its own position {position}", vc.view_no);
+            return Step::Fatal;
+        }
+        let commands = {
+            let mut core = inner.core.lock();
+            core.on_connected(&Plan::Resume { position });
+            core.on_view_delivered(vc)
+        };
+        self.execute(commands);
+        log::info!("Resumed at seqno {position}; receiving the rest by IST");
+        Step::Next
+    }
+
+    fn receive_state(&self, vc: &ViewChange) -> Step {
+        let inner = &self.inner;
+        inner.core.lock().on_connected(&Plan::Transfer);
+        let request = inner.app.sst_request().unwrap_or_default();
+        let position = if request.is_empty() || request.starts_with(b"trivial") {
+            // wsrep_sst_method=skip: the data is declared to be at the view.
+            log::info!("State transfer skipped at the server's request");
+            vc.state_id.seqno
+        } else {
+            match self.request_and_wait_state(&request) {
+                Ok(gtid) => gtid.seqno,
+                Err(StateTransferEnd::Closing) => return Step::Fatal,
+                Err(StateTransferEnd::Failed) => return Step::RestartRequired,
+            }
+        };
+        inner.apply.reset(position);
+        inner.commit.reset(position);
+        log::info!("Joined at seqno {position}; catching up with the group");
+        let commands = inner.core.lock().on_state_received();
+        self.execute(commands);
+        Step::Next
+    }
+
+    /// Asks the group for a donor until one is found, then waits for the
+    /// server's `sst_received`. If the donor leaves the group first, asks
+    /// again: the server's receiver is still listening for any donor.
+    fn request_and_wait_state(&self, request: &[u8]) -> Result<Gtid, StateTransferEnd> {
+        let inner = &self.inner;
+        loop {
+            let donor = self.find_donor(request).ok_or(StateTransferEnd::Closing)?;
+            inner.core.lock().on_donor_found();
+            let mut result = inner.sst.lock();
+            while result.is_none() && !inner.closing.load(Ordering::Acquire) {
+                inner.sst_done.wait_for(&mut result, Duration::from_millis(500));
+                if result.is_none() && !inner.core.lock().view_members.contains(&donor) {
+                    break;
+                }
+            }
+            match result.take() {
+                Some(Ok(gtid)) => return Ok(gtid),
+                Some(Err(rc)) => {
+                    log::error!("State transfer failed: {rc}. This is unrecoverable, restart required.");
+                    return Err(StateTransferEnd::Failed);
+                }
+                None if inner.closing.load(Ordering::Acquire) => return Err(StateTransferEnd::Closing),
+                None => log::warn!("Donor {donor} left the group before the state transfer completed; asking again"),
+            }
+        }
+    }
+
+    /// Submits the state transfer request until the group names a donor.
+    /// None: the provider is closing.
+    fn find_donor(&self, request: &[u8]) -> Option<Uuid> {
+        let inner = &self.inner;
+        let donors = inner.core.lock().donors.clone();
+        loop {
+            if inner.closing.load(Ordering::Acquire) {
+                return None;
+            }
+            let sent = self.send(Body::StateRequest { donors: donors.clone(), request: request.to_vec() }, true);
+            let (token, slot) = sent.waiter.expect("waiter registered");
+            let reply = sent.result.ok().and_then(|_| slot.wait(Duration::from_secs(10)));
+            inner.waiters.abandon(token);
+            if let Some(Reply::Donor(Some(donor))) = reply {
+                log::info!("State transfer from {donor} requested");
+                return Some(donor);
+            }
+            // Galera's wording: operators and the MTR suite know this line.
+            log::warn!(
+                "Member {} requested state transfer from '{donors}' but it is impossible to select State Transfer donor: Resource temporarily unavailable",
+                self.me()
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
+    /// The server reports the end of a received state transfer.
+    pub fn sst_received(&self, gtid: Gtid, rcode: i32) {
+        let outcome = if rcode < 0 { Err(rcode) } else { Ok(gtid) };
+        *self.inner.sst.lock() = Some(outcome);
+        self.inner.sst_done.notify_all();
+    }
+
+    /// The server reports the end of a state transfer it sent.
+    pub fn sst_sent(&self, gtid: Gtid, rcode: i32) {
+        if rcode < 0 {
+            log::error!("State transfer to joiner failed: {rcode}");
+        } else {
+            log::info!("State transfer sent at {gtid}");
+        }
+        let commands = self.inner.core.lock().on_sst_sent();
+        self.execute(commands);
+    }
+
+    fn donate(&self, ctx: usize, after: Seqno, request: &[u8], joiner: Uuid) -> Step {
+        let inner = &self.inner;
+        let _ = inner.apply.wait_left(after, None);
+        if inner.core.lock().on_donating() {
+            self.set_synced();
+        }
+        let state = Gtid { uuid: inner.core.lock().group_uuid(), seqno: after };
+        log::info!("Donating state {state} to {joiner}");
+        if !inner.app.sst_donate(ctx, request, state, false) {
+            log::error!("The server refused to donate to {joiner}");
+            self.sst_sent(Gtid::UNDEFINED, -libc_einval());
+        }
+        Step::Next
+    }
+
+    fn become_synced(&self, after: Seqno) -> Step {
+        let _ = self.inner.apply.wait_left(after, None);
+        if self.inner.core.lock().desyncs > 0 {
+            return Step::Next; // still desynced by the operator
+        }
+        // A repeated announcement changes nothing.
+        if self.inner.core.lock().on_synced_reached() {
+            self.set_synced();
+        }
+        if let Some(group) = self.group() {
+            if let Err(e) = group.promote(group.me()) {
+                log::warn!("Promotion to voter failed: {e}");
+            }
+        }
+        Step::Next
+    }
+
+    /// Tells the server it is synced (the core already says so).
+    fn set_synced(&self) {
+        let only_member = {
+            let core = self.inner.core.lock();
+            core.members.len() == 1 && core.members[0].uuid == self.me()
+        };
+        self.mark_running(only_member);
+        log::info!("Synced with group");
+        self.inner.app.synced();
+    }
+
+    fn deliver_non_primary(&self, ctx: usize, after: Seqno) -> Step {
+        let _ = self.inner.apply.wait_left(after, Some(Duration::from_secs(1)));
+        let me = self.me();
+        let (group_uuid, members) = {
+            let core = self.inner.core.lock();
+            (core.group_uuid(), core.members.iter().filter(|m| m.uuid == me).cloned().collect::<Vec<_>>())
+        };
+        let view = View {
+            status: ViewStatus::NonPrimary,
+            state_id: Gtid { uuid: group_uuid, seqno: -1 },
+            view_no: -1,
+            my_idx: View::index_of(&members, me),
+            members,
+        };
+        log::info!("Lost the primary component: non-primary view");
+        self.inner.app.view(ctx, &view);
+        self.inner.core.lock().on_non_primary_delivered();
+        Step::Next
+    }
+}
+
+fn libc_einval() -> i32 {
+    22
+}

@@ -1,0 +1,645 @@
+//! The node as a pure state machine: ordered outcomes, connectivity, timer
+//! ticks and the results of server steps go in; commands come out. No
+//! threads, locks, clocks or I/O: the shell (`node.rs`, `applier.rs`) runs
+//! the commands, and the simulation drives this directly.
+//!
+//! ```text
+//!   GroupState outcome ─► on_ordered ─┐
+//!   primary / cut off  ─► on_connectivity ├─► [Command] ─► shell: submit, wake a
+//!   every 100 ms       ─► on_tick ─────┤                    waiter, queue applier
+//!   server step done   ─► on_*  ───────┘                    work, release the log
+//! ```
+//!
+//! A process goes through: replaying the history it can see (its own log
+//! from a checkpoint, then the group's) → admitted (the server is connected
+//! and in step: resumed at its own position, founded, or given a state
+//! transfer) → live (the group ordered the view that admits this
+//! incarnation) → synced. Admission and liveness are separate because a
+//! restarted node resumes at its own position, from its own log, before it
+//! has heard from the group.
+
+use crate::admission::{plan_at_view, view_at, Admission, Footing, Plan};
+use crate::certification::Verdict;
+use crate::group_state::{GroupState, Outcome, Sender, ViewChange};
+use crate::message::{Body, MemberState};
+use crate::queue::Task;
+use crate::retention::{Retention, SETTLE_MS};
+use crate::types::{Gtid, Seqno, Uuid};
+use crate::view::ViewMember;
+use crate::waiter::Reply;
+use crate::writeset::WriteSet;
+
+/// Every this many seqnos each live member reports its safe seqno.
+pub const PROGRESS_INTERVAL: Seqno = 1024;
+
+/// A message a leader change may lose is submitted again this often until
+/// its effect is seen.
+pub const RESUBMIT_EVERY_MS: u64 = 2_000;
+
+/// Write-sets a restarted node may hold for its own data before it has
+/// heard from the group; past this it starts applying them without waiting.
+pub const ADMIT_BUDGET_BYTES: usize = 64 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalState {
+    Initialized,
+    Joining,
+    ReceivingState,
+    Joined,
+    Synced,
+    Donor,
+}
+
+impl LocalState {
+    pub fn comment(self) -> &'static str {
+        match self {
+            LocalState::Initialized => "Initialized",
+            LocalState::Joining => "Joining",
+            LocalState::ReceivingState => "Joining: receiving State Transfer",
+            LocalState::Joined => "Joined",
+            LocalState::Synced => "Synced",
+            LocalState::Donor => "Donor/Desynced",
+        }
+    }
+
+    /// `wsrep_member_status_t` numbering.
+    pub fn number(self) -> i64 {
+        match self {
+            LocalState::Initialized => 0,
+            LocalState::Joining | LocalState::ReceivingState => 1,
+            LocalState::Donor => 2,
+            LocalState::Joined => 3,
+            LocalState::Synced => 4,
+        }
+    }
+}
+
+/// What the shell must do.
+#[derive(Debug, PartialEq)]
+pub enum Command {
+    /// Hand a message to the group; nobody waits for it.
+    Submit(Body),
+    /// An ordered write-set. `waiter`: the token of the local client that
+    /// sent it, if this process did; if no waiter takes it and `apply`, it
+    /// goes to the appliers.
+    WriteSet { waiter: Option<u64>, seqno: Seqno, verdict: Verdict, ws: WriteSet, apply: bool },
+    /// Wake the local waiter of `token`.
+    Reply { token: u64, reply: Reply },
+    /// Append to the applier queue.
+    Queue(Task),
+    /// The server is to be brought in step first: this runs before anything
+    /// queued, and holds the queue until it is done.
+    Admit(Admission),
+    /// Wake every local waiter: they re-check connectivity and closing.
+    WakeWaiters,
+    /// Report our safe seqno to the group (certification index purge).
+    ReportProgress,
+    /// The log may forget history up to this seqno (see `retention`).
+    ReleaseLog(Seqno),
+    /// A member catches up by IST; `committed` is its latest report. The
+    /// shell logs it on the member that serves the log (the group leader).
+    IstProgress { member: String, committed: Seqno, first: Seqno, last: Seqno },
+    /// This process cannot go on: its server was connected on a history the
+    /// group no longer has for it. Restarting fixes it (state transfer).
+    RestartRequired(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Never primary since the group channel started.
+    Never,
+    Primary,
+    /// Cut off since this tick time.
+    Cut { since_ms: u64 },
+}
+
+/// A message repeated until its effect is seen: when it was last sent.
+#[derive(Clone, Copy, Debug, Default)]
+struct Resend {
+    last_ms: Option<u64>,
+}
+
+impl Resend {
+    /// Whether to send now; `wanted` false forgets the schedule, so that the
+    /// next time it is wanted it goes out at once.
+    fn due(&mut self, wanted: bool, now_ms: u64) -> bool {
+        if !wanted {
+            self.last_ms = None;
+            return false;
+        }
+        if self.last_ms.is_some_and(|t| now_ms < t + RESUBMIT_EVERY_MS) {
+            return false;
+        }
+        self.last_ms = Some(now_ms);
+        true
+    }
+}
+
+#[derive(Debug)]
+pub struct NodeCore {
+    pub me: Uuid,
+    pub incarnation: u32,
+    /// `wsrep_sst_donor`.
+    pub donors: String,
+    footing: Footing,
+    pub state: LocalState,
+    /// Last seqno handed out by the group, as far as this process has seen.
+    pub last_ordered: Seqno,
+    link: Link,
+    admission: Option<Admission>,
+    /// The group ordered the view that admits this incarnation.
+    live: bool,
+    /// Members of the last view delivered to the server.
+    pub members: Vec<ViewMember>,
+    /// Members of the latest ordered view (a joiner watches its donor here).
+    pub view_members: Vec<Uuid>,
+    /// The latest ordered view that includes this node (the configuration a
+    /// resumed server is connected with).
+    view_with_me: Option<ViewChange>,
+    /// This node's incarnation as the group's replicated state knows it.
+    group_incarnation: Option<u32>,
+    views_ordered: u64,
+    pub desyncs: u32,
+    /// The next primary view must be followed by a synced announcement.
+    resync_on_view: bool,
+    /// Our synced announcement came back ordered; no need to repeat it.
+    synced_ordered: bool,
+    /// After a non-primary spell: views ordered before it (a fresh view is
+    /// requested until one more has been ordered).
+    bump_after: Option<u64>,
+    rejoin: Resend,
+    announce: Resend,
+    bump: Resend,
+    retention: Retention,
+    /// Bytes of write-sets held for the server before it is admitted.
+    held_bytes: usize,
+    /// Past this many held bytes the server is admitted without waiting to
+    /// hear from the group (`ADMIT_BUDGET_BYTES`; smaller in tests).
+    pub admit_budget_bytes: usize,
+    closing: bool,
+    now_ms: u64,
+}
+
+impl NodeCore {
+    pub fn new(me: Uuid, incarnation: u32, start: Gtid, donors: String) -> NodeCore {
+        NodeCore {
+            me,
+            incarnation,
+            donors,
+            footing: Footing { start, group_uuid: start.uuid, replay_from: Seqno::MAX },
+            state: LocalState::Initialized,
+            last_ordered: start.seqno,
+            link: Link::Never,
+            admission: None,
+            live: false,
+            members: vec![],
+            view_members: vec![],
+            view_with_me: None,
+            group_incarnation: None,
+            views_ordered: 0,
+            desyncs: 0,
+            resync_on_view: false,
+            synced_ordered: false,
+            bump_after: None,
+            rejoin: Resend::default(),
+            announce: Resend::default(),
+            bump: Resend::default(),
+            retention: Retention::new(SETTLE_MS),
+            held_bytes: 0,
+            admit_budget_bytes: ADMIT_BUDGET_BYTES,
+            closing: false,
+            now_ms: 0,
+        }
+    }
+
+    // ---- queries -----------------------------------------------------------
+
+    pub fn group_uuid(&self) -> Uuid {
+        self.footing.group_uuid
+    }
+
+    pub fn start(&self) -> Gtid {
+        self.footing.start
+    }
+
+    pub fn is_primary(&self) -> bool {
+        self.link == Link::Primary
+    }
+
+    /// Since when (tick time) this node has been cut off, if it is.
+    pub fn cut_since_ms(&self) -> Option<u64> {
+        match self.link {
+            Link::Cut { since_ms } => Some(since_ms),
+            _ => None,
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
+    /// Whether this node still has to tell the group it is synced (its
+    /// announcement is sent, and repeated, while it is primary).
+    pub fn awaits_synced(&self) -> bool {
+        self.live && self.state == LocalState::Joined && self.desyncs == 0 && !self.synced_ordered
+    }
+
+    pub fn admission(&self) -> Option<&Admission> {
+        self.admission.as_ref()
+    }
+
+    /// The IST this process receives: first..=last seqno, once known.
+    pub fn ist_range(&self) -> Option<(Seqno, Seqno)> {
+        match self.admission.as_ref()?.plan {
+            Plan::Resume { position } => Some((position + 1, self.last_ordered.max(position + 1))),
+            _ => None,
+        }
+    }
+
+    pub fn freeze_purge_at(&mut self, seqno: Seqno) {
+        self.retention.freeze(seqno);
+    }
+
+    pub fn frozen_at(&self) -> Option<Seqno> {
+        self.retention.frozen_at()
+    }
+
+    fn is_mine(&self, from: Sender) -> bool {
+        from.uuid == self.me && from.incarnation == self.incarnation
+    }
+
+    /// Whether the server needs this seqno from the ordered stream.
+    fn wants(&self, seqno: Seqno) -> bool {
+        match self.admission.as_ref().map(|a| &a.plan) {
+            Some(Plan::Resume { position }) => seqno > *position,
+            Some(_) => true,
+            None => self.footing.resumable() && seqno > self.footing.start.seqno,
+        }
+    }
+
+    // ---- inputs ------------------------------------------------------------
+
+    /// The replicated state was replaced by a snapshot or a checkpoint:
+    /// ordered history before it cannot be replayed by this process.
+    pub fn on_restored(&mut self, state: &GroupState) -> Vec<Command> {
+        let mut out = vec![];
+        self.footing.replay_from = state.seqno + 1;
+        self.observe(state);
+        let resuming = self.admission.as_ref().is_some_and(|a| matches!(a.plan, Plan::Resume { .. }));
+        if self.live || (resuming && !self.footing.resumable()) {
+            // The ordered events between what we had and the snapshot are
+            // gone for us: the local data can no longer be brought in step.
+            out.push(Command::RestartRequired(format!(
+                "this node received the group's state at seqno {} instead of the history it was \
+                 catching up on (from seqno {})",
+                state.seqno,
+                self.last_applied_hint()
+            )));
+            return out;
+        }
+        if !self.footing.resumable() {
+            self.held_bytes = 0;
+        }
+        // A snapshot taken after this incarnation was admitted carries the
+        // view that admits it; no membership event will follow.
+        if state.member(self.me).is_some_and(|m| m.incarnation == self.incarnation) {
+            self.on_view(state.current_view(), state, &mut out);
+        }
+        self.try_admit(&mut out);
+        self.announcements(&mut out);
+        out
+    }
+
+    fn last_applied_hint(&self) -> Seqno {
+        match self.admission.as_ref().map(|a| &a.plan) {
+            Some(Plan::Resume { position }) => *position,
+            _ => self.footing.start.seqno,
+        }
+    }
+
+    pub fn on_ordered(&mut self, outcome: Outcome, state: &GroupState) -> Vec<Command> {
+        let mut out = vec![];
+        if self.footing.replay_from == Seqno::MAX {
+            // Replayed from the very start of the history.
+            self.footing.replay_from = state.first_seqno + 1;
+        }
+        self.observe(state);
+        match outcome {
+            Outcome::Nothing => {}
+            Outcome::WriteSet { from, token, seqno, verdict, ws } => self.on_write_set(from, token, seqno, verdict, ws, &mut out),
+            Outcome::View(vc) => self.on_view(vc, state, &mut out),
+            Outcome::Causal { from, token, seqno } => {
+                if self.is_mine(from) {
+                    out.push(Command::Reply { token, reply: Reply::Causal(seqno) });
+                }
+            }
+            Outcome::StateRequest { from, token, donor, request, seqno } => {
+                if donor == Some(self.me) && self.live {
+                    out.push(Command::Queue(Task::Donate { after: seqno, request, joiner: from.uuid }));
+                }
+                if self.is_mine(from) {
+                    out.push(Command::Reply { token, reply: Reply::Donor(donor) });
+                }
+            }
+            Outcome::MemberState { from, state: MemberState::Synced, seqno } if self.is_mine(from) && self.live => {
+                self.synced_ordered = true;
+                out.push(Command::Queue(Task::Synced { after: seqno }));
+            }
+            Outcome::MemberState { .. } => {}
+            Outcome::Progress { member, committed } => {
+                if let Some(m) = state.member(member) {
+                    if let Some((first, last)) = m.ist {
+                        out.push(Command::IstProgress { member: m.name.clone(), committed, first, last });
+                    }
+                }
+            }
+        }
+        self.try_admit(&mut out);
+        self.announcements(&mut out);
+        out
+    }
+
+    /// What every ordered event tells us, whatever it is.
+    fn observe(&mut self, state: &GroupState) {
+        self.last_ordered = state.seqno;
+        if !state.group_uuid.is_nil() {
+            self.footing.group_uuid = state.group_uuid;
+        }
+        self.group_incarnation = state.member(self.me).map(|m| m.incarnation);
+        if state.member(self.me).is_some() && !state.members.is_empty() {
+            self.view_with_me = Some(state.current_view());
+        }
+    }
+
+    fn on_write_set(&mut self, from: Sender, token: u64, seqno: Seqno, verdict: Verdict, ws: WriteSet, out: &mut Vec<Command>) {
+        let apply = self.wants(seqno);
+        if self.live && seqno % PROGRESS_INTERVAL == 0 {
+            out.push(Command::ReportProgress);
+        }
+        if apply && self.admission.is_none() {
+            self.held_bytes += ws.data.len();
+        }
+        let waiter = self.is_mine(from).then_some(token);
+        out.push(Command::WriteSet { waiter, seqno, verdict, ws, apply });
+    }
+
+    fn on_view(&mut self, vc: ViewChange, state: &GroupState, out: &mut Vec<Command>) {
+        self.views_ordered += 1;
+        self.view_members = vc.members.iter().map(|m| m.uuid).collect();
+        let included = vc.members.iter().any(|m| m.uuid == self.me);
+        if included && !self.live && self.group_incarnation == Some(self.incarnation) {
+            self.live = true;
+            self.admit_at_view(vc, state, out);
+        } else if self.live && included {
+            out.push(Command::Queue(Task::View(vc)));
+        } else if self.live && !included {
+            if self.closing {
+                return; // our own graceful leave
+            }
+            log::error!("This node was removed from the primary component; restart it to rejoin");
+            if self.link == Link::Primary {
+                self.link = Link::Cut { since_ms: self.now_ms };
+            }
+            out.push(Command::Queue(Task::NonPrimary { after: vc.state_id.seqno - 1 }));
+        } else if self.wants(vc.state_id.seqno) {
+            // History this node was away for: part of its IST.
+            out.push(Command::Queue(Task::View(vc)));
+        }
+    }
+
+    /// The view that admits this incarnation has been ordered.
+    fn admit_at_view(&mut self, vc: ViewChange, state: &GroupState, out: &mut Vec<Command>) {
+        if self.admission.is_some() {
+            out.push(Command::Queue(Task::View(vc)));
+            return;
+        }
+        let founder = vc.members.len() == 1 && vc.state_id.seqno == state.first_seqno + 1;
+        match plan_at_view(&self.footing, vc.state_id.seqno, founder) {
+            Err(why) => out.push(Command::RestartRequired(why)),
+            Ok(Plan::Resume { position }) => {
+                let view = view_at(&vc, position);
+                self.admit(Admission { plan: Plan::Resume { position }, view }, out);
+                out.push(Command::Queue(Task::View(vc)));
+            }
+            Ok(plan) => {
+                self.log_transfer_reason(&plan);
+                self.admit(Admission { plan, view: vc }, out);
+            }
+        }
+    }
+
+    fn log_transfer_reason(&self, plan: &Plan) {
+        let start = self.footing.start;
+        if *plan != Plan::Transfer || start.seqno < 0 {
+            return;
+        }
+        if start.uuid != self.footing.group_uuid {
+            log::info!(
+                "Local state {start} belongs to another history than the group's ({}): full state transfer (SST)",
+                self.footing.group_uuid
+            );
+        } else {
+            log::warn!(
+                "IST is not possible: local seqno {} is older than the history the group still holds \
+                 (from seqno {}); falling back to a full state transfer (SST)",
+                start.seqno,
+                self.footing.replay_from
+            );
+        }
+    }
+
+    /// A resumable node is connected as soon as its replay has reached its
+    /// own data and it has heard from the group (or holds too much to wait).
+    fn try_admit(&mut self, out: &mut Vec<Command>) {
+        if self.admission.is_some() || self.closing || !self.footing.resumable() {
+            return;
+        }
+        let position = self.footing.start.seqno;
+        if self.last_ordered < position {
+            return; // the replay has not reached the local data yet
+        }
+        let Some(view) = self.view_with_me.clone() else { return };
+        let ready = self.link == Link::Primary || self.held_bytes > self.admit_budget_bytes;
+        if !ready {
+            return;
+        }
+        self.admit(Admission { plan: Plan::Resume { position }, view: view_at(&view, position) }, out);
+    }
+
+    fn admit(&mut self, admission: Admission, out: &mut Vec<Command>) {
+        match admission.plan {
+            Plan::Resume { position } => log::info!(
+                "Resuming at local seqno {position}: replaying what follows from the ordered history (IST)"
+            ),
+            Plan::Found => log::info!("Founding the group's history at seqno {}", admission.view.state_id.seqno),
+            Plan::Transfer => {}
+        }
+        self.held_bytes = 0;
+        self.admission = Some(admission.clone());
+        out.push(Command::Admit(admission));
+    }
+
+    pub fn on_connectivity(&mut self, primary: bool, now_ms: u64) -> Vec<Command> {
+        self.now_ms = self.now_ms.max(now_ms);
+        let mut out = vec![];
+        if primary {
+            let was_cut = matches!(self.link, Link::Cut { .. }) && self.live;
+            self.link = Link::Primary;
+            if was_cut {
+                log::info!("Back in the primary component");
+                self.bump_after = Some(self.views_ordered);
+            }
+        } else {
+            if self.link == Link::Primary {
+                self.link = Link::Cut { since_ms: now_ms };
+                if self.live {
+                    out.push(Command::Queue(Task::NonPrimary { after: self.last_ordered }));
+                }
+            }
+            out.push(Command::WakeWaiters);
+        }
+        self.try_admit(&mut out);
+        self.announcements(&mut out);
+        out
+    }
+
+    /// Every 100 ms; `committed` is the server's last committed seqno.
+    pub fn on_tick(&mut self, now_ms: u64, committed: Seqno) -> Vec<Command> {
+        self.now_ms = self.now_ms.max(now_ms);
+        let mut out = vec![];
+        if self.admission.is_some() {
+            if let Some(point) = self.retention.tick(now_ms, committed) {
+                out.push(Command::ReleaseLog(point));
+            }
+        }
+        self.announcements(&mut out);
+        out
+    }
+
+    /// The messages repeated until the group has seen them: the rejoin of a
+    /// restarted incarnation, our synced state, a fresh view after a cut.
+    fn announcements(&mut self, out: &mut Vec<Command>) {
+        let primary = self.link == Link::Primary && !self.closing;
+        let now = self.now_ms;
+        let rejoin = primary && !self.live && self.group_incarnation.is_some_and(|i| i < self.incarnation);
+        if self.rejoin.due(rejoin, now) {
+            out.push(Command::Submit(Body::Rejoin { position: self.footing.start.seqno }));
+        }
+        let synced = primary && self.live && self.state == LocalState::Joined && self.desyncs == 0 && !self.synced_ordered;
+        if self.announce.due(synced, now) {
+            out.push(Command::Submit(Body::State(MemberState::Synced)));
+        }
+        if self.bump_after.is_some_and(|before| self.views_ordered > before) || !primary {
+            self.bump_after = None;
+        }
+        if self.bump.due(self.bump_after.is_some(), now) {
+            out.push(Command::Submit(Body::ViewBump));
+        }
+    }
+
+    // ---- server steps, reported by the appliers ----------------------------
+
+    /// The join task connected the server as `plan` says.
+    pub fn on_connected(&mut self, plan: &Plan) {
+        self.state = match plan {
+            Plan::Found => LocalState::Synced,
+            Plan::Resume { .. } => LocalState::Joined,
+            Plan::Transfer => LocalState::Joining,
+        };
+    }
+
+    pub fn on_donor_found(&mut self) {
+        self.state = LocalState::ReceivingState;
+    }
+
+    /// The state transfer arrived; `synced_ordered` starts over.
+    pub fn on_state_received(&mut self) -> Vec<Command> {
+        self.state = LocalState::Joined;
+        self.synced_ordered = false;
+        let mut out = vec![];
+        self.announcements(&mut out);
+        out
+    }
+
+    pub fn on_view_delivered(&mut self, vc: &ViewChange) -> Vec<Command> {
+        self.members = vc.members.clone();
+        if std::mem::take(&mut self.resync_on_view) {
+            // An operator's desync outlives the non-primary spell.
+            self.state = if self.desyncs > 0 { LocalState::Donor } else { LocalState::Joined };
+            self.synced_ordered = false;
+        }
+        let mut out = vec![];
+        self.announcements(&mut out);
+        out
+    }
+
+    pub fn on_non_primary_delivered(&mut self) {
+        self.state = LocalState::Initialized;
+        self.resync_on_view = true;
+    }
+
+    /// Everything up to our synced announcement is applied. True when the
+    /// server must now be told it is synced.
+    pub fn on_synced_reached(&mut self) -> bool {
+        if self.desyncs > 0 || self.state == LocalState::Synced {
+            return false;
+        }
+        self.state = LocalState::Synced;
+        true
+    }
+
+    /// This node was picked as donor. True when it must first tell the
+    /// server it is synced: it was resyncing after a non-primary spell and
+    /// the group picked it before its announcement was ordered; everything
+    /// up to the request is applied and it is primary, so it is synced.
+    pub fn on_donating(&mut self) -> bool {
+        let resyncing = self.state == LocalState::Joined && self.desyncs == 0;
+        self.state = LocalState::Donor;
+        resyncing
+    }
+
+    pub fn on_sst_sent(&mut self) -> Vec<Command> {
+        self.state = LocalState::Joined;
+        self.synced_ordered = false;
+        let mut out = vec![];
+        self.announcements(&mut out);
+        out
+    }
+
+    /// `wsrep_desync=ON`; the first one tells the group.
+    pub fn desync(&mut self) -> Vec<Command> {
+        self.desyncs += 1;
+        if self.desyncs > 1 {
+            return vec![];
+        }
+        self.state = LocalState::Donor;
+        vec![Command::Submit(Body::State(MemberState::Donor))]
+    }
+
+    pub fn resync(&mut self) -> Vec<Command> {
+        self.desyncs = self.desyncs.saturating_sub(1);
+        if self.desyncs > 0 {
+            return vec![];
+        }
+        // Not connected: nothing to catch up with.
+        let connected = self.link == Link::Primary && self.live;
+        self.state = if connected { LocalState::Joined } else { LocalState::Synced };
+        self.synced_ordered = false;
+        let mut out = vec![];
+        self.announcements(&mut out);
+        out
+    }
+
+    /// The final view was delivered: this connection is over.
+    pub fn on_final(&mut self) {
+        self.state = LocalState::Initialized;
+    }
+
+    pub fn close(&mut self) {
+        self.closing = true;
+    }
+}
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+mod tests;

@@ -1,0 +1,366 @@
+//! The core driven by a real `GroupState`: each test plays the ordered
+//! events of a scenario and checks the commands that come out.
+
+use std::collections::BTreeMap;
+
+use tandem_group::{MemberInfo, Membership, Ordered};
+
+use super::*;
+use crate::message::{Envelope, JoinInfo};
+use crate::writeset::{flags, Key, KeyType};
+
+const ME: u8 = 1;
+const OTHER: u8 = 2;
+
+fn uuid(n: u8) -> Uuid {
+    Uuid([n; 16])
+}
+
+/// A member info carrying the join info of incarnation `inc` at `position`.
+fn info(n: u8, inc: u32, position: Gtid) -> MemberInfo {
+    MemberInfo { uuid: [n; 16], name: format!("node{n}"), app: JoinInfo { incarnation: inc, position }.encode(), ..Default::default() }
+}
+
+fn envelope(from: u8, inc: u32, token: u64, body: Body) -> Vec<u8> {
+    Envelope { source: uuid(from), incarnation: inc, token, body }.encode()
+}
+
+fn write_set(from: u8, last_seen: Seqno, row: u8, len: usize) -> Body {
+    Body::WriteSet(WriteSet {
+        source: uuid(from),
+        trx_id: row as u64,
+        conn_id: 1,
+        flags: flags::TRX_START | flags::TRX_END,
+        last_seen,
+        safe: last_seen,
+        keys: vec![Key { parts: vec![b"db".to_vec(), b"t".to_vec(), vec![row]], kind: KeyType::Exclusive }],
+        data: vec![row; len],
+    })
+}
+
+/// The group's replicated state and this node's core, fed the same events.
+struct Harness {
+    state: GroupState,
+    core: NodeCore,
+    members: BTreeMap<u64, MemberInfo>,
+    now: u64,
+}
+
+impl Harness {
+    fn new(core: NodeCore) -> Harness {
+        Harness { state: GroupState::default(), core, members: BTreeMap::new(), now: 0 }
+    }
+
+    fn members(&mut self, infos: Vec<(u8, MemberInfo)>) -> Vec<Command> {
+        for (n, i) in infos {
+            self.members.insert(n as u64, i);
+        }
+        let m = Membership { voters: self.members.keys().copied().collect(), learners: vec![], members: self.members.clone() };
+        let outcome = self.state.apply(Ordered::Membership(m));
+        self.core.on_ordered(outcome, &self.state)
+    }
+
+    fn message(&mut self, from: u8, inc: u32, token: u64, body: Body) -> Vec<Command> {
+        let payload = envelope(from, inc, token, body);
+        let outcome = self.state.apply(Ordered::Message { origin: from as u64, payload: &payload });
+        self.core.on_ordered(outcome, &self.state)
+    }
+
+    /// A write-set of `OTHER` that has seen everything.
+    fn remote_write(&mut self) -> Vec<Command> {
+        let seen = self.state.seqno;
+        self.message(OTHER, 1, 0, write_set(OTHER, seen, (seen % 200) as u8, 10))
+    }
+
+    fn tick(&mut self, ms: u64, committed: Seqno) -> Vec<Command> {
+        self.now += ms;
+        self.core.on_tick(self.now, committed)
+    }
+
+    fn connectivity(&mut self, primary: bool) -> Vec<Command> {
+        self.core.on_connectivity(primary, self.now)
+    }
+}
+
+fn admissions(cmds: &[Command]) -> Vec<&Admission> {
+    cmds.iter().filter_map(|c| if let Command::Admit(a) = c { Some(a) } else { None }).collect()
+}
+
+fn submitted(cmds: &[Command]) -> Vec<&Body> {
+    cmds.iter().filter_map(|c| if let Command::Submit(b) = c { Some(b) } else { None }).collect()
+}
+
+fn applied(cmds: &[Command]) -> Vec<Seqno> {
+    cmds.iter()
+        .filter_map(|c| match c {
+            Command::WriteSet { seqno, apply: true, .. } => Some(*seqno),
+            Command::Queue(Task::View(v)) => Some(v.state_id.seqno),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A two-member group with `OTHER` as founder and `writes` write-sets; this
+/// node's core (incarnation 1, no data) looks on. Returns the harness with
+/// this node added (admitted by transfer) and the seqno of its join view.
+fn group_with_me(writes: usize) -> (Harness, Seqno) {
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    h.members(vec![(OTHER, info(OTHER, 1, Gtid::UNDEFINED))]);
+    for _ in 0..writes {
+        h.remote_write();
+    }
+    let cmds = h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
+    let view = h.state.seqno;
+    assert_eq!(admissions(&cmds).len(), 1);
+    (h, view)
+}
+
+#[test]
+fn a_founder_is_admitted_as_such_and_synced_once_connected() {
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    let cmds = h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
+    let a = admissions(&cmds);
+    assert_eq!(a.len(), 1);
+    assert_eq!((&a[0].plan, a[0].view.state_id.seqno), (&Plan::Found, 1));
+    h.core.on_connected(&Plan::Found);
+    assert_eq!(h.core.state, LocalState::Synced);
+    assert!(!h.core.awaits_synced());
+}
+
+#[test]
+fn a_new_node_without_data_is_given_a_state_transfer_and_nothing_before_its_view() {
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    h.members(vec![(OTHER, info(OTHER, 1, Gtid::UNDEFINED))]);
+    let before: Vec<Command> = (0..5).flat_map(|_| h.remote_write()).collect();
+    assert!(applied(&before).is_empty(), "the transfer brings these: {before:?}");
+    let cmds = h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
+    assert_eq!(admissions(&cmds)[0].plan, Plan::Transfer);
+    assert!(h.core.is_live());
+    let after = h.remote_write();
+    assert_eq!(applied(&after), vec![h.state.seqno], "what follows the view is applied");
+}
+
+/// The group as it was when this node stopped: founder ME (incarnation 1),
+/// OTHER, `writes` write-sets. Returns the state as a checkpoint taken after
+/// `checkpoint_after` write-sets, and the remaining events to replay.
+fn history(writes: usize, checkpoint_after: usize) -> (Vec<u8>, Vec<Vec<u8>>, Uuid) {
+    let mut s = GroupState::default();
+    let mut members = BTreeMap::new();
+    members.insert(ME as u64, info(ME, 1, Gtid::UNDEFINED));
+    s.apply(Ordered::Membership(Membership { voters: vec![1], learners: vec![], members: members.clone() }));
+    members.insert(OTHER as u64, info(OTHER, 1, Gtid::UNDEFINED));
+    s.apply(Ordered::Membership(Membership { voters: vec![1, 2], learners: vec![], members }));
+    let mut checkpoint = s.encode();
+    let mut rest = vec![];
+    for i in 0..writes {
+        let payload = envelope(OTHER, 1, 0, write_set(OTHER, s.seqno, i as u8, 10));
+        if i < checkpoint_after {
+            s.apply(Ordered::Message { origin: OTHER as u64, payload: &payload });
+            checkpoint = s.encode();
+        } else {
+            rest.push(payload);
+        }
+    }
+    (checkpoint, rest, s.group_uuid)
+}
+
+#[test]
+fn a_restarted_node_replays_its_history_and_resumes_at_its_own_position() {
+    let (checkpoint, rest, history_uuid) = history(10, 3);
+    // The data is at seqno 8: write-sets 1..=6 of the history (seqnos 3..=8).
+    let start = Gtid { uuid: history_uuid, seqno: 8 };
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, start, String::new()));
+    h.state = GroupState::decode(&checkpoint).unwrap();
+    assert!(admissions(&h.core.on_restored(&h.state)).is_empty());
+    let mut replayed = vec![];
+    for payload in &rest {
+        let outcome = h.state.apply(Ordered::Message { origin: OTHER as u64, payload });
+        replayed.extend(h.core.on_ordered(outcome, &h.state));
+    }
+    assert_eq!(applied(&replayed), vec![9, 10, 11, 12], "only what the data lacks");
+    assert!(admissions(&replayed).is_empty(), "not before the group is heard");
+    let cmds = h.connectivity(true);
+    let a = admissions(&cmds);
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].plan, Plan::Resume { position: 8 });
+    assert_eq!(a[0].view.state_id.seqno, 8, "connected at its own position");
+    assert!(a[0].view.members.iter().any(|m| m.uuid == uuid(ME)));
+    assert_eq!(submitted(&cmds), vec![&Body::Rejoin { position: 8 }], "the group learns of the new incarnation");
+    h.core.on_connected(&Plan::Resume { position: 8 });
+    // The rejoin comes back ordered: the view that makes this process live.
+    let cmds = h.message(ME, 2, 0, Body::Rejoin { position: 8 });
+    assert!(h.core.is_live());
+    assert_eq!(applied(&cmds), vec![13], "the rejoin view follows the IST in order");
+    assert_eq!(submitted(&cmds), vec![&Body::State(MemberState::Synced)]);
+    assert_eq!(h.core.ist_range(), Some((9, 13)));
+    let cmds = h.message(ME, 2, 0, Body::State(MemberState::Synced));
+    assert_eq!(cmds, vec![Command::Queue(Task::Synced { after: 13 })]);
+    assert!(!h.core.awaits_synced());
+}
+
+#[test]
+fn data_older_than_the_replayable_history_falls_back_to_a_state_transfer() {
+    let (checkpoint, rest, history_uuid) = history(10, 5);
+    // The checkpoint is at seqno 7; the data at 4 cannot be caught up.
+    let start = Gtid { uuid: history_uuid, seqno: 4 };
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, start, String::new()));
+    h.state = GroupState::decode(&checkpoint).unwrap();
+    h.core.on_restored(&h.state);
+    for payload in &rest {
+        let outcome = h.state.apply(Ordered::Message { origin: OTHER as u64, payload });
+        assert!(applied(&h.core.on_ordered(outcome, &h.state)).is_empty());
+    }
+    let cmds = h.connectivity(true);
+    assert!(admissions(&cmds).is_empty());
+    assert_eq!(submitted(&cmds), vec![&Body::Rejoin { position: 4 }]);
+    let cmds = h.message(ME, 2, 0, Body::Rejoin { position: 4 });
+    assert_eq!(admissions(&cmds)[0].plan, Plan::Transfer);
+}
+
+#[test]
+fn data_ahead_of_the_group_is_refused_at_the_admitting_view() {
+    let (checkpoint, _, history_uuid) = history(4, 4);
+    let start = Gtid { uuid: history_uuid, seqno: 50 };
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, start, String::new()));
+    h.state = GroupState::decode(&checkpoint).unwrap();
+    h.core.on_restored(&h.state);
+    h.connectivity(true);
+    let cmds = h.message(ME, 2, 0, Body::Rejoin { position: 50 });
+    assert!(matches!(cmds.as_slice(), [Command::RestartRequired(why)] if why.contains("diverged")), "{cmds:?}");
+}
+
+#[test]
+fn a_large_backlog_is_resumed_without_waiting_for_the_group() {
+    let (checkpoint, rest, history_uuid) = history(10, 0);
+    let start = Gtid { uuid: history_uuid, seqno: 2 };
+    let mut core = NodeCore::new(uuid(ME), 2, start, String::new());
+    core.admit_budget_bytes = 25;
+    let mut h = Harness::new(core);
+    h.state = GroupState::decode(&checkpoint).unwrap();
+    h.core.on_restored(&h.state);
+    let mut seen = vec![];
+    for payload in &rest {
+        let outcome = h.state.apply(Ordered::Message { origin: OTHER as u64, payload });
+        seen.extend(h.core.on_ordered(outcome, &h.state));
+        if !admissions(&seen).is_empty() {
+            break;
+        }
+    }
+    let a = admissions(&seen);
+    assert_eq!(a.len(), 1, "admitted once 3 write-sets of 10 bytes are held");
+    assert_eq!(a[0].plan, Plan::Resume { position: 2 });
+    assert_eq!(applied(&seen).len(), 3);
+}
+
+#[test]
+fn a_snapshot_after_resuming_requires_a_restart() {
+    let (checkpoint, rest, history_uuid) = history(10, 3);
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, Gtid { uuid: history_uuid, seqno: 5 }, String::new()));
+    h.state = GroupState::decode(&checkpoint).unwrap();
+    h.core.on_restored(&h.state);
+    h.connectivity(true);
+    assert!(h.core.admission().is_some());
+    for payload in &rest {
+        h.state.apply(Ordered::Message { origin: OTHER as u64, payload });
+    }
+    // The leader's snapshot jumps over what the node was replaying.
+    let mut jumped = h.state.clone();
+    jumped.seqno += 100;
+    let cmds = h.core.on_restored(&jumped);
+    assert!(matches!(cmds.as_slice(), [Command::RestartRequired(_)]), "{cmds:?}");
+}
+
+#[test]
+fn messages_of_a_previous_incarnation_wake_no_waiter_but_their_write_sets_apply() {
+    let (mut h, _) = group_with_me(2);
+    let seen = h.state.seqno;
+    // Sent by incarnation 0 of ME (unknown to the group as such): still a
+    // transaction, but nobody in this process waits for token 7.
+    let cmds = h.message(ME, 0, 7, write_set(ME, seen, 1, 10));
+    assert!(matches!(cmds.as_slice(), [Command::WriteSet { waiter: None, apply: true, .. }]), "{cmds:?}");
+    let cmds = h.message(ME, 1, 8, write_set(ME, seen + 1, 2, 10));
+    assert!(matches!(cmds.as_slice(), [Command::WriteSet { waiter: Some(8), .. }]), "{cmds:?}");
+    assert!(h.message(ME, 0, 9, Body::Causal).is_empty());
+    assert_eq!(h.message(ME, 1, 9, Body::Causal), vec![Command::Reply { token: 9, reply: Reply::Causal(h.state.seqno) }]);
+}
+
+#[test]
+fn a_node_donates_only_once_live() {
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
+    h.core.on_connected(&Plan::Found);
+    h.members(vec![(3, info(3, 1, Gtid::UNDEFINED))]);
+    let cmds = h.message(3, 1, 4, Body::StateRequest { donors: String::new(), request: b"r".to_vec() });
+    assert!(matches!(cmds.as_slice(), [Command::Queue(Task::Donate { joiner, .. })] if *joiner == uuid(3)), "{cmds:?}");
+    // A process that is not live yet ignores a request naming it.
+    let mut restarted = NodeCore::new(uuid(ME), 2, Gtid::UNDEFINED, String::new());
+    let outcome = Outcome::StateRequest {
+        from: crate::group_state::Sender { uuid: uuid(3), incarnation: 1 },
+        token: 4,
+        donor: Some(uuid(ME)),
+        request: vec![],
+        seqno: h.state.seqno,
+    };
+    assert!(restarted.on_ordered(outcome, &h.state).is_empty());
+}
+
+#[test]
+fn a_cut_off_node_asks_for_a_fresh_view_until_one_is_ordered() {
+    let (mut h, _) = group_with_me(1);
+    h.connectivity(true);
+    let cmds = h.connectivity(false);
+    assert_eq!(cmds, vec![Command::Queue(Task::NonPrimary { after: h.state.seqno }), Command::WakeWaiters]);
+    let cmds = h.connectivity(true);
+    assert_eq!(submitted(&cmds), vec![&Body::ViewBump]);
+    assert!(submitted(&h.tick(1_000, -1)).is_empty(), "not again within two seconds");
+    assert_eq!(submitted(&h.tick(1_000, -1)), vec![&Body::ViewBump]);
+    h.message(ME, 1, 0, Body::ViewBump);
+    assert!(submitted(&h.tick(3_000, -1)).is_empty(), "a view was ordered: done");
+}
+
+#[test]
+fn the_synced_announcement_repeats_until_ordered_and_waits_while_cut_off() {
+    let (mut h, _) = group_with_me(0);
+    h.core.on_connected(&Plan::Transfer);
+    assert!(submitted(&h.core.on_state_received()).is_empty(), "not primary yet");
+    assert_eq!(submitted(&h.connectivity(true)), vec![&Body::State(MemberState::Synced)]);
+    assert_eq!(submitted(&h.tick(2_000, -1)), vec![&Body::State(MemberState::Synced)], "lost? again");
+    h.connectivity(false);
+    assert!(submitted(&h.tick(2_000, -1)).is_empty(), "waits while cut off");
+    // Back: at once, together with the request for a fresh view.
+    assert_eq!(submitted(&h.connectivity(true)), vec![&Body::State(MemberState::Synced), &Body::ViewBump]);
+    h.message(ME, 1, 0, Body::State(MemberState::Synced));
+    let later = h.tick(5_000, -1);
+    assert!(!submitted(&later).contains(&&Body::State(MemberState::Synced)), "ordered: no more repeats");
+    assert!(h.core.on_synced_reached());
+    assert!(!h.core.on_synced_reached(), "a repeated announcement changes nothing");
+}
+
+#[test]
+fn the_log_is_released_only_once_the_server_is_in_step_and_never_past_a_freeze() {
+    let (mut h, _) = group_with_me(0);
+    let mut fresh = NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new());
+    assert!(fresh.on_tick(60_000, 5).is_empty(), "not admitted: nothing is released");
+    h.core.freeze_purge_at(4);
+    let released: Vec<Seqno> = (0..20)
+        .flat_map(|i| h.tick(1_000, i))
+        .filter_map(|c| if let Command::ReleaseLog(s) = c { Some(s) } else { None })
+        .collect();
+    assert_eq!(released, vec![0, 1, 2, 3], "settled commits, below the freeze");
+}
+
+#[test]
+fn desync_tells_the_group_once_and_resync_announces_synced_again() {
+    let (mut h, _) = group_with_me(0);
+    h.connectivity(true);
+    h.core.on_connected(&Plan::Transfer);
+    h.core.on_state_received();
+    h.message(ME, 1, 0, Body::State(MemberState::Synced));
+    assert!(h.core.on_synced_reached());
+    assert_eq!(h.core.desync(), vec![Command::Submit(Body::State(MemberState::Donor))]);
+    assert!(h.core.desync().is_empty());
+    assert_eq!(h.core.state, LocalState::Donor);
+    assert!(h.core.resync().is_empty(), "still desynced once");
+    assert_eq!(submitted(&h.core.resync()), vec![&Body::State(MemberState::Synced)]);
+    assert_eq!(h.core.state, LocalState::Joined);
+}

@@ -1,0 +1,116 @@
+//! How much of the ordered history this node may let its log forget.
+//!
+//! The log (the gcache) must keep every write-set the local database may
+//! still need after a crash: everything above the position InnoDB will
+//! recover to. That position is not observable while running: a commit is
+//! visible before it is durable (`innodb_flush_log_at_trx_commit=0` flushes
+//! once a second, `=2` leaves it to the OS). So a committed seqno is only
+//! released once it has been committed for `settle_ms`, and never at or above
+//! `gcache.freeze_purge_at_seqno`. The group then purges whole segments below
+//! the released seqno, and only when the log exceeds `gcache.size`.
+
+use std::collections::VecDeque;
+
+use crate::types::Seqno;
+
+/// How long a commit must have been visible before its write-set may leave
+/// the log: well above InnoDB's one-second flush of `flush_log_at_trx_commit=0`.
+pub const SETTLE_MS: u64 = 5_000;
+
+#[derive(Debug, Clone)]
+pub struct Retention {
+    settle_ms: u64,
+    /// (tick time, committed seqno then), oldest first; at most one sample
+    /// per second is kept.
+    samples: VecDeque<(u64, Seqno)>,
+    /// `gcache.freeze_purge_at_seqno`: nothing at or above it is released
+    /// (-1: no freeze).
+    freeze_at: Seqno,
+    /// What was last handed to the group.
+    released: Seqno,
+}
+
+impl Retention {
+    pub fn new(settle_ms: u64) -> Retention {
+        Retention { settle_ms, samples: VecDeque::new(), freeze_at: -1, released: -1 }
+    }
+
+    /// `gcache.freeze_purge_at_seqno`: a seqno, or -1 to unfreeze.
+    pub fn freeze(&mut self, at: Seqno) {
+        self.freeze_at = at;
+    }
+
+    pub fn frozen_at(&self) -> Option<Seqno> {
+        (self.freeze_at >= 0).then_some(self.freeze_at)
+    }
+
+    /// Records the committed seqno at `now_ms`; returns a new release point
+    /// when it moved (forwards only: a freeze holds what is left, it cannot
+    /// bring back what was purged).
+    pub fn tick(&mut self, now_ms: u64, committed: Seqno) -> Option<Seqno> {
+        if self.samples.back().is_none_or(|&(t, _)| now_ms >= t + 1_000) {
+            self.samples.push_back((now_ms, committed));
+        }
+        let mut settled = None;
+        while let Some(&(t, seqno)) = self.samples.front() {
+            if t + self.settle_ms > now_ms {
+                break;
+            }
+            settled = Some(seqno);
+            // Keep the newest settled sample: it is the release point until a
+            // newer one settles.
+            if self.samples.len() > 1 && self.samples[1].0 + self.settle_ms <= now_ms {
+                self.samples.pop_front();
+            } else {
+                break;
+            }
+        }
+        let mut point = settled?;
+        if self.freeze_at >= 0 {
+            point = point.min(self.freeze_at - 1);
+        }
+        (point > self.released).then(|| {
+            self.released = point;
+            point
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_is_released_only_after_it_settled() {
+        let mut r = Retention::new(5_000);
+        assert_eq!(r.tick(0, 100), None);
+        assert_eq!(r.tick(1_000, 200), None);
+        assert_eq!(r.tick(4_999, 300), None, "nothing has been committed for 5 s yet");
+        assert_eq!(r.tick(5_000, 300), Some(100));
+        assert_eq!(r.tick(5_500, 300), None, "no newer sample settled");
+        assert_eq!(r.tick(6_000, 300), Some(200));
+    }
+
+    #[test]
+    fn a_freeze_caps_the_release_and_never_moves_it_back() {
+        let mut r = Retention::new(0);
+        assert_eq!(r.tick(0, 50), Some(50));
+        r.freeze(40);
+        assert_eq!(r.tick(1_000, 90), None, "frozen below what was already released");
+        r.freeze(80);
+        assert_eq!(r.tick(2_000, 95), Some(79));
+        assert_eq!(r.frozen_at(), Some(80));
+        r.freeze(-1);
+        assert_eq!(r.tick(3_000, 100), Some(100));
+        assert_eq!(r.frozen_at(), None);
+    }
+
+    #[test]
+    fn samples_stay_bounded() {
+        let mut r = Retention::new(5_000);
+        for s in 0..100_000u64 {
+            r.tick(s * 100, s as Seqno);
+        }
+        assert!(r.samples.len() <= 7, "{} samples", r.samples.len());
+    }
+}
