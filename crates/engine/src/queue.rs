@@ -2,10 +2,11 @@
 //!
 //! Bounded in bytes of write-set data while the appliers drain it: a push
 //! past the bound waits, which holds back the group's replay of history
-//! instead of holding that history in memory. While the join task holds the
-//! queue (the server is being brought in step, perhaps by a state transfer
-//! that itself needs the group) pushes never wait: the join could not finish
-//! otherwise.
+//! instead of holding that history in memory. Until the join task has run
+//! (the server is brought in step, perhaps by a state transfer that itself
+//! needs the group), the queue holds everything else and pushes never wait:
+//! nothing could drain it, and at startup the group replays the local log
+//! before the server even has applier threads.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -49,14 +50,26 @@ impl Task {
     }
 }
 
-#[derive(Default)]
 struct State {
     tasks: VecDeque<Task>,
     bytes: usize,
-    /// No task is handed out while one thread runs the join sequence: what
-    /// arrives meanwhile waits for it.
+    /// Only the join task (and the end of a connection) is handed out until
+    /// the join task has run: what arrives meanwhile waits for it.
     holding: bool,
     closed: bool,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State { tasks: VecDeque::new(), bytes: 0, holding: true, closed: false }
+    }
+}
+
+impl State {
+    /// A task that runs even while the queue holds.
+    fn front_overrides_hold(&self) -> bool {
+        matches!(self.tasks.front(), Some(Task::Connect(_) | Task::Final | Task::RestartRequired))
+    }
 }
 
 pub struct TaskQueue {
@@ -110,7 +123,7 @@ impl TaskQueue {
             if s.closed {
                 return None;
             }
-            if !s.holding {
+            if !s.holding || s.front_overrides_hold() {
                 if let Some(task) = s.tasks.pop_front() {
                     s.bytes -= task.bytes();
                     if matches!(task, Task::Connect(_)) {
@@ -180,9 +193,35 @@ mod tests {
         Task::Apply { seqno, verdict: Verdict::Pass { depends_on: 0 }, ws }
     }
 
+    /// A queue past its join task.
+    fn draining(bound: usize) -> TaskQueue {
+        let q = TaskQueue::with_bound(bound);
+        q.release_hold();
+        q
+    }
+
+    #[test]
+    fn before_the_join_task_nothing_but_it_is_handed_out_and_pushes_never_wait() {
+        let q = Arc::new(TaskQueue::with_bound(10));
+        for s in 1..20 {
+            q.push(apply(s, 50)); // far over the bound: nobody could drain it yet
+        }
+        let popper = {
+            let q = q.clone();
+            std::thread::spawn(move || q.pop())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!popper.is_finished(), "history waits for the join task");
+        let view = ViewChange { state_id: Default::default(), view_no: 1, members: vec![] };
+        q.push_front(Task::Connect(Admission { plan: crate::admission::Plan::Transfer, view }));
+        assert!(matches!(popper.join().unwrap(), Some(Task::Connect(_))));
+        q.release_hold();
+        assert_eq!(q.pop(), Some(apply(1, 50)));
+    }
+
     #[test]
     fn a_full_queue_makes_the_pusher_wait_until_an_applier_takes_work() {
-        let q = Arc::new(TaskQueue::with_bound(100));
+        let q = Arc::new(draining(100));
         q.push(apply(1, 80));
         q.push(apply(2, 80)); // over the bound now
         let pusher = {
@@ -203,7 +242,7 @@ mod tests {
 
     #[test]
     fn a_held_queue_never_makes_the_pusher_wait_and_connect_goes_first() {
-        let q = TaskQueue::with_bound(10);
+        let q = draining(10);
         q.push(apply(5, 50));
         let view = ViewChange { state_id: Default::default(), view_no: 1, members: vec![] };
         q.push_front(Task::Connect(Admission { plan: crate::admission::Plan::Transfer, view }));
@@ -219,7 +258,7 @@ mod tests {
 
     #[test]
     fn close_releases_a_waiting_pusher_and_drops_the_task() {
-        let q = Arc::new(TaskQueue::with_bound(60));
+        let q = Arc::new(draining(60));
         q.push(apply(1, 50));
         q.push(apply(2, 50));
         let pusher = {

@@ -14,7 +14,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use log::info;
 use openraft::{Instant as _, ServerState};
@@ -47,7 +47,14 @@ struct Detector {
     primary: bool,
     /// The cluster commit index seen at the previous step.
     prev_cluster_committed: Option<u64>,
+    /// Since when this member has been out of the primary component, and
+    /// when it last said who is missing.
+    waiting_since: Option<Instant>,
+    reported: Option<Instant>,
 }
+
+/// How often a member out of the primary component says who is missing.
+const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 impl Detector {
     fn step(&mut self, shared: &Shared) {
@@ -59,6 +66,7 @@ impl Detector {
         let m = shared.metrics();
         let verdict = self.assess(shared, &m);
         self.prev_cluster_committed = m.cluster_committed.as_ref().map(|l| l.index);
+        self.report_missing(shared, &m, &verdict);
         match verdict {
             Verdict::Primary if !self.primary => {
                 self.primary = true;
@@ -88,6 +96,36 @@ impl Detector {
             }
             _ => {}
         }
+    }
+
+    /// While no primary component takes this voter, says every few seconds
+    /// which voters of the last one it cannot reach and how to go on without
+    /// them. It re-forms by itself once a majority is back.
+    fn report_missing(&mut self, shared: &Shared, m: &Metrics, verdict: &Verdict) {
+        let voters: Vec<MemberId> = m.membership_config.membership().voter_ids().collect();
+        if *verdict == Verdict::Primary || !voters.contains(&shared.me) || m.current_leader.is_some_and(|l| l == shared.me) {
+            self.waiting_since = None;
+            return;
+        }
+        let since = *self.waiting_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < shared.suspect || self.reported.is_some_and(|t| t.elapsed() < REPORT_EVERY) {
+            return;
+        }
+        self.reported = Some(Instant::now());
+        let reachable = reachable(shared);
+        let membership = m.membership_config.membership();
+        let name = |id: &MemberId| membership.get_node(id).map_or_else(|| id.to_string(), |n| format!("{} ({})", n.name, n.group_addr));
+        let missing: Vec<String> = voters.iter().filter(|v| !reachable.contains(v)).map(name).collect();
+        let here = voters.len() - missing.len();
+        info!(
+            "Waiting for the primary component: {here} of the {} voters of the last one are reachable, {} are needed; \
+             missing: {}. It forms again by itself once a majority is back. To go on without the missing ones, \
+             bootstrap the most advanced node: SET GLOBAL wsrep_provider_options='pc.bootstrap=YES' there, \
+             or `tandem cluster bootstrap`",
+            voters.len(),
+            voters.len() / 2 + 1,
+            if missing.is_empty() { "none (an election is in progress)".to_string() } else { missing.join(", ") }
+        );
     }
 
     fn assess(&self, shared: &Shared, m: &Metrics) -> Verdict {

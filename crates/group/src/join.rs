@@ -152,8 +152,11 @@ pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) ->
         return shared.not_leader();
     }
     let m = shared.metrics();
-    if m.membership_config.membership().get_node(&member) == Some(&info) {
-        return Response::Done; // a retried join: it is already in
+    if m.membership_config.membership().get_node(&member).is_some() {
+        // A retried join, or a member back with its durable identity that
+        // the group never removed: it is in (the application learns of its
+        // new incarnation through the ordered stream).
+        return Response::Done;
     }
     info!(
         "Member {member} ({}) at {} asks to join",
@@ -345,11 +348,20 @@ async fn wait_until_member(shared: &Shared, within: Duration) -> bool {
 }
 
 /// Dials the configured peers until one of them gets us added as a learner.
+///
+/// A member back with its durable state may still be in the group's
+/// membership (its group re-forms around it: Raft's own crash recovery) or
+/// may have been removed while away; asking is harmless either way (the
+/// leader answers at once for a member it has). It asks until it is in the
+/// primary component.
 pub async fn join_loop(shared: Arc<Shared>, local: String) {
     let mut peers = candidate_peers(&shared, &local);
     info!(
-        "Member {} ({}) joining cluster '{}' via {peers:?}",
-        shared.me, shared.config.me.name, shared.config.cluster_name
+        "Member {} ({}) {} cluster '{}' via {peers:?}",
+        shared.me,
+        shared.config.me.name,
+        if shared.restored { "rejoining" } else { "joining" },
+        shared.config.cluster_name
     );
     let req = Request::Join {
         member: shared.me,
@@ -357,33 +369,40 @@ pub async fn join_loop(shared: Arc<Shared>, local: String) {
     };
     let mut pause = shared.retry_pause();
     let mut warned: Option<Instant> = None;
-    while !in_membership(&shared) {
-        if peers.is_empty() {
-            error!(
-                "Cannot join cluster '{}': no peer address other than our own, \
-                 and bootstrap was not requested",
-                shared.config.cluster_name
-            );
+    loop {
+        let member = in_membership(&shared);
+        if shared.is_primary() || (member && !shared.restored) {
+            info!("Member {} ({}) is now part of the group", shared.me, shared.config.me.name);
             return;
         }
-        for addr in peers.clone() {
-            match ask_leader(&shared, Some(addr.clone()), &req).await {
-                Ok(()) if wait_until_member(&shared, shared.request_timeout()).await => {
-                    info!(
-                        "Member {} ({}) is now part of the group",
-                        shared.me, shared.config.me.name
-                    );
-                    return;
-                }
-                Ok(()) => {
-                    debug!("Join via {addr} accepted; the new membership has not reached us yet")
-                }
-                Err(AskError::Myself) => peers.retain(|p| *p != addr),
-                Err(e) => report_join_failure(&mut warned, &addr, &e),
+        if peers.is_empty() {
+            if !member {
+                error!(
+                    "Cannot join cluster '{}': no peer address other than our own, \
+                     and bootstrap was not requested",
+                    shared.config.cluster_name
+                );
+                return;
             }
+        } else {
+            ask_peers(&shared, &mut peers, &req, &mut warned).await;
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// One round of join requests to the peers.
+async fn ask_peers(shared: &Shared, peers: &mut Vec<String>, req: &Request, warned: &mut Option<Instant>) {
+    for addr in peers.clone() {
+        match ask_leader(shared, Some(addr.clone()), req).await {
+            Ok(()) if wait_until_member(shared, shared.request_timeout()).await => return,
+            Ok(()) => debug!("Join via {addr} accepted; the new membership has not reached us yet"),
+            Err(AskError::Myself) => peers.retain(|p| *p != addr),
+            // A restored member's wait is reported by the quorum watch.
+            Err(e) if shared.restored => debug!("Could not rejoin via {addr} yet: {e}"),
+            Err(e) => report_join_failure(warned, &addr, &e),
+        }
     }
 }
 

@@ -19,11 +19,12 @@ mod join;
 mod liveness;
 mod raft;
 mod shared;
+mod store;
 mod submit;
 mod transport;
 pub mod wire;
 
-pub use raft::{LogRetention, RaftGroup};
+pub use raft::{RaftGroup, RaftStarter};
 
 /// Identity of a member in the group. It survives restarts together with the
 /// member's durable log and vote (Raft's ordinary crash recovery); a member

@@ -3,13 +3,15 @@
 //! Tasks hold an `Arc<Shared>`, never the [`crate::RaftGroup`] itself, so that
 //! dropping the last handle runs its `Drop` and stops them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
 
-use crate::raft::state_machine::SharedReplica;
+use crate::raft::state_machine::{SharedReplica, StateMachine};
+use crate::store::checkpoint::Checkpoints;
+use crate::store::log_store::DurableLog;
 use crate::raft::types::{GroupRaft, Metrics};
 use crate::transport::NetCtx;
 use crate::wire::Response;
@@ -28,6 +30,13 @@ pub struct Shared {
     /// No quorum / leader contact for this long makes us non-primary. It is
     /// openraft's `election_timeout_max`, which is also the leader lease.
     pub suspect: Duration,
+    /// This member's identity and log came from an earlier process.
+    pub restored: bool,
+    pub log: DurableLog,
+    pub sm: StateMachine,
+    pub checkpoints: Arc<Checkpoints>,
+    /// What the application released (`GroupChannel::release_upto`).
+    pub released: AtomicI64,
 }
 
 impl Shared {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use tandem_group::wire::{self, Hello, PROTOCOL_VERSION};
-use tandem_group::{Connectivity, GroupChannel, GroupError, LogRetention, MemberInfo};
+use tandem_group::{Connectivity, GroupChannel, GroupError, LogSettings, MemberInfo};
 
 fn msg(origin: &str, n: usize) -> Vec<u8> {
     format!("{origin}-{n}").into_bytes()
@@ -48,7 +48,6 @@ fn joiner_without_group_is_non_primary() {
     let _serial = serial();
     let lonely = start(
         config("lonely", CLUSTER, false, vec!["127.0.0.1:9".into()]),
-        LogRetention::default(),
     );
     assert_eq!(
         lonely.group.submit(b"x".to_vec()),
@@ -76,7 +75,7 @@ fn three_members_see_the_same_order() {
         vec![format!("localhost:{port}"), m1.addr()],
     );
     c3.listen_addr = format!("127.0.0.1:{port}");
-    let m3 = start(c3, LogRetention::default());
+    let m3 = start(c3);
     for m in [&m1, &m2, &m3] {
         wait_primary(m);
     }
@@ -320,7 +319,6 @@ fn strangers_are_refused_and_the_group_keeps_working() {
 
     let stranger = start(
         config("stranger", "other-cluster", false, vec![m1.addr()]),
-        LogRetention::default(),
     );
     wait_until("the cluster mismatch is logged on both sides", || {
         logged(&[
@@ -344,19 +342,23 @@ fn strangers_are_refused_and_the_group_keeps_working() {
 #[test]
 fn late_joiner_gets_a_snapshot_then_the_log() {
     let _serial = serial();
-    let retention = LogRetention {
-        snapshot_every: 20,
-        keep_after_snapshot: 0,
-    };
-    let m1 = start(config("g1", CLUSTER, true, vec![]), retention);
+    // A tiny cache: the log is purged once the application releases it.
+    let small = LogSettings { cache_bytes: 32 << 10, segment_bytes: 4 << 10, ..LogSettings::default() };
+    let mut c1 = config("g1", CLUSTER, true, vec![]);
+    c1.log = small.clone();
+    let m1 = start(c1);
     wait_primary(&m1);
+    let big = |i| [msg("early", i), vec![b'.'; 1000]].concat();
     for i in 0..100 {
-        submit(&m1, &msg("early", i));
+        submit(&m1, &big(i));
     }
-    wait_delivered(&[&m1], &msg("early", 99));
-    wait_until("a snapshot was taken", || m1.rec.journal().snapshots > 0);
+    wait_delivered(&[&m1], &big(99));
+    m1.group.release_upto(i64::MAX);
+    wait_until("the log was purged", || m1.group.cache().bytes <= 32 << 10);
 
-    let m2 = start(config("g2", CLUSTER, false, vec![m1.addr()]), retention);
+    let mut c2 = config("g2", CLUSTER, false, vec![m1.addr()]);
+    c2.log = small;
+    let m2 = start(c2);
     wait_primary(&m2);
     assert!(
         m2.rec.journal().restores >= 1,
@@ -369,7 +371,7 @@ fn late_joiner_gets_a_snapshot_then_the_log() {
     let history = same_history(&[&m1, &m2]);
     assert!(history.contains(&Event::Message {
         origin: m1.id(),
-        payload: msg("early", 0)
+        payload: big(0)
     }));
 }
 

@@ -13,25 +13,6 @@ use openraft::{Config, SnapshotPolicy};
 
 use crate::{GroupError, Timeouts};
 
-/// How much Raft log a member keeps in memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LogRetention {
-    /// Take a snapshot after this many entries since the last one.
-    pub snapshot_every: u64,
-    /// Entries kept after a snapshot, so slightly lagging members still catch
-    /// up from the log instead of needing a snapshot.
-    pub keep_after_snapshot: u64,
-}
-
-impl Default for LogRetention {
-    fn default() -> Self {
-        LogRetention {
-            snapshot_every: 10_000,
-            keep_after_snapshot: 1_000,
-        }
-    }
-}
-
 /// A snapshot is one frame; give a big one time to cross a slow link.
 const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
 
@@ -48,11 +29,7 @@ fn election_window(heartbeat_ms: u64, suspect_ms: u64) -> (u64, u64) {
     (min, max)
 }
 
-pub fn raft_config(
-    cluster: &str,
-    t: &Timeouts,
-    retention: &LogRetention,
-) -> Result<Config, GroupError> {
+pub fn raft_config(cluster: &str, t: &Timeouts) -> Result<Config, GroupError> {
     let heartbeat = millis(t.heartbeat).max(1);
     let (min, max) = election_window(heartbeat, millis(t.suspect));
     let config = Config {
@@ -66,10 +43,13 @@ pub fn raft_config(
         // openraft's minimum (lease + election_timeout_max): lets a connected
         // majority elect a leader while a minority leader still heartbeats.
         quorum_loss_probe_interval: Some(2 * max),
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(retention.snapshot_every.max(1)),
-        max_in_snapshot_log_to_keep: retention.keep_after_snapshot,
+        // Snapshots are checkpoints the group's purger chooses (by bytes,
+        // never past what the application released), and the log is purged
+        // right up to the chosen one.
+        snapshot_policy: SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: 0,
         install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
-        // The log is in memory: there is never leadership to restore.
+        // A restarted leader stands for election like everybody else.
         enable_leader_restore: Some(false),
         ..Config::default()
     };
@@ -92,7 +72,7 @@ mod tests {
 
     #[test]
     fn defaults_map_onto_a_valid_config() {
-        let c = raft_config("c", &Timeouts::default(), &LogRetention::default()).unwrap();
+        let c = raft_config("c", &Timeouts::default()).unwrap();
         assert_eq!(c.heartbeat_interval, 100);
         assert_eq!(
             (c.election_timeout_min, c.election_timeout_max),
@@ -100,13 +80,13 @@ mod tests {
         );
         assert_eq!(c.quorum_loss_probe_interval, Some(10_000));
         assert_eq!(c.enable_pre_vote, Some(true));
-        assert_eq!(c.snapshot_policy, SnapshotPolicy::LogsSinceLast(10_000));
-        assert_eq!(c.max_in_snapshot_log_to_keep, 1_000);
+        assert_eq!(c.snapshot_policy, SnapshotPolicy::Never);
+        assert_eq!(c.max_in_snapshot_log_to_keep, 0);
     }
 
     #[test]
     fn test_timeouts_map_onto_a_valid_config() {
-        let c = raft_config("c", &timeouts(50, 500), &LogRetention::default()).unwrap();
+        let c = raft_config("c", &timeouts(50, 500)).unwrap();
         assert_eq!(
             (
                 c.heartbeat_interval,
@@ -119,7 +99,7 @@ mod tests {
 
     #[test]
     fn a_suspect_timeout_too_short_for_the_heartbeat_is_widened() {
-        let c = raft_config("c", &timeouts(100, 150), &LogRetention::default()).unwrap();
+        let c = raft_config("c", &timeouts(100, 150)).unwrap();
         assert!(c.election_timeout_min > 2 * c.heartbeat_interval);
         assert!(c.election_timeout_max > c.election_timeout_min);
     }

@@ -12,6 +12,7 @@
 
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::{FutureExt, Stream, StreamExt};
 use log::{error, info};
@@ -21,6 +22,7 @@ use openraft::{EntryPayload, RaftSnapshotBuilder};
 use super::types::{
     uniform_view, Entry, GroupTypes, LogId, Snapshot, SnapshotMeta, StoredMembership,
 };
+use crate::store::checkpoint::{CheckpointRecord, Checkpoints};
 use crate::{Membership, Ordered, Replica};
 
 /// The engine's replica. Every call into it goes through this mutex, which is
@@ -55,20 +57,87 @@ struct Applied {
     membership: StoredMembership,
     /// The last uniform view handed to the replica, to log what changed.
     view: Option<Membership>,
-    snapshot: Option<(SnapshotMeta, Vec<u8>)>,
+    /// The checkpoint openraft knows as the current snapshot (by log index).
+    current: Option<u64>,
+    /// The checkpoint the next snapshot build returns: the purge point.
+    purge_to: Option<u64>,
+    /// Payload bytes applied since the last checkpoint.
+    since_checkpoint: u64,
 }
 
 #[derive(Clone)]
 pub struct StateMachine {
     replica: SharedReplica,
     applied: Arc<Mutex<Applied>>,
+    checkpoints: Arc<Checkpoints>,
+    /// A checkpoint is taken after about this many bytes of log.
+    every_bytes: u64,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl StateMachine {
-    pub fn new(replica: SharedReplica) -> Self {
-        StateMachine {
-            replica,
-            applied: Arc::new(Mutex::new(Applied::default())),
+    /// A state machine resuming from `resume` (a checkpoint), or from the
+    /// start of the log. The current snapshot is the oldest checkpoint: the
+    /// log after it is what a lagging member can still get.
+    pub fn resume(
+        replica: SharedReplica,
+        checkpoints: Arc<Checkpoints>,
+        every_bytes: u64,
+        resume: Option<CheckpointRecord>,
+    ) -> Result<Self, String> {
+        let mut applied = Applied {
+            current: checkpoints.oldest().map(|c| c.index),
+            // A first checkpoint right away, so that the log always has one.
+            since_checkpoint: if checkpoints.oldest().is_none() { every_bytes } else { 0 },
+            ..Applied::default()
+        };
+        if let Some(cp) = resume {
+            lock(&replica).restore(&cp.data)?;
+            info!(
+                "Resuming the replicated state from its checkpoint at log index {} (position {})",
+                cp.index(),
+                cp.position
+            );
+            applied.last_applied = cp.log_id;
+            applied.view = uniform_view(cp.membership.membership());
+            applied.membership = cp.membership;
+        }
+        Ok(StateMachine { replica, applied: Arc::new(Mutex::new(applied)), checkpoints, every_bytes: every_bytes.max(1) })
+    }
+
+    /// The next snapshot build returns the checkpoint at `index`, and
+    /// openraft then purges the log up to it.
+    pub fn set_purge_to(&self, index: u64) {
+        lock(&self.applied).purge_to = Some(index);
+    }
+
+    /// Takes a checkpoint of the current state, on disk before it returns.
+    fn checkpoint_now(&self) -> Result<CheckpointRecord, io::Error> {
+        let replica = lock(&self.replica);
+        let data = replica.snapshot();
+        let position = replica.position();
+        let mut applied = lock(&self.applied);
+        let record = CheckpointRecord {
+            log_id: applied.last_applied,
+            membership: applied.membership.clone(),
+            position,
+            time_ms: now_ms(),
+            data,
+        };
+        applied.since_checkpoint = 0;
+        drop(applied);
+        drop(replica);
+        self.checkpoints.write(&record).map_err(io::Error::other)?;
+        Ok(record)
+    }
+
+    fn snapshot_of(record: CheckpointRecord) -> Snapshot {
+        Snapshot {
+            meta: SnapshotMeta { last_log_id: record.log_id, last_membership: record.membership },
+            snapshot: record.data,
         }
     }
 
@@ -85,6 +154,7 @@ impl StateMachine {
                     origin: p.origin,
                     payload: &p.bytes.0,
                 });
+                lock(&self.applied).since_checkpoint += p.bytes.0.len() as u64;
             }
             EntryPayload::Membership(m) => {
                 let view = uniform_view(m);
@@ -146,27 +216,23 @@ fn role(m: &Membership, id: u64) -> Option<&'static str> {
 impl RaftSnapshotBuilder<GroupTypes> for StateMachine {
     type SnapshotData = Vec<u8>;
 
+    /// A snapshot is a checkpoint: the purge point when one was chosen
+    /// (older than what is applied: the log after it stays replayable),
+    /// else the current state.
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
-        Ok(replica_call(|| self.build_snapshot_now()))
+        replica_call(|| {
+            let purge_to = lock(&self.applied).purge_to.take();
+            let record = match purge_to {
+                Some(index) => self.checkpoints.read(index).map_err(io::Error::other)?,
+                None => self.checkpoint_now()?,
+            };
+            lock(&self.applied).current = Some(record.index());
+            Ok(Self::snapshot_of(record))
+        })
     }
 }
 
 impl StateMachine {
-    fn build_snapshot_now(&self) -> Snapshot {
-        let replica = lock(&self.replica);
-        let data = replica.snapshot();
-        let mut applied = lock(&self.applied);
-        let meta = SnapshotMeta {
-            last_log_id: applied.last_applied,
-            last_membership: applied.membership.clone(),
-        };
-        applied.snapshot = Some((meta.clone(), data.clone()));
-        Snapshot {
-            meta,
-            snapshot: data,
-        }
-    }
-
     fn install_now(&self, meta: &SnapshotMeta, snapshot: Vec<u8>) -> Result<(), io::Error> {
         let mut replica = lock(&self.replica);
         if let Err(reason) = replica.restore(&snapshot) {
@@ -176,16 +242,34 @@ impl StateMachine {
             );
             return Err(io::Error::other(reason));
         }
+        let position = replica.position();
+        drop(replica);
         info!(
             "Restored group state snapshot ({} bytes) up to log index {}",
             snapshot.len(),
             meta.last_log_id.as_ref().map_or(0, |l| l.index)
         );
+        let record = CheckpointRecord {
+            log_id: meta.last_log_id,
+            membership: meta.last_membership.clone(),
+            position,
+            time_ms: now_ms(),
+            data: snapshot,
+        };
+        self.checkpoints.write(&record).map_err(io::Error::other)?;
         let mut applied = lock(&self.applied);
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
         applied.view = uniform_view(meta.last_membership.membership());
-        applied.snapshot = Some((meta.clone(), snapshot));
+        applied.current = Some(record.index());
+        applied.since_checkpoint = 0;
+        Ok(())
+    }
+
+    fn maybe_checkpoint(&self) -> Result<(), io::Error> {
+        if lock(&self.applied).since_checkpoint >= self.every_bytes {
+            self.checkpoint_now()?;
+        }
         Ok(())
     }
 }
@@ -214,6 +298,7 @@ impl RaftStateMachine<GroupTypes> for StateMachine {
                 }
             }
             replica_call(|| batch.iter().for_each(|(entry, _)| self.apply_one(entry)));
+            replica_call(|| self.maybe_checkpoint())?;
             for responder in batch.into_iter().filter_map(|(_, r)| r) {
                 responder.send(());
             }
@@ -234,10 +319,13 @@ impl RaftStateMachine<GroupTypes> for StateMachine {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
-        let applied = lock(&self.applied);
-        Ok(applied.snapshot.clone().map(|(meta, data)| Snapshot {
-            meta,
-            snapshot: data,
-        }))
+        // The current one, or (if a purge took it) the oldest still there.
+        let current = lock(&self.applied).current;
+        let index = current
+            .filter(|i| self.checkpoints.list().iter().any(|c| c.index == *i))
+            .or_else(|| self.checkpoints.oldest().map(|c| c.index));
+        let Some(index) = index else { return Ok(None) };
+        let record = replica_call(|| self.checkpoints.read(index)).map_err(io::Error::other)?;
+        Ok(Some(Self::snapshot_of(record)))
     }
 }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tandem_group::{
-    Connectivity, GroupChannel, GroupConfig, GroupError, LogRetention, MemberInfo, Membership,
-    Ordered, RaftGroup, Replica, Timeouts,
+    Connectivity, GroupChannel, GroupConfig, GroupError, MemberInfo, Membership, Ordered,
+    RaftGroup, Replica, Timeouts,
 };
 
 pub const CLUSTER: &str = "tandem-test";
@@ -235,23 +235,20 @@ impl Member {
     }
 }
 
-pub fn start(config: GroupConfig, retention: LogRetention) -> Member {
+pub fn start(config: GroupConfig) -> Member {
     let rec = Recording::default();
     let name = config.me.name.clone();
-    let group = RaftGroup::start_with(config, Box::new(Recorder(rec.clone())), retention)
-        .expect("start member");
+    let group =
+        RaftGroup::start(config, Box::new(Recorder(rec.clone()))).expect("start member");
     Member { group, rec, name }
 }
 
 pub fn bootstrap(name: &str) -> Member {
-    start(config(name, CLUSTER, true, vec![]), LogRetention::default())
+    start(config(name, CLUSTER, true, vec![]))
 }
 
 pub fn join(name: &str, via: &Member) -> Member {
-    start(
-        config(name, CLUSTER, false, vec![via.addr()]),
-        LogRetention::default(),
-    )
+    start(config(name, CLUSTER, false, vec![via.addr()]))
 }
 
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

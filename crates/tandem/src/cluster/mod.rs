@@ -169,9 +169,13 @@ impl Cluster {
             .ok_or_else(|| anyhow!("no node {i}: the cluster has nodes 1..={n}"))
     }
 
-    /// Restarts node `i` so that it rejoins the running members.
+    /// Restarts node `i` so that it rejoins the running members. A node with
+    /// durable group state (Tandem's log in its data directory) may start
+    /// while the others are down: the group forms again once a majority of
+    /// its last members is back.
     pub fn start(&mut self, i: usize) -> Result<()> {
-        if !self.nodes().iter().any(|n| n.index != i && n.is_running()) {
+        let durable = self.node_checked(i).is_ok_and(|n| has_group_state(&n.datadir));
+        if !durable && !self.nodes().iter().any(|n| n.index != i && n.is_running()) {
             bail!(
                 "no other node is running, so node {i} has nothing to join: \
                  bootstrap it instead (start-node {i} --bootstrap)"
@@ -575,6 +579,12 @@ fn parse_recovered_position(log: &str) -> Option<String> {
     let position = line[line.find(MARK)? + MARK.len()..].trim();
     let unknown = position.ends_with(":-1") || position.is_empty();
     (!unknown).then(|| position.to_string())
+}
+
+/// Tandem keeps the group's log and the member's identity here (the
+/// default `gcache.dir`/`gcache.name`).
+pub fn has_group_state(datadir: &Path) -> bool {
+    datadir.join("galera.cache").join("identity").is_file()
 }
 
 /// Galera refuses `--wsrep-new-cluster` from a node whose grastate.dat says

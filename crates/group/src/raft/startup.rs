@@ -1,0 +1,322 @@
+//! Bringing a member up: open its durable state (who it is), resume the
+//! replica from a checkpoint, start openraft on the group runtime, and
+//! either join, rejoin, or found a group.
+//!
+//! ```text
+//!   open:  state dir ──► identity (kept or new) ──► RaftStarter
+//!   start: checkpoint ≤ resume_at ──► replica restored ──► Raft::new (replays
+//!          the committed log after it) ──► bootstrap | join loop ──► tasks
+//! ```
+//!
+//! Bootstrap with durable state: a member that is already the only voter
+//! just starts (openraft elects it); one whose membership names others is
+//! made the only voter by a membership entry of its own, in a new term
+//! (the operator asked for it; the engine checked `safe_to_bootstrap`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use log::{info, warn};
+use openraft::EntryPayload;
+use tokio::runtime::Runtime;
+use tokio::sync::mpsc;
+
+use super::network::Network;
+use super::state_machine::{SharedReplica, StateMachine};
+use super::types::{AppPayload, Entry, GroupRaft, LogId, RaftMembership, Vote};
+use super::{config, RaftGroup, THREAD_PREFIX};
+use crate::shared::Shared;
+use crate::store::checkpoint::choose_resume;
+use crate::store::log_store::DurableLog;
+use crate::store::{self, Opened};
+use crate::transport::NetCtx;
+use crate::wire::Hello;
+use crate::{
+    detector, evict, join, submit, transport, GroupChannel, GroupConfig, GroupError, GroupStarter, Identity,
+    MemberId, Replica,
+};
+
+const WORKER_THREADS: usize = 2;
+/// Blocking-pool threads (DNS lookups, and disk work in `block_in_place`).
+const MAX_BLOCKING_THREADS: usize = 4;
+
+/// A member opened but not started (see [`GroupStarter`]).
+pub struct RaftStarter {
+    config: GroupConfig,
+    opened: Opened,
+}
+
+impl GroupStarter for RaftStarter {
+    fn identity(&self) -> Identity {
+        let id = &self.opened.identity;
+        Identity { member: id.member, uuid: id.uuid, incarnation: id.incarnation, restored: self.opened.restored }
+    }
+
+    fn start(self: Box<Self>, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<dyn GroupChannel>, GroupError> {
+        let group: Arc<dyn GroupChannel> = self.start_group(app, replica)?;
+        Ok(group)
+    }
+}
+
+/// The address a member is known by (what its identity is bound to).
+fn known_addr(config: &GroupConfig) -> String {
+    if config.me.group_addr.is_empty() {
+        config.listen_addr.clone()
+    } else {
+        config.me.group_addr.clone()
+    }
+}
+
+impl RaftGroup {
+    /// Opens a member's durable state and tells who it is; nothing runs yet.
+    pub fn open(config: GroupConfig) -> Result<RaftStarter, GroupError> {
+        let opened = store::open(&config.log, &config.cluster_name, &known_addr(&config))?;
+        info!(
+            "Group state in {}: member {}, incarnation {}{}",
+            opened.disk.describe(),
+            opened.identity.member,
+            opened.identity.incarnation,
+            if opened.restored { " (restored)" } else { " (new)" }
+        );
+        Ok(RaftStarter { config, opened })
+    }
+
+    /// Opens and starts a member in one go, with `config.me.app` as its
+    /// application data. Returns at once: the join (or bootstrap) goes on in
+    /// the background and is reported through [`Replica::connectivity`].
+    pub fn start(config: GroupConfig, replica: Box<dyn Replica>) -> Result<Arc<RaftGroup>, GroupError> {
+        let app = config.me.app.clone();
+        Self::open(config)?.start_group(app, replica)
+    }
+}
+
+impl RaftStarter {
+    /// As [`GroupStarter::start`], keeping the concrete type.
+    pub fn start_group(self, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<RaftGroup>, GroupError> {
+        let RaftStarter { mut config, opened } = self;
+        config.me.uuid = opened.identity.uuid;
+        config.me.app = app;
+        let replica: SharedReplica = Arc::new(Mutex::new(replica));
+        let cps = opened.checkpoints.clone();
+        let resume = choose_resume(&cps.list(), config.resume_at)
+            .map(|c| cps.read(c.index))
+            .transpose()
+            .map_err(|e| GroupError::Other(format!("cannot read the checkpoint to resume from: {e}")))?;
+        let sm = StateMachine::resume(replica.clone(), cps, config.log.segment_bytes, resume)
+            .map_err(|e| GroupError::Other(format!("cannot resume the replicated state: {e}")))?;
+        launch_member(config, opened, replica, sm)
+    }
+}
+
+fn launch_member(
+    mut config: GroupConfig,
+    opened: Opened,
+    replica: SharedReplica,
+    sm: StateMachine,
+) -> Result<Arc<RaftGroup>, GroupError> {
+    let raft_config = Arc::new(config::raft_config(&config.cluster_name, &config.timeouts)?);
+    let listener = bind(&config.listen_addr)?;
+    let local_addr = listener.local_addr().map_err(|e| GroupError::Config(e.to_string()))?;
+    fill_group_addr(&mut config, local_addr);
+    let runtime = build_runtime()?;
+    let me = opened.identity.member;
+    let suspect = Duration::from_millis(raft_config.election_timeout_max);
+    let hello = Hello { cluster: config.cluster_name.clone(), member: me, info: config.me.clone() };
+    let net = Arc::new(NetCtx::new(hello, suspect));
+    let started = start_raft(&runtime, me, raft_config.clone(), Network::new(net.clone(), suspect / 2), &opened.log, &sm)
+        .and_then(|raft| {
+            if !config.bootstrap {
+                return Ok(raft);
+            }
+            rebootstrap_if_needed(&runtime, raft, &config, me, &opened.log, &sm, || {
+                (raft_config.clone(), Network::new(net.clone(), suspect / 2))
+            })
+        });
+    let raft = match started {
+        Ok(raft) => raft,
+        Err(e) => {
+            stop_flusher(&opened.log);
+            discard(runtime);
+            return Err(e);
+        }
+    };
+    let shared = Arc::new(Shared {
+        me,
+        config,
+        raft,
+        net,
+        replica,
+        primary: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
+        suspect,
+        restored: opened.restored,
+        log: opened.log,
+        sm,
+        checkpoints: opened.checkpoints,
+        released: AtomicI64::new(i64::MIN),
+    });
+    let (queue, queue_rx) = mpsc::channel(submit::QUEUE_CAPACITY);
+    if let Err(e) = spawn_tasks(&runtime, &shared, listener, queue_rx) {
+        stop_flusher(&shared.log);
+        discard(runtime);
+        return Err(e);
+    }
+    info!(
+        "Tandem group member {} ({}) listening on {local_addr} for cluster '{}'",
+        shared.me, shared.config.me.name, shared.config.cluster_name
+    );
+    Ok(RaftGroup::assemble(shared, runtime, queue, local_addr))
+}
+
+pub(crate) fn stop_flusher(log: &DurableLog) {
+    if let Some(f) = log.flusher() {
+        f.stop();
+    }
+}
+
+/// Drops a runtime from a plain thread: dropping it where the caller stands
+/// panics if that is inside some other async context.
+fn discard(runtime: Runtime) {
+    let _ = std::thread::spawn(move || drop(runtime)).join();
+}
+
+/// Creates the Raft node on the group runtime. Not `block_on`: that panics
+/// when `start` is called from inside some other tokio runtime. openraft
+/// replays the committed log after the resumed checkpoint in here.
+fn start_raft(
+    runtime: &Runtime,
+    me: MemberId,
+    config: Arc<openraft::Config>,
+    network: Network,
+    log: &DurableLog,
+    sm: &StateMachine,
+) -> Result<GroupRaft, GroupError> {
+    let (log, sm) = (log.clone(), sm.clone());
+    on_runtime(runtime, async move {
+        openraft::Raft::new(me, config, network, log, sm).await.map_err(|e| GroupError::Other(format!("cannot start Raft: {e}")))
+    })
+}
+
+fn on_runtime<T: Send + 'static>(
+    runtime: &Runtime,
+    fut: impl std::future::Future<Output = Result<T, GroupError>> + Send + 'static,
+) -> Result<T, GroupError> {
+    let (tx, rx) = std_mpsc::sync_channel(1);
+    runtime.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    rx.recv().unwrap_or_else(|_| Err(GroupError::Other("the group start task died".into())))
+}
+
+/// `bootstrap` on a member with durable state: found a group where there is
+/// none, keep the group where this member is the only voter, else make it
+/// the only voter (a forced new primary component).
+fn rebootstrap_if_needed(
+    runtime: &Runtime,
+    raft: GroupRaft,
+    config: &GroupConfig,
+    me: MemberId,
+    log: &DurableLog,
+    sm: &StateMachine,
+    fresh: impl Fn() -> (Arc<openraft::Config>, Network),
+) -> Result<GroupRaft, GroupError> {
+    let initialized = on_runtime(runtime, {
+        let raft = raft.clone();
+        async move { raft.is_initialized().await.map_err(|e| GroupError::Other(e.to_string())) }
+    })?;
+    if !initialized {
+        let members = BTreeMap::from([(me, config.me.clone())]);
+        let raft2 = raft.clone();
+        on_runtime(runtime, async move {
+            raft2.initialize(members).await.map_err(|e| GroupError::Other(format!("cannot bootstrap a new group: {e}")))
+        })?;
+        info!("Bootstrapped a new group as member {me} ({})", config.me.name);
+        return Ok(raft);
+    }
+    let voters: BTreeSet<MemberId> = {
+        use openraft::async_runtime::WatchReceiver;
+        raft.metrics().borrow_watched().membership_config.membership().voter_ids().collect()
+    };
+    if voters == BTreeSet::from([me]) {
+        info!("Bootstrapping from durable state: member {me} is the only voter of its group");
+        return Ok(raft);
+    }
+    warn!(
+        "Bootstrapping a new primary component from this member's durable state: the other voters {:?} \
+         must rejoin it",
+        voters.iter().filter(|v| **v != me).collect::<Vec<_>>()
+    );
+    let raft2 = raft.clone();
+    on_runtime(runtime, async move { raft2.shutdown().await.map_err(|e| GroupError::Other(e.to_string())) })?;
+    make_only_voter(log, me, config)?;
+    let (raft_config, network) = fresh();
+    start_raft(runtime, me, raft_config, network, log, sm)
+}
+
+/// Appends a membership with this member as the only voter, in a term above
+/// any seen, and votes for itself in that term: on start it is elected
+/// alone, and the entry commits with its first one.
+fn make_only_voter(log: &DurableLog, me: MemberId, config: &GroupConfig) -> Result<(), GroupError> {
+    let (vote, last) = log.vote_and_last();
+    let term = vote.map_or(0, |v| v.leader_id.term).max(last.map_or(0, |l| l.leader_id.term)) + 1;
+    let leader = openraft::impls::leader_id_adv::LeaderId { term, node_id: me };
+    let nodes = BTreeMap::from([(me, config.me.clone())]);
+    let membership = RaftMembership::new(vec![BTreeSet::from([me])], nodes)
+        .map_err(|e| GroupError::Other(format!("cannot form a membership of this member alone: {e}")))?;
+    let entry = Entry { log_id: LogId::new(leader, last.map_or(1, |l| l.index + 1)), payload: EntryPayload::Membership(membership) };
+    log.force_append(entry, Vote::new(term, me)).map_err(|e| GroupError::Other(format!("cannot write the bootstrap entry: {e}")))
+}
+
+pub(crate) fn build_runtime() -> Result<Runtime, GroupError> {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .thread_name_fn(|| format!("{THREAD_PREFIX}{}", SEQ.fetch_add(1, Ordering::Relaxed)))
+        .enable_all()
+        .build()
+        .map_err(|e| GroupError::Other(format!("cannot create the group runtime: {e}")))
+}
+
+/// Bound synchronously so that a taken port fails `start` itself.
+fn bind(addr: &str) -> Result<std::net::TcpListener, GroupError> {
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| GroupError::Config(format!("cannot listen on group address {addr}: {e}")))?;
+    listener.set_nonblocking(true).map_err(|e| GroupError::Config(e.to_string()))?;
+    Ok(listener)
+}
+
+/// Peers dial `me.group_addr`; default it to where we actually listen.
+fn fill_group_addr(config: &mut GroupConfig, local: std::net::SocketAddr) {
+    let addr = &config.me.group_addr;
+    if addr.is_empty() || addr.ends_with(":0") {
+        if local.ip().is_unspecified() {
+            warn!("Group listener bound to {local}: set the member's group address, peers cannot dial a wildcard address");
+        }
+        config.me.group_addr = local.to_string();
+    }
+}
+
+fn spawn_tasks(
+    runtime: &Runtime,
+    shared: &Arc<Shared>,
+    listener: std::net::TcpListener,
+    queue_rx: mpsc::Receiver<AppPayload>,
+) -> Result<(), GroupError> {
+    let local_addr = shared.config.me.group_addr.clone();
+    let listener = {
+        let _guard = runtime.enter();
+        tokio::net::TcpListener::from_std(listener).map_err(|e| GroupError::Config(e.to_string()))?
+    };
+    runtime.spawn(transport::server::serve(listener, shared.clone()));
+    runtime.spawn(submit::run(shared.clone(), queue_rx));
+    runtime.spawn(detector::run(shared.clone()));
+    runtime.spawn(evict::run(shared.clone()));
+    runtime.spawn(crate::store::purger::run(shared.clone()));
+    if !shared.config.bootstrap {
+        runtime.spawn(join::join_loop(shared.clone(), local_addr));
+    }
+    Ok(())
+}

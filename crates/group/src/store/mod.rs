@@ -1,0 +1,234 @@
+//! A member's durable state: its identity, Raft vote and log (the gcache),
+//! and checkpoints of the replicated state, in one directory.
+//!
+//! ```text
+//!   <gcache.dir>/<gcache.name>/
+//!     identity                        member id, uuid, incarnation, cluster, address, boot id
+//!     vote                            Raft vote (fsynced)
+//!     committed, purged               Raft log pointers
+//!     log.<first index>.seg ...       the log, one checksummed record per entry
+//!     checkpoint.<index> ...          the replicated state after that entry
+//! ```
+//!
+//! Opening judges whether the state can be trusted (`identity.rs`); if not,
+//! it is moved aside to `<name>.untrusted` and the member starts anew.
+
+pub mod checkpoint;
+mod disk;
+pub mod identity;
+pub mod log_store;
+pub mod purge;
+pub mod purger;
+mod rate;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tandem_gcache::{read_blob, write_blob, Damage, FsStorage, LogOptions, MemStorage, SegmentLog};
+
+pub use self::disk::Disk;
+use self::checkpoint::Checkpoints;
+use self::identity::{assess, boot_id, IdentityRecord, LogCondition};
+use self::log_store::{DurableLog, Recovered};
+use crate::raft::types::{Entry, LogId, Vote};
+use crate::{GroupError, LogSettings};
+
+pub const BLOB_IDENTITY: &str = "identity";
+pub const BLOB_VOTE: &str = "vote";
+pub const BLOB_COMMITTED: &str = "committed";
+pub const BLOB_PURGED: &str = "purged";
+const LOG_NAME: &str = "log";
+/// Recent entries kept in memory, at most.
+const RECENT_MAX_BYTES: u64 = 32 << 20;
+
+pub fn encode_entry(e: &Entry) -> Vec<u8> {
+    bincode::serialize(e).expect("encode a log entry")
+}
+
+pub fn decode_entry(bytes: &[u8]) -> Result<Entry, String> {
+    bincode::deserialize(bytes).map_err(|e| format!("unreadable log entry: {e}"))
+}
+
+/// A member's durable state, opened and judged.
+pub struct Opened {
+    pub identity: IdentityRecord,
+    /// The identity was kept from an earlier process.
+    pub restored: bool,
+    pub log: DurableLog,
+    pub checkpoints: Arc<Checkpoints>,
+    pub disk: Disk,
+}
+
+/// What was read back, before judging it.
+struct Found {
+    identity: Option<IdentityRecord>,
+    log: SegmentLog<Disk>,
+    condition: LogCondition,
+    problems: Vec<String>,
+    vote: Option<Vote>,
+    committed: Option<LogId>,
+    purged: Option<LogId>,
+    last: Option<LogId>,
+    checkpoints: Checkpoints,
+}
+
+fn config_err(dir: &str, e: impl std::fmt::Display) -> GroupError {
+    GroupError::Config(format!("cannot use the group log in {dir}: {e}"))
+}
+
+fn disk_for(settings: &LogSettings) -> Result<Disk, GroupError> {
+    match &settings.dir {
+        Some(dir) => FsStorage::new(dir).map(Disk::Fs).map_err(|e| config_err(&dir.display().to_string(), e)),
+        None => Ok(Disk::Mem(MemStorage::new())),
+    }
+}
+
+/// Opens the state in `settings.dir` (memory if none) for a member of
+/// `cluster` reached at `group_addr`.
+pub fn open(settings: &LogSettings, cluster: &str, group_addr: &str) -> Result<Opened, GroupError> {
+    let disk = disk_for(settings)?;
+    let boot = boot_id();
+    let found = read_back(&disk, settings)?;
+    let verdict = assess(found.identity.as_ref(), found.condition, cluster, group_addr, &boot);
+    let (identity, restored, found, disk) = match (verdict, found.identity.clone()) {
+        (Ok(()), Some(old)) => (old.next_incarnation(&boot, settings.fsync), true, found, disk),
+        (Ok(()), None) => unreachable!("no identity is never trusted"),
+        (Err(why), old) => {
+            let had_state = old.is_some() || found.log.last_index().is_some();
+            let disk = if had_state { set_aside(&disk, settings, &why, &found.problems)? } else { disk };
+            let found = read_back(&disk, settings)?;
+            (IdentityRecord::fresh(cluster, group_addr, &boot, settings.fsync), false, found, disk)
+        }
+    };
+    write_blob(&disk, BLOB_IDENTITY, &identity.encode(), true).map_err(|e| config_err(&disk.describe(), e))?;
+    let checkpoints = Arc::new(found.checkpoints);
+    let recovered = Recovered {
+        log: found.log,
+        disk: disk.clone(),
+        vote: found.vote,
+        committed: found.committed,
+        purged: found.purged,
+        last: found.last,
+    };
+    let recent = (settings.cache_bytes / 4).min(RECENT_MAX_BYTES) as usize;
+    let log = DurableLog::new(recovered, checkpoints.clone(), settings.fsync, recent);
+    Ok(Opened { identity, restored, log, checkpoints, disk })
+}
+
+fn blob<T: serde::de::DeserializeOwned>(disk: &Disk, name: &str, problems: &mut Vec<String>) -> Option<T> {
+    match read_blob(disk, name) {
+        Ok(Some(bytes)) => match bincode::deserialize(&bytes) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                problems.push(format!("{name} is unreadable: {e}"));
+                None
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            problems.push(format!("{name}: {e}"));
+            None
+        }
+    }
+}
+
+/// Reads everything back and notes what is wrong with it.
+fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
+    let where_ = disk.describe();
+    let options = LogOptions { name: LOG_NAME.into(), segment_bytes: settings.segment_bytes };
+    let opened = SegmentLog::open(disk.clone(), options).map_err(|e| config_err(&where_, e))?;
+    let mut problems = vec![];
+    let mut condition = match &opened.recovery.damage {
+        None => LogCondition::Clean,
+        Some(Damage::TornTail { segment, offset }) => {
+            log::info!("Group log in {where_}: cut an incomplete last record in {segment} at offset {offset}");
+            LogCondition::TornTail
+        }
+        Some(Damage::Corrupt { segment, offset, reason }) => {
+            log::error!("Group log in {where_} is damaged in {segment} at offset {offset}: {reason}; it was cut there");
+            problems.push(format!("damaged at {segment}:{offset}"));
+            LogCondition::Damaged
+        }
+    };
+    let identity = match read_blob(disk, BLOB_IDENTITY) {
+        Ok(b) => b.and_then(|bytes| IdentityRecord::decode(&bytes).map_err(|e| problems.push(e)).ok()),
+        Err(e) => {
+            problems.push(format!("identity: {e}"));
+            None
+        }
+    };
+    let vote: Option<Vote> = blob(disk, BLOB_VOTE, &mut problems);
+    let committed: Option<LogId> = blob::<Option<LogId>>(disk, BLOB_COMMITTED, &mut problems).flatten();
+    let purged: Option<LogId> = blob::<Option<LogId>>(disk, BLOB_PURGED, &mut problems).flatten();
+    let log = opened.log;
+    let last = match log.last_index() {
+        Some(i) if log.first_index().is_some_and(|f| f <= i) => match log.read(i).map_err(|e| e.to_string()).and_then(|b| decode_entry(&b)) {
+            Ok(e) => Some(e.log_id),
+            Err(e) => {
+                problems.push(format!("last entry: {e}"));
+                None
+            }
+        },
+        _ => None,
+    };
+    let checkpoints = Checkpoints::load(disk.clone());
+    if let Some(hole) = coverage_problem(&log, purged, &checkpoints) {
+        problems.push(hole);
+    }
+    if !problems.is_empty() {
+        condition = LogCondition::Damaged;
+    }
+    Ok(Found { identity, log, condition, problems, vote, committed, purged, last, checkpoints })
+}
+
+/// The log must start right after the purge point, and a checkpoint must
+/// cover what was purged, or the replicated state cannot be rebuilt.
+fn coverage_problem(log: &SegmentLog<Disk>, purged: Option<LogId>, checkpoints: &Checkpoints) -> Option<String> {
+    let expected_first = purged.map_or(1, |p| p.index + 1);
+    if let Some(first) = log.first_index().filter(|_| log.last_index().is_some()) {
+        if first > expected_first {
+            return Some(format!("the log starts at index {first}, after its purge point {}", expected_first - 1));
+        }
+    }
+    let purged = purged?;
+    match checkpoints.newest() {
+        Some(c) if c.index >= purged.index => None,
+        _ => Some(format!("no checkpoint covers the purged log (up to index {})", purged.index)),
+    }
+}
+
+/// Moves untrusted state aside (the latest one is kept for inspection) and
+/// returns an empty place for a new member.
+fn set_aside(disk: &Disk, settings: &LogSettings, why: &str, problems: &[String]) -> Result<Disk, GroupError> {
+    let detail = if problems.is_empty() { String::new() } else { format!(" ({})", problems.join("; ")) };
+    match (disk, &settings.dir) {
+        (Disk::Fs(_), Some(dir)) => {
+            let aside = untrusted_path(dir);
+            log::warn!(
+                "Not reusing the durable state in {}: {why}{detail}. It is moved to {} and this node joins \
+                 as a new member; its old identity is evicted by the group",
+                dir.display(),
+                aside.display()
+            );
+            let shown = aside.display().to_string();
+            if aside.exists() {
+                std::fs::remove_dir_all(&aside).map_err(|e| config_err(&shown, e))?;
+            }
+            std::fs::rename(dir, &aside).map_err(|e| config_err(&shown, e))?;
+            disk_for(settings)
+        }
+        _ => {
+            log::warn!("Not reusing the in-memory group state: {why}{detail}");
+            Ok(Disk::Mem(MemStorage::new()))
+        }
+    }
+}
+
+fn untrusted_path(dir: &Path) -> std::path::PathBuf {
+    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".untrusted");
+    dir.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests;

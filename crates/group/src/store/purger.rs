@@ -1,0 +1,53 @@
+//! The purger: about once a second, if the log is over its budget, purges
+//! it up to the checkpoint `purge::purge_target` chooses (through openraft,
+//! which builds that checkpoint as its snapshot and purges the log up to
+//! it). Says, at most once a minute, when the log is over budget and
+//! nothing may go.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use log::warn;
+
+use super::purge::{purge_target, Held};
+use crate::shared::Shared;
+
+const EVERY: Duration = Duration::from_secs(1);
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+pub async fn run(shared: Arc<Shared>) {
+    let mut warned: Option<Instant> = None;
+    loop {
+        tokio::time::sleep(EVERY).await;
+        if shared.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let budget = shared.config.log.cache_bytes;
+        let released = shared.released.load(Ordering::Acquire);
+        let purged = shared.log.purged().map_or(0, |l| l.index);
+        let segments = shared.log.segments();
+        match purge_target(&segments, &shared.checkpoints.list(), purged, budget, released) {
+            None => {}
+            Some(Ok(index)) => {
+                shared.sm.set_purge_to(index);
+                if let Err(e) = shared.raft.trigger().snapshot().await {
+                    warn!("Could not purge the group log: {e}");
+                }
+            }
+            Some(Err(Held::NotReleased { released })) => {
+                if warned.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
+                    warned = Some(Instant::now());
+                    let total: u64 = segments.iter().map(|s| s.bytes).sum();
+                    warn!(
+                        "The group log holds {} MiB, over its budget of {} MiB (gcache.size), and nothing can \
+                         be purged yet: the oldest history is still needed locally (released up to \
+                         position {released}; a frozen purge or a slow local apply holds it)",
+                        total >> 20,
+                        budget >> 20
+                    );
+                }
+            }
+        }
+    }
+}

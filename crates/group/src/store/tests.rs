@@ -1,0 +1,156 @@
+//! The durable store: openraft's storage contract, and when an identity is
+//! kept across a restart or the member starts anew.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::RaftLogStorage;
+use openraft::testing::log::{StoreBuilder, Suite};
+use openraft::{EntryPayload, StorageError};
+use tandem_gcache::{read_blob, write_blob};
+
+use super::identity::IdentityRecord;
+use super::*;
+use crate::raft::state_machine::StateMachine;
+use crate::raft::types::{AppPayload, Bytes, GroupTypes};
+use crate::{Connectivity, Ordered, Replica};
+
+struct NullReplica;
+
+impl Replica for NullReplica {
+    fn apply(&mut self, _event: Ordered<'_>) {}
+    fn snapshot(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn restore(&mut self, _snapshot: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
+    fn connectivity(&mut self, _now: Connectivity) {}
+    fn position(&self) -> i64 {
+        0
+    }
+}
+
+fn settings(dir: Option<&Path>) -> LogSettings {
+    LogSettings { dir: dir.map(Path::to_path_buf), cache_bytes: 1 << 20, segment_bytes: 64 << 10, fsync: false }
+}
+
+struct Builder;
+
+impl StoreBuilder<GroupTypes, DurableLog, StateMachine> for Builder {
+    async fn build(&self) -> Result<((), DurableLog, StateMachine), StorageError<GroupTypes>> {
+        let opened = open(&settings(None), "c", "127.0.0.1:1").expect("in-memory store");
+        let replica: Box<dyn Replica> = Box::new(NullReplica);
+        let sm = StateMachine::resume(Arc::new(Mutex::new(replica)), opened.checkpoints.clone(), 1 << 20, None)
+            .expect("state machine");
+        Ok(((), opened.log, sm))
+    }
+}
+
+/// openraft's own conformance suite for log stores and state machines.
+#[test]
+fn passes_the_openraft_storage_suite() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(Suite::test_all(Builder)).expect("storage suite");
+}
+
+fn entry(term: u64, index: u64, len: usize) -> crate::raft::types::Entry {
+    let leader = openraft::impls::leader_id_adv::LeaderId { term, node_id: 1 };
+    crate::raft::types::Entry {
+        log_id: LogId::new(leader, index),
+        payload: EntryPayload::Normal(AppPayload { origin: 1, bytes: Bytes::from(vec![index as u8; len]) }),
+    }
+}
+
+/// Appends entries 1..=n through openraft's interface.
+fn append(log: &mut DurableLog, n: u64) {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        let entries: Vec<_> = (1..=n).map(|i| entry(1, i, 100)).collect();
+        log.append(entries, openraft::storage::IOFlushed::noop()).await.unwrap();
+    });
+}
+
+const ADDR: &str = "127.0.0.1:4567";
+
+#[test]
+fn a_member_keeps_its_identity_and_log_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(&settings(Some(dir.path())), "c", ADDR).unwrap();
+    assert!(!first.restored);
+    let (member, uuid) = (first.identity.member, first.identity.uuid);
+    let mut log = first.log;
+    append(&mut log, 50);
+    drop(log);
+    let second = open(&settings(Some(dir.path())), "c", ADDR).unwrap();
+    assert!(second.restored);
+    assert_eq!((second.identity.member, second.identity.uuid, second.identity.incarnation), (member, uuid, 2));
+    assert_eq!(second.log.vote_and_last().1.map(|l| l.index), Some(50), "the log came back");
+}
+
+#[test]
+fn another_cluster_or_address_gets_a_new_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(&settings(Some(dir.path())), "c", ADDR).unwrap();
+    let member = first.identity.member;
+    drop(first);
+    let other = open(&settings(Some(dir.path())), "other", ADDR).unwrap();
+    assert!(!other.restored);
+    assert_ne!(other.identity.member, member);
+    let moved = open(&settings(Some(dir.path())), "other", "127.0.0.1:9999").unwrap();
+    assert!(!moved.restored);
+}
+
+#[test]
+fn a_reboot_without_fsync_voids_the_identity_and_moves_the_state_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("galera.cache");
+    let first = open(&settings(Some(&state)), "c", ADDR).unwrap();
+    let mut log = first.log;
+    append(&mut log, 10);
+    drop(log);
+    // As if written before a reboot of the machine.
+    let disk = Disk::Fs(tandem_gcache::FsStorage::new(&state).unwrap());
+    let mut record = IdentityRecord::decode(&read_blob(&disk, BLOB_IDENTITY).unwrap().unwrap()).unwrap();
+    record.boot_id = "an-earlier-boot".into();
+    write_blob(&disk, BLOB_IDENTITY, &record.encode(), true).unwrap();
+    let again = open(&settings(Some(&state)), "c", ADDR).unwrap();
+    assert!(!again.restored);
+    assert_eq!(again.log.vote_and_last().1, None, "starts with an empty log");
+    assert!(dir.path().join("galera.cache.untrusted").join(BLOB_IDENTITY).exists(), "kept for inspection");
+}
+
+#[test]
+fn a_damaged_log_voids_the_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(&settings(Some(dir.path())), "c", ADDR).unwrap();
+    let mut log = first.log;
+    append(&mut log, 2000); // several segments
+    drop(log);
+    let segment = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .min()
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[200] ^= 0xff;
+    std::fs::write(&segment, bytes).unwrap();
+    let again = open(&settings(Some(dir.path())), "c", ADDR).unwrap();
+    assert!(!again.restored, "a flipped byte in the middle is not a torn tail");
+}
+
+#[test]
+fn a_purged_log_without_a_checkpoint_voids_the_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(&settings(Some(dir.path())), "c", ADDR).unwrap();
+    let mut log = first.log;
+    append(&mut log, 100);
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(log.purge(entry(1, 40, 0).log_id)).unwrap();
+    drop(log);
+    let again = open(&settings(Some(dir.path())), "c", ADDR).unwrap();
+    assert!(!again.restored, "nothing could rebuild the state before index 41");
+}
+

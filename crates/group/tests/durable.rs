@@ -1,0 +1,149 @@
+//! Members with durable state (identity, vote, log, checkpoints in a
+//! directory): a restarted member comes back as itself and catches up from
+//! its own log and the group's; a whole group restarted without bootstrap
+//! forms again by itself; a minority waits and says who is missing; an
+//! explicit bootstrap from durable state keeps the history.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+use tandem_group::{GroupChannel, GroupConfig, LogSettings};
+
+/// Where one member lives: a fixed port (an identity is bound to its
+/// address) and a state directory that outlives its processes.
+struct Seat {
+    name: &'static str,
+    port: u16,
+    dir: PathBuf,
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().unwrap().port()
+}
+
+fn seats(root: &tempfile::TempDir, names: &[&'static str]) -> Vec<Seat> {
+    names.iter().map(|&name| Seat { name, port: free_port(), dir: root.path().join(name) }).collect()
+}
+
+fn addr(s: &Seat) -> String {
+    format!("127.0.0.1:{}", s.port)
+}
+
+fn durable(seat: &Seat, bootstrap: bool, all: &[Seat]) -> GroupConfig {
+    let peers = all.iter().map(addr).collect();
+    let mut c = config(seat.name, CLUSTER, bootstrap, peers);
+    c.listen_addr = addr(seat);
+    c.log = LogSettings { dir: Some(seat.dir.clone()), ..LogSettings::default() };
+    c
+}
+
+/// Three durable voters, with `writes` messages ordered.
+fn three_durable_voters(all: &[Seat], writes: usize) -> Vec<Member> {
+    let m1 = start(durable(&all[0], true, all));
+    wait_primary(&m1);
+    let m2 = start(durable(&all[1], false, all));
+    let m3 = start(durable(&all[2], false, all));
+    wait_primary(&m2);
+    wait_primary(&m3);
+    for m in [&m2, &m3] {
+        m.group.promote(m.id()).expect("promote");
+    }
+    wait_until("three voters", || m1.rec.last_view().is_some_and(|v| v.voters.len() == 3));
+    for i in 0..writes {
+        submit(&m1, &msg(i));
+    }
+    wait_delivered(&[&m1, &m2, &m3], &msg(writes - 1));
+    vec![m1, m2, m3]
+}
+
+fn msg(i: usize) -> Vec<u8> {
+    format!("write {i}").into_bytes()
+}
+
+/// Stops a member as a crash does: no graceful leave.
+fn crash(m: Member) -> u64 {
+    let id = m.id();
+    m.group.shutdown();
+    id
+}
+
+#[test]
+fn a_restarted_member_comes_back_as_itself_and_catches_up() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["d1", "d2", "d3"]);
+    let mut members = three_durable_voters(&all, 20);
+    let old_id = crash(members.pop().unwrap());
+    for i in 20..50 {
+        submit(&members[0], &msg(i));
+    }
+    wait_delivered(&[&members[0], &members[1]], &msg(49));
+    let back = start(durable(&all[2], false, &all));
+    assert_eq!(back.id(), old_id, "the same member, not a new one");
+    wait_primary(&back);
+    wait_delivered(&[&back], &msg(49));
+    let history = same_history(&[&members[0], &back]);
+    assert!(history.contains(&Event::Message { origin: members[0].id(), payload: msg(0) }));
+}
+
+#[test]
+fn a_whole_group_restarted_without_bootstrap_forms_again_by_itself() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["w1", "w2", "w3"]);
+    let members = three_durable_voters(&all, 10);
+    let ids: Vec<u64> = members.into_iter().map(crash).collect();
+    // Every member restarts as configured before: nobody bootstraps.
+    let back: Vec<Member> = all.iter().map(|s| start(durable(s, false, &all))).collect();
+    assert_eq!(back.iter().map(|m| m.id()).collect::<Vec<_>>(), ids);
+    for m in &back {
+        wait_primary(m);
+    }
+    submit(&back[1], b"after the restart");
+    wait_delivered(&[&back[0], &back[1], &back[2]], b"after the restart");
+    let history = same_history(&[&back[0], &back[1], &back[2]]);
+    assert!(history.contains(&Event::Message { origin: ids[0], payload: msg(9) }), "nothing ordered was lost");
+}
+
+#[test]
+fn a_minority_waits_and_names_the_missing_members() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["q1", "q2", "q3"]);
+    let members = three_durable_voters(&all, 3);
+    members.into_iter().for_each(|m| {
+        crash(m);
+    });
+    let alone = start(durable(&all[0], false, &all));
+    wait_until("the wait is reported", || {
+        logged(&["Waiting for the primary component", "1 of the 3 voters", "q2", "q3", "pc.bootstrap=YES"])
+    });
+    assert!(!alone.group.status().primary, "one of three is not a majority");
+    // A second member back makes a majority: it forms by itself.
+    let second = start(durable(&all[1], false, &all));
+    wait_primary(&alone);
+    wait_primary(&second);
+}
+
+#[test]
+fn bootstrapping_from_durable_state_keeps_the_history_and_this_member_alone() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["b1", "b2", "b3"]);
+    let members = three_durable_voters(&all, 5);
+    let ids: Vec<u64> = members.into_iter().map(crash).collect();
+    let alone = start(durable(&all[1], true, &all));
+    wait_primary(&alone);
+    assert_eq!(alone.id(), ids[1]);
+    assert_eq!(alone.group.membership().voters, vec![ids[1]], "the only voter");
+    submit(&alone, b"on its own");
+    wait_delivered(&[&alone], b"on its own");
+    assert!(alone.rec.has_message(&msg(4)), "the history before is kept");
+    // The others come back and join it.
+    let other = start(durable(&all[2], false, &all));
+    wait_primary(&other);
+    wait_delivered(&[&other], b"on its own");
+}
