@@ -27,7 +27,7 @@ use crate::message::{Body, Envelope, JoinInfo};
 use crate::monitor::Monitor;
 use crate::options::Options;
 use crate::queue::{Task, TaskQueue};
-use crate::saved_state::SavedState;
+use crate::saved_state::{local_data, LocalData, SavedState, NOT_SAFE_TO_BOOTSTRAP};
 use crate::stats::Stats;
 use crate::types::{Gtid, Seqno, Uuid};
 use crate::waiter::{Reply, Slot, Waiters};
@@ -93,6 +93,23 @@ pub struct Node {
     pub inner: Arc<Inner>,
 }
 
+/// Why `connect` did not connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectError {
+    /// The node refuses on purpose (an unsafe bootstrap, an unknown
+    /// position); Galera answers these with NODE_FAIL.
+    Refused(String),
+    Failed(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Refused(why) | ConnectError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// What `Node::send` did: the waiter (if asked for), whether the group
 /// took the message, and the body handed back.
 pub struct Sent {
@@ -103,13 +120,12 @@ pub struct Sent {
 
 impl Node {
     pub fn new(app: Arc<dyn Application>, mut config: NodeConfig, factory: GroupFactory) -> Result<Node, String> {
-        if config.start_position.seqno < 0 {
-            if let Some(saved) = SavedState::load(&config.data_dir) {
-                log::info!("Found saved state: {} (safe_to_bootstrap: {})", saved.position, saved.safe_to_bootstrap as u8);
-                if saved.position.seqno >= 0 {
-                    config.start_position = saved.position;
-                }
-            }
+        let saved = SavedState::load(&config.data_dir);
+        if let Some(s) = saved {
+            log::info!("Found saved state: {} (safe_to_bootstrap: {})", s.position, s.safe_to_bootstrap as u8);
+        }
+        if let LocalData::Known(position) = local_data(config.start_position, saved) {
+            config.start_position = position;
         }
         let mut options = Options::default();
         options.set(&config.options).map_err(|e| e.to_string())?;
@@ -160,19 +176,20 @@ impl Node {
 
     /// Joins (or founds) the group. Returns at once: everything else arrives
     /// through `recv()`.
-    pub fn connect(&self, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Result<(), String> {
-        let peers = parse_cluster_address(url)?;
+    pub fn connect(&self, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Result<(), ConnectError> {
+        let peers = parse_cluster_address(url).map_err(ConnectError::Failed)?;
         let bootstrap = bootstrap || peers.is_empty();
-        let config = self.group_config(cluster_name, peers, bootstrap);
+        let start = self.check_start(bootstrap)?;
+        let mut config = self.group_config(cluster_name, peers, bootstrap);
+        config.resume_at = (start.seqno >= 0).then_some(start.seqno);
         let (listen, name) = (config.listen_addr.clone(), config.me.name.clone());
-        let starter = (self.inner.factory)(config).map_err(|e| e.to_string())?;
+        let starter = (self.inner.factory)(config).map_err(|e| ConnectError::Failed(e.to_string()))?;
         let identity = starter.identity();
         let (me, incarnation) = (Uuid(identity.uuid), identity.incarnation);
         *self.inner.me.write() = me;
         self.inner.incarnation.store(incarnation, Ordering::Release);
         self.inner.closing.store(false, Ordering::Release);
         self.inner.queue.reopen();
-        let start = self.inner.config.start_position;
         *self.inner.core.lock() = NodeCore::new(me, incarnation, start, donors.to_string());
         let freeze = self.inner.options.lock().get("gcache.freeze_purge_at_seqno").to_string();
         self.freeze_purge(&freeze);
@@ -183,10 +200,47 @@ impl Node {
         );
         let app = JoinInfo { incarnation, position: start }.encode();
         let replica = NodeReplica { node: self.clone(), state: GroupState::default() };
-        let group = starter.start(app, Box::new(replica)).map_err(|e| e.to_string())?;
+        let group = starter.start(app, Box::new(replica)).map_err(|e| ConnectError::Failed(e.to_string()))?;
         *self.inner.group.lock() = Some(group);
         self.start_ticker();
         Ok(())
+    }
+
+    /// Where the local data starts from, or why this node must not connect:
+    /// Galera refuses to bootstrap from a node that was not the last to
+    /// leave, and no node joins on a guessed position.
+    fn check_start(&self, bootstrap: bool) -> Result<Gtid, ConnectError> {
+        let saved = SavedState::load(&self.inner.config.data_dir);
+        if bootstrap && saved.is_some_and(|s| !s.safe_to_bootstrap && !s.position.uuid.is_nil()) {
+            log::error!("{NOT_SAFE_TO_BOOTSTRAP}");
+            return Err(ConnectError::Refused(NOT_SAFE_TO_BOOTSTRAP.into()));
+        }
+        match local_data(self.inner.config.start_position, saved) {
+            LocalData::Known(position) => Ok(position),
+            LocalData::Fresh => Ok(Gtid::UNDEFINED),
+            LocalData::Unknown { history } => self.unknown_position(history),
+        }
+    }
+
+    fn unknown_position(&self, history: Uuid) -> Result<Gtid, ConnectError> {
+        if self.inner.options.lock().get("repl.unknown_position").eq_ignore_ascii_case("sst") {
+            log::warn!(
+                "The position of this node's data in history {history} is unknown; a full state transfer \
+                 replaces it (repl.unknown_position=sst)"
+            );
+            return Ok(Gtid::UNDEFINED);
+        }
+        let why = format!(
+            "The position of this node's data in history {history} is unknown: it did not shut down cleanly \
+             (grastate.dat has seqno -1), the server passed no wsrep_start_position, and `mariadbd \
+             --wsrep-recover` could not read it. Joining on a guess could skip or repeat transactions, so \
+             this node does not join. To fix: run `mariadbd --wsrep-recover` and start with \
+             --wsrep_start_position=<uuid:seqno> (the systemd unit's galera_recovery and `tandem cluster \
+             start-node` do this), or let a full state transfer replace this node's data: \
+             wsrep_provider_options='repl.unknown_position=sst'"
+        );
+        log::error!("{why}");
+        Err(ConnectError::Refused(why))
     }
 
     /// Leaves the group; the final view follows through `recv()`.

@@ -19,6 +19,8 @@ enum Kind {
     Size,
     /// A seqno, -1, or `now` (PXC's `gcache.freeze_purge_at_seqno`).
     SeqnoOrNow,
+    /// `refuse` or `sst`.
+    UnknownPosition,
 }
 
 /// (key, default, kind). Defaults are Galera 26.4's; keys marked in the
@@ -100,6 +102,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("repl.key_format", "FLAT8", Kind::Str),
     ("repl.max_ws_size", "2147483647", Kind::Int), // write-set size limit
     ("repl.proto_max", "11", Kind::Int),
+    ("repl.unknown_position", "refuse", Kind::UnknownPosition), // Tandem's: after a crash without --wsrep-recover
     ("socket.checksum", "2", Kind::Int),
     ("socket.dynamic", "false", Kind::Bool),
     ("socket.recv_buf_size", "auto", Kind::Str),
@@ -266,6 +269,7 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
         Kind::Period => parse_period(value).is_some(),
         Kind::Size => parse_size(value).is_some(),
         Kind::SeqnoOrNow => value.eq_ignore_ascii_case("now") || value.parse::<i64>().is_ok_and(|n| n >= -1),
+        Kind::UnknownPosition => matches!(value.to_ascii_lowercase().as_str(), "refuse" | "sst"),
     };
     if ok {
         Ok(())

@@ -72,9 +72,72 @@ impl SavedState {
     }
 }
 
+/// What is known about the position of the local data when a node starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalData {
+    /// Given by the server (`wsrep_start_position`, from `--wsrep-recover`),
+    /// or saved at a clean shutdown.
+    Known(Gtid),
+    /// No saved state at all: a new node, which gets a state transfer.
+    Fresh,
+    /// The node was running and did not shut down cleanly (grastate.dat
+    /// says seqno -1), and nobody told it where its data is: joining on a
+    /// guess could skip or repeat transactions.
+    Unknown { history: Uuid },
+}
+
+/// Where the local data is, from the server's start position and
+/// grastate.dat.
+pub fn local_data(start: Gtid, saved: Option<SavedState>) -> LocalData {
+    if start.seqno >= 0 && !start.uuid.is_nil() {
+        return LocalData::Known(start);
+    }
+    match saved {
+        Some(s) if s.position.seqno >= 0 && !s.position.uuid.is_nil() => LocalData::Known(s.position),
+        Some(s) if !s.position.uuid.is_nil() => LocalData::Unknown { history: s.position.uuid },
+        _ => LocalData::Fresh,
+    }
+}
+
+/// The position `mariadbd --wsrep-recover` printed in its log (the last
+/// "WSREP: Recovered position:" line), unless it is the "nothing known" one.
+pub fn parse_recovered_position(log: &str) -> Option<Gtid> {
+    const MARK: &str = "WSREP: Recovered position: ";
+    let line = log.lines().rev().find(|l| l.contains(MARK))?;
+    let gtid = Gtid::parse(line.split(MARK).nth(1)?)?;
+    (gtid.seqno >= 0 && !gtid.uuid.is_nil()).then_some(gtid)
+}
+
+/// Galera's words, which operators and the MTR suites know.
+pub const NOT_SAFE_TO_BOOTSTRAP: &str = "It may not be safe to bootstrap the cluster from this node. \
+It was not the last one to leave the cluster and may not contain all the updates. \
+To force cluster bootstrap with this node, edit the grastate.dat file manually and set safe_to_bootstrap to 1 .";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_position_is_the_servers_then_the_saved_one_else_unknown_after_a_crash() {
+        let g = Gtid { uuid: Uuid([5; 16]), seqno: 9 };
+        let crashed = SavedState { position: Gtid { uuid: Uuid([5; 16]), seqno: -1 }, safe_to_bootstrap: false };
+        let clean = SavedState { position: g, safe_to_bootstrap: true };
+        assert_eq!(local_data(g, Some(crashed)), LocalData::Known(g), "--wsrep-recover wins");
+        assert_eq!(local_data(Gtid::UNDEFINED, Some(clean)), LocalData::Known(g));
+        assert_eq!(local_data(Gtid::UNDEFINED, Some(crashed)), LocalData::Unknown { history: Uuid([5; 16]) });
+        assert_eq!(local_data(Gtid::UNDEFINED, None), LocalData::Fresh);
+        let never_joined = SavedState { position: Gtid::UNDEFINED, safe_to_bootstrap: false };
+        assert_eq!(local_data(Gtid::UNDEFINED, Some(never_joined)), LocalData::Fresh);
+    }
+
+    #[test]
+    fn recovered_positions_are_read_from_the_last_line() {
+        let log = "2026-11-23  8:37:22 0 [Note] WSREP: Recovered position: 5febba8e-070e-49bc-a01f-c8c38ec3d1af:2176\n";
+        assert_eq!(parse_recovered_position(log).map(|g| g.seqno), Some(2176));
+        let unknown = "[Note] WSREP: Recovered position: 00000000-0000-0000-0000-000000000000:-1\n";
+        assert_eq!(parse_recovered_position(unknown), None);
+        assert_eq!(parse_recovered_position("nothing here"), None);
+    }
 
     #[test]
     fn round_trip_and_galera_layout() {

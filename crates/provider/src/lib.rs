@@ -6,6 +6,7 @@
 mod convert;
 mod guard;
 mod logger;
+mod recover;
 mod server_app;
 mod slots;
 mod group;

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use std::sync::Mutex;
 use tandem_engine::client::TRACKED;
-use tandem_engine::node::{GroupFactory, Node, NodeConfig, RecvEnd};
+use tandem_engine::node::{ConnectError, GroupFactory, Node, NodeConfig, RecvEnd};
+use tandem_engine::saved_state::{local_data, LocalData, SavedState};
 use tandem_engine::stats::StatValue;
 use tandem_engine::writeset::KeyType;
 use wsrep_abi::*;
@@ -122,13 +123,15 @@ unsafe extern "C" fn init(w: *mut wsrep_t, args: *const wsrep_init_args) -> wsre
         }
         let a = &*args;
         crate::logger::install(a.logger_cb);
+        let data_dir = PathBuf::from(string(a.data_dir));
+        let start_position = start_position(gtid_from_c(a.state_id), &data_dir);
         let config = NodeConfig {
             name: string(a.node_name),
             node_address: string(a.node_address),
             incoming: string(a.node_incoming),
-            data_dir: PathBuf::from(string(a.data_dir)),
+            data_dir,
             options: string(a.options),
-            start_position: gtid_from_c(a.state_id),
+            start_position,
         };
         let app = ServerApp {
             app_ctx: a.app_ctx as usize,
@@ -152,6 +155,22 @@ unsafe extern "C" fn init(w: *mut wsrep_t, args: *const wsrep_init_args) -> wsre
             }
         }
     })
+}
+
+/// The server's start position, or the one `--wsrep-recover` reads when
+/// the node crashed and the server passed none (the engine refuses to join
+/// if that fails too).
+fn start_position(given: tandem_engine::types::Gtid, data_dir: &std::path::Path) -> tandem_engine::types::Gtid {
+    match local_data(given, SavedState::load(data_dir)) {
+        LocalData::Unknown { .. } => match crate::recover::recover_position(data_dir) {
+            Ok(position) => position,
+            Err(why) => {
+                log::warn!("Could not recover the position of the local data: {why}");
+                given
+            }
+        },
+        _ => given,
+    }
 }
 
 unsafe extern "C" fn capabilities(_w: *mut wsrep_t) -> wsrep_cap_t {
@@ -199,6 +218,8 @@ unsafe extern "C" fn connect(w: *mut wsrep_t, name: *const c_char, url: *const c
         let (name, url, donor) = unsafe { (string(name), string(url), string(donor)) };
         match node.connect(&name, &url, &donor, bootstrap) {
             Ok(()) => WSREP_OK,
+            // Already logged with its reason; Galera answers these with NODE_FAIL.
+            Err(ConnectError::Refused(_)) => WSREP_NODE_FAIL,
             Err(e) => {
                 log::error!("Failed to connect to cluster: {e}");
                 WSREP_CONN_FAIL
