@@ -128,12 +128,23 @@ impl Node {
         for action in actions {
             match action {
                 OptionAction::FreezePurge(value) => self.freeze_purge(&value),
-                OptionAction::Isolate(_) | OptionAction::Bootstrap => {
+                OptionAction::Bootstrap => self.bootstrap_now()?,
+                OptionAction::Isolate(_) => {
                     log::warn!("Provider option action {action:?} is accepted but not supported yet")
                 }
             }
         }
         Ok(())
+    }
+
+    /// `pc.bootstrap=YES`: a new primary component of this node alone.
+    fn bootstrap_now(&self) -> Result<(), String> {
+        let Some(group) = self.group() else { return Err("pc.bootstrap: not connected to a cluster".into()) };
+        log::warn!("pc.bootstrap=YES: forming a new primary component from this node");
+        group.bootstrap().map_err(|e| {
+            log::error!("pc.bootstrap failed: {e}");
+            e.to_string()
+        })
     }
 
     /// `gcache.freeze_purge_at_seqno`: a seqno, `now` (the last committed),

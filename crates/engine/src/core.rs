@@ -176,6 +176,8 @@ pub struct NodeCore {
     /// Past this many held bytes the server is admitted without waiting to
     /// hear from the group (`ADMIT_BUDGET_BYTES`; smaller in tests).
     pub admit_budget_bytes: usize,
+    /// When this node last reported its IST progress, and how far it was.
+    ist_reported: (u64, Seqno),
     closing: bool,
     now_ms: u64,
 }
@@ -207,6 +209,7 @@ impl NodeCore {
             retention: Retention::new(SETTLE_MS),
             held_bytes: 0,
             admit_budget_bytes: ADMIT_BUDGET_BYTES,
+            ist_reported: (0, Seqno::MIN),
             closing: false,
             now_ms: 0,
         }
@@ -512,8 +515,20 @@ impl NodeCore {
                 out.push(Command::ReleaseLog(point));
             }
         }
+        self.report_ist_progress(now_ms, committed, &mut out);
         self.announcements(&mut out);
         out
+    }
+
+    /// While catching up by IST, this node tells the group how far it got
+    /// every couple of seconds, so the member serving the log can show it.
+    fn report_ist_progress(&mut self, now_ms: u64, committed: Seqno, out: &mut Vec<Command>) {
+        let catching_up = self.live && self.state == LocalState::Joined && self.ist_range().is_some();
+        let (at, reported) = self.ist_reported;
+        if catching_up && self.link == Link::Primary && committed > reported && now_ms >= at + RESUBMIT_EVERY_MS {
+            self.ist_reported = (now_ms, committed);
+            out.push(Command::Submit(Body::Progress(committed)));
+        }
     }
 
     /// The messages repeated until the group has seen them: the rejoin of a

@@ -193,6 +193,12 @@ fn a_restarted_node_replays_its_history_and_resumes_at_its_own_position() {
     assert_eq!(applied(&cmds), vec![13], "the rejoin view follows the IST in order");
     assert_eq!(submitted(&cmds), vec![&Body::State(MemberState::Synced)]);
     assert_eq!(h.core.ist_range(), Some((9, 13)));
+    // While it applies the IST it reports how far it got, every 2 s.
+    let reports = |cmds: &[Command]| cmds.iter().filter(|c| matches!(c, Command::Submit(Body::Progress(_)))).count();
+    assert_eq!(reports(&h.tick(2_000, 10)), 1);
+    assert_eq!(reports(&h.tick(500, 11)), 0, "not again so soon");
+    assert_eq!(reports(&h.tick(2_000, 11)), 1);
+    assert_eq!(reports(&h.tick(2_000, 11)), 0, "no progress, nothing to say");
     let cmds = h.message(ME, 2, 0, Body::State(MemberState::Synced));
     assert_eq!(cmds, vec![Command::Queue(Task::Synced { after: 13 })]);
     assert!(!h.core.awaits_synced());

@@ -247,6 +247,10 @@ impl GroupChannel for LocalMember {
 
     fn shutdown(&self) {}
 
+    fn bootstrap(&self) -> Result<(), GroupError> {
+        Err(GroupError::Config("the in-process hub has no primary component to re-form".into()))
+    }
+
     fn release_upto(&self, _position: i64) {}
 
     fn cache(&self) -> CacheStatus {

@@ -85,6 +85,8 @@ pub struct Inner {
     ticker: Mutex<Option<JoinHandle<()>>>,
     /// Ticker threads still running (see `ticker_threads`).
     ticker_live: Arc<AtomicUsize>,
+    /// `pc.bootstrap=YES` was in the configuration.
+    bootstrap_at_connect: bool,
 }
 
 /// The node, shared by every server thread.
@@ -128,7 +130,9 @@ impl Node {
             config.start_position = position;
         }
         let mut options = Options::default();
-        options.set(&config.options).map_err(|e| e.to_string())?;
+        let actions = options.set(&config.options).map_err(|e| e.to_string())?;
+        // `pc.bootstrap=YES` in the configuration means: bootstrap at connect.
+        let bootstrap_at_connect = actions.contains(&crate::options::OptionAction::Bootstrap);
         let position = config.start_position.seqno;
         let core = NodeCore::new(Uuid::NIL, 0, config.start_position, String::new());
         let inner = Inner {
@@ -156,6 +160,7 @@ impl Node {
             clock: Instant::now(),
             ticker: Mutex::new(None),
             ticker_live: Arc::new(AtomicUsize::new(0)),
+            bootstrap_at_connect,
             config,
         };
         Ok(Node { inner: Arc::new(inner) })
@@ -178,7 +183,7 @@ impl Node {
     /// through `recv()`.
     pub fn connect(&self, cluster_name: &str, url: &str, donors: &str, bootstrap: bool) -> Result<(), ConnectError> {
         let peers = parse_cluster_address(url).map_err(ConnectError::Failed)?;
-        let bootstrap = bootstrap || peers.is_empty();
+        let bootstrap = bootstrap || peers.is_empty() || self.inner.bootstrap_at_connect;
         let start = self.check_start(bootstrap)?;
         let mut config = self.group_config(cluster_name, peers, bootstrap);
         config.resume_at = (start.seqno >= 0).then_some(start.seqno);

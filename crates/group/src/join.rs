@@ -94,7 +94,7 @@ pub async fn ask_leader(
 
 /// Carries out a group request on the leader, locally when we lead.
 pub async fn on_leader(shared: &Shared, req: &Request) -> Result<(), AskError> {
-    if !shared.raft.is_leader() {
+    if !shared.raft().is_leader() {
         return ask_leader(shared, None, req).await;
     }
     let resp = match req {
@@ -148,7 +148,7 @@ enum Change {
 }
 
 pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) -> Response {
-    if !shared.raft.is_leader() {
+    if !shared.raft().is_leader() {
         return shared.not_leader();
     }
     let m = shared.metrics();
@@ -183,7 +183,7 @@ pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) ->
 }
 
 pub async fn handle_promote(shared: &Shared, member: MemberId) -> Response {
-    if !shared.raft.is_leader() {
+    if !shared.raft().is_leader() {
         return shared.not_leader();
     }
     let m = shared.metrics();
@@ -200,7 +200,7 @@ pub async fn handle_promote(shared: &Shared, member: MemberId) -> Response {
 }
 
 pub async fn handle_leave(shared: &Shared, member: MemberId) -> Response {
-    if !shared.raft.is_leader() {
+    if !shared.raft().is_leader() {
         return shared.not_leader();
     }
     let m = shared.metrics();
@@ -230,7 +230,7 @@ type WriteError =
     RaftError<crate::raft::types::GroupTypes, ClientWriteError<crate::raft::types::GroupTypes>>;
 
 async fn apply_change(shared: &Shared, change: &Change) -> Result<(), WriteError> {
-    let raft = &shared.raft;
+    let raft = shared.raft();
     match change {
         Change::AddLearner(id, info) => raft.add_learner(*id, info.clone(), false).await.map(drop),
         Change::Promote(id) => raft

@@ -245,6 +245,10 @@ pub trait GroupChannel: Send + Sync + 'static {
     fn leave(&self, timeout: Duration) -> Result<(), GroupError>;
     /// Stop every task and thread of the channel. Idempotent.
     fn shutdown(&self);
+    /// Forms a new primary component of this member alone from its state
+    /// (`pc.bootstrap=YES`), when no majority can form; refused when a
+    /// reachable member is more advanced.
+    fn bootstrap(&self) -> Result<(), GroupError>;
     /// The application no longer needs history up to `position` replayed
     /// (it is durably applied): the log may forget it once it is over its
     /// size. Never called with a lower position than before.

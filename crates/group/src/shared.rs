@@ -4,7 +4,7 @@
 //! dropping the last handle runs its `Drop` and stops them.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use openraft::async_runtime::WatchReceiver;
@@ -21,7 +21,10 @@ pub struct Shared {
     pub me: MemberId,
     /// As given to `start`, with `me.group_addr` filled in.
     pub config: GroupConfig,
-    pub raft: GroupRaft,
+    /// Replaced only by a forced bootstrap (`pc.bootstrap=YES`), which
+    /// restarts openraft on the same log and state machine.
+    pub raft: RwLock<GroupRaft>,
+    pub raft_config: Arc<openraft::Config>,
     pub net: Arc<NetCtx>,
     pub replica: SharedReplica,
     /// Written only by the detector task; read by `submit` and `status`.
@@ -40,8 +43,13 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The current openraft instance (a cheap handle).
+    pub fn raft(&self) -> GroupRaft {
+        self.raft.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     pub fn metrics(&self) -> Metrics {
-        self.raft.metrics().borrow_watched().clone()
+        self.raft().metrics().borrow_watched().clone()
     }
 
     pub fn is_primary(&self) -> bool {
@@ -50,7 +58,7 @@ impl Shared {
 
     /// The current leader and its group address, as far as we know.
     pub fn leader(&self) -> Option<(MemberId, String)> {
-        let m = self.raft.metrics().borrow_watched().clone();
+        let m = self.raft().metrics().borrow_watched().clone();
         let id = m.current_leader?;
         let info = m.membership_config.membership().get_node(&id)?;
         Some((id, info.group_addr.clone()))

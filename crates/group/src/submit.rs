@@ -53,7 +53,7 @@ async fn deliver(shared: &Shared, batch: Vec<AppPayload>) {
     // Long enough to ride out one election.
     let deadline = Instant::now() + shared.suspect * 2;
     while Instant::now() < deadline {
-        if shared.raft.is_leader() {
+        if shared.raft().is_leader() {
             append_local(shared, batch).await;
             return;
         }
@@ -91,7 +91,7 @@ async fn deliver(shared: &Shared, batch: Vec<AppPayload>) {
 /// lost their slot to a leader change, which the engine learns by timeout.
 async fn append_local(shared: &Shared, batch: Vec<AppPayload>) {
     let count = batch.len();
-    match shared.raft.client_write_many(batch).await {
+    match shared.raft().client_write_many(batch).await {
         Ok(mut results) => {
             tokio::spawn(async move {
                 while let Some(result) = results.next().await {
@@ -109,7 +109,7 @@ async fn append_local(shared: &Shared, batch: Vec<AppPayload>) {
 
 /// Leader side of `Forward`.
 pub async fn handle_forward(shared: &Shared, payloads: Vec<AppPayload>) -> Response {
-    if !shared.raft.is_leader() {
+    if !shared.raft().is_leader() {
         return shared.not_leader();
     }
     append_local(shared, payloads).await;

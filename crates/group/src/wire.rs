@@ -18,12 +18,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::raft::types::{AppPayload, GroupTypes, SnapshotMeta, Vote};
+use crate::raft::types::{AppPayload, GroupTypes, LogId, SnapshotMeta, Vote};
 use crate::{MemberId, MemberInfo};
 
 pub const MAGIC: [u8; 4] = *b"TNDM";
-/// Bumped on any incompatible change of the messages below.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Bumped on any incompatible change of the messages below (2: durable
+/// identities, log positions).
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Hard cap on one frame; a peer announcing more is dropped.
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 /// Budget for the entries of one AppendEntries frame, leaving headroom for the
@@ -72,6 +73,9 @@ pub enum Request {
     Leave {
         member: MemberId,
     },
+    /// How far is your log? (Asked before a forced bootstrap, which must
+    /// not start from a less advanced member.)
+    LogPosition,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -88,6 +92,9 @@ pub enum Response {
     },
     Failed {
         reason: String,
+    },
+    LogPosition {
+        last: Option<LogId>,
     },
 }
 

@@ -42,21 +42,27 @@ fn durable(seat: &Seat, bootstrap: bool, all: &[Seat]) -> GroupConfig {
 
 /// Three durable voters, with `writes` messages ordered.
 fn three_durable_voters(all: &[Seat], writes: usize) -> Vec<Member> {
-    let m1 = start(durable(&all[0], true, all));
-    wait_primary(&m1);
-    let m2 = start(durable(&all[1], false, all));
-    let m3 = start(durable(&all[2], false, all));
-    wait_primary(&m2);
-    wait_primary(&m3);
-    for m in [&m2, &m3] {
+    durable_voters(all, writes)
+}
+
+/// As many durable voters as seats, with `writes` messages ordered.
+fn durable_voters(all: &[Seat], writes: usize) -> Vec<Member> {
+    let first = start(durable(&all[0], true, all));
+    wait_primary(&first);
+    let mut members = vec![first];
+    for seat in &all[1..] {
+        let m = start(durable(seat, false, all));
+        wait_primary(&m);
         m.group.promote(m.id()).expect("promote");
+        members.push(m);
     }
-    wait_until("three voters", || m1.rec.last_view().is_some_and(|v| v.voters.len() == 3));
+    wait_until("all voters", || members[0].rec.last_view().is_some_and(|v| v.voters.len() == all.len()));
     for i in 0..writes {
-        submit(&m1, &msg(i));
+        submit(&members[0], &msg(i));
     }
-    wait_delivered(&[&m1, &m2, &m3], &msg(writes - 1));
-    vec![m1, m2, m3]
+    let refs: Vec<&Member> = members.iter().collect();
+    wait_delivered(&refs, &msg(writes - 1));
+    members
 }
 
 fn msg(i: usize) -> Vec<u8> {
@@ -146,4 +152,52 @@ fn bootstrapping_from_durable_state_keeps_the_history_and_this_member_alone() {
     let other = start(durable(&all[2], false, &all));
     wait_primary(&other);
     wait_delivered(&[&other], b"on its own");
+}
+
+#[test]
+fn pc_bootstrap_re_forms_the_group_around_a_lone_member_and_keeps_its_history() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["p1", "p2", "p3"]);
+    let ids: Vec<u64> = three_durable_voters(&all, 4).into_iter().map(crash).collect();
+    let alone = start(durable(&all[0], false, &all));
+    wait_until("it waits for a majority", || logged(&["Waiting for the primary component", "p2"]));
+    assert!(!alone.group.status().primary);
+    alone.group.bootstrap().expect("pc.bootstrap");
+    wait_primary(&alone);
+    assert_eq!(alone.group.membership().voters, vec![ids[0]]);
+    submit(&alone, b"after pc.bootstrap");
+    wait_delivered(&[&alone], b"after pc.bootstrap");
+    assert!(alone.rec.has_message(&msg(3)), "the history before is kept");
+    let back = start(durable(&all[1], false, &all));
+    wait_primary(&back);
+    wait_delivered(&[&back], b"after pc.bootstrap");
+}
+
+#[test]
+fn pc_bootstrap_refuses_a_member_behind_one_it_can_reach() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["r1", "r2", "r3", "r4", "r5"]);
+    let mut members = durable_voters(&all, 2);
+    // r5 stops first: the others order more without it.
+    let behind = crash(members.pop().unwrap());
+    for i in 2..6 {
+        submit(&members[0], &msg(i));
+    }
+    wait_delivered(&[&members[1]], &msg(5));
+    members.into_iter().for_each(|m| {
+        crash(m);
+    });
+    // Two of five come back: no majority. r5 is behind r2.
+    let r5 = start(durable(&all[4], false, &all));
+    let r2 = start(durable(&all[1], false, &all));
+    assert_eq!(r5.id(), behind);
+    let refused = r5.group.bootstrap().expect_err("r2 is more advanced");
+    assert!(refused.to_string().contains("more advanced"), "{refused}");
+    assert!(!r5.group.status().primary);
+    r2.group.bootstrap().expect("the most advanced may bootstrap");
+    wait_primary(&r2);
+    wait_primary(&r5);
+    wait_delivered(&[&r5], &msg(5));
 }

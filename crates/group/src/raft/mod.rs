@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod network;
+mod rebootstrap;
 mod startup;
 pub mod state_machine;
 pub mod types;
@@ -121,7 +122,7 @@ fn on_group_thread() -> bool {
 
 /// Stops openraft, then the runtime, joining every runtime thread.
 fn stop(runtime: Runtime, shared: Arc<Shared>) {
-    let raft = shared.raft.clone();
+    let raft = shared.raft();
     let stopped = runtime
         .block_on(async move { tokio::time::timeout(RAFT_STOP_TIMEOUT, raft.shutdown()).await });
     if stopped.is_err() {
@@ -211,6 +212,12 @@ impl GroupChannel for RaftGroup {
             }
             other => other,
         }
+    }
+
+    fn bootstrap(&self) -> Result<(), GroupError> {
+        let shared = self.shared.clone();
+        let timeout = self.shared.request_timeout() * 4;
+        self.run(timeout, rebootstrap::bootstrap(shared))
     }
 
     fn release_upto(&self, position: i64) {

@@ -145,7 +145,8 @@ fn launch_member(
     let shared = Arc::new(Shared {
         me,
         config,
-        raft,
+        raft: std::sync::RwLock::new(raft),
+        raft_config,
         net,
         replica,
         primary: AtomicBool::new(false),
@@ -258,7 +259,7 @@ fn rebootstrap_if_needed(
 /// Appends a membership with this member as the only voter, in a term above
 /// any seen, and votes for itself in that term: on start it is elected
 /// alone, and the entry commits with its first one.
-fn make_only_voter(log: &DurableLog, me: MemberId, config: &GroupConfig) -> Result<(), GroupError> {
+pub(crate) fn make_only_voter(log: &DurableLog, me: MemberId, config: &GroupConfig) -> Result<(), GroupError> {
     let (vote, last) = log.vote_and_last();
     let term = vote.map_or(0, |v| v.leader_id.term).max(last.map_or(0, |l| l.leader_id.term)) + 1;
     let leader = openraft::impls::leader_id_adv::LeaderId { term, node_id: me };

@@ -31,7 +31,7 @@ pub async fn run(shared: Arc<Shared>) {
             None => {}
             Some(Ok(index)) => {
                 shared.sm.set_purge_to(index);
-                if let Err(e) = shared.raft.trigger().snapshot().await {
+                if let Err(e) = shared.raft().trigger().snapshot().await {
                     warn!("Could not purge the group log: {e}");
                 }
             }

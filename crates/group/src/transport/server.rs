@@ -71,7 +71,7 @@ async fn serve_conn(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr
 }
 
 async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
-    let raft = &shared.raft;
+    let raft = shared.raft();
     match req {
         Request::AppendEntries(rpc) => {
             shared.net.liveness.append_from(from);
@@ -98,6 +98,9 @@ async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
         Request::Forward { payloads } => submit::handle_forward(shared, payloads).await,
         Request::Promote { member } => join::handle_promote(shared, member).await,
         Request::Leave { member } => join::handle_leave(shared, member).await,
+        Request::LogPosition => Response::LogPosition {
+            last: shared.log.vote_and_last().1,
+        },
     }
 }
 
