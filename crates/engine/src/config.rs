@@ -98,10 +98,11 @@ impl Node {
 /// Smallest segment: purging a few KiB at a time is all overhead.
 const MIN_SEGMENT_BYTES: u64 = 1 << 20;
 
-/// The gcache options as the group's log settings. The log lives in the
-/// directory `gcache.dir/gcache.name` (`gcache.dir` defaults to the data
-/// directory): MariaDB's SST scripts leave a `galera.cache` entry of the
-/// data directory in place, so a state transfer does not wipe it.
+/// The gcache options as the group's log settings. The log is files named
+/// `*.<gcache.name>` in `gcache.dir` (default: the data directory): files,
+/// because MariaDB takes every directory there for a database; and names
+/// ending in `galera.cache`, which MariaDB's SST scripts leave in place when
+/// they empty the data directory.
 pub(crate) fn log_settings(opts: &Options, data_dir: &Path) -> LogSettings {
     let dir = match opts.get("gcache.dir") {
         "" => data_dir.to_path_buf(),
@@ -110,7 +111,8 @@ pub(crate) fn log_settings(opts: &Options, data_dir: &Path) -> LogSettings {
     let cache_bytes = opts.size("gcache.size").max(MIN_SEGMENT_BYTES);
     let segment_bytes = opts.size("gcache.page_size").min(cache_bytes / 8).max(MIN_SEGMENT_BYTES);
     LogSettings {
-        dir: Some(dir.join(opts.get("gcache.name"))),
+        dir: Some(dir),
+        name: opts.get("gcache.name").to_string(),
         cache_bytes,
         segment_bytes,
         fsync: opts.bool("gcache.fsync"),

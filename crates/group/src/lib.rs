@@ -146,9 +146,12 @@ impl std::error::Error for GroupError {}
 /// How the member's log is kept (the gcache).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogSettings {
-    /// Directory of the durable state (log segments, vote, checkpoints);
-    /// `None` keeps everything in memory (tests, single-process tools).
+    /// Directory of the durable state (log segments, vote, checkpoints:
+    /// plain files named `*.<name>`); `None` keeps everything in memory
+    /// (tests, single-process tools).
     pub dir: Option<PathBuf>,
+    /// Suffix of every file of the state (`gcache.name`).
+    pub name: String,
     /// Purge old segments once the log holds more than this (`gcache.size`).
     pub cache_bytes: u64,
     /// Size of one segment file (`gcache.page_size`, capped so that a purge
@@ -161,7 +164,13 @@ pub struct LogSettings {
 
 impl Default for LogSettings {
     fn default() -> Self {
-        LogSettings { dir: None, cache_bytes: 128 << 20, segment_bytes: 16 << 20, fsync: false }
+        LogSettings {
+            dir: None,
+            name: "galera.cache".into(),
+            cache_bytes: 128 << 20,
+            segment_bytes: 16 << 20,
+            fsync: false,
+        }
     }
 }
 

@@ -2,16 +2,16 @@
 //! and checkpoints of the replicated state, in one directory.
 //!
 //! ```text
-//!   <gcache.dir>/<gcache.name>/
-//!     identity                        member id, uuid, incarnation, cluster, address, boot id
-//!     vote                            Raft vote (fsynced)
-//!     committed, purged               Raft log pointers
-//!     log.<first index>.seg ...       the log, one checksummed record per entry
-//!     checkpoint.<index> ...          the replicated state after that entry
+//!   <gcache.dir>/ (the data directory by default), each name ending in .<gcache.name>:
+//!     identity.galera.cache                     member id, uuid, incarnation, cluster, address, boot id
+//!     vote.galera.cache                         Raft vote (fsynced)
+//!     committed.galera.cache, purged...         Raft log pointers
+//!     log.<first index>.seg.galera.cache ...    the log, one checksummed record per entry
+//!     checkpoint.<index>.galera.cache ...       the replicated state after that entry
 //! ```
 //!
 //! Opening judges whether the state can be trusted (`identity.rs`); if not,
-//! it is moved aside to `<name>.untrusted` and the member starts anew.
+//! its files are set aside as `untrusted.*` and the member starts anew.
 
 pub mod checkpoint;
 mod disk;
@@ -21,10 +21,9 @@ pub mod purge;
 pub mod purger;
 mod rate;
 
-use std::path::Path;
 use std::sync::Arc;
 
-use tandem_gcache::{read_blob, write_blob, Damage, FsStorage, LogOptions, MemStorage, SegmentLog};
+use tandem_gcache::{read_blob, write_blob, Damage, LogOptions, MemStorage, SegmentLog, Storage};
 
 pub use self::disk::Disk;
 use self::checkpoint::Checkpoints;
@@ -78,7 +77,7 @@ fn config_err(dir: &str, e: impl std::fmt::Display) -> GroupError {
 
 fn disk_for(settings: &LogSettings) -> Result<Disk, GroupError> {
     match &settings.dir {
-        Some(dir) => FsStorage::new(dir).map(Disk::Fs).map_err(|e| config_err(&dir.display().to_string(), e)),
+        Some(dir) => Disk::files(dir, &settings.name).map_err(|e| config_err(&dir.display().to_string(), e)),
         None => Ok(Disk::Mem(MemStorage::new())),
     }
 }
@@ -197,37 +196,32 @@ fn coverage_problem(log: &SegmentLog<Disk>, purged: Option<LogId>, checkpoints: 
     }
 }
 
-/// Moves untrusted state aside (the latest one is kept for inspection) and
-/// returns an empty place for a new member.
+/// Untrusted state is renamed with this prefix (the latest is kept for
+/// inspection).
+pub const UNTRUSTED: &str = "untrusted.";
+
+/// Sets untrusted state aside and returns an empty place for a new member.
 fn set_aside(disk: &Disk, settings: &LogSettings, why: &str, problems: &[String]) -> Result<Disk, GroupError> {
     let detail = if problems.is_empty() { String::new() } else { format!(" ({})", problems.join("; ")) };
-    match (disk, &settings.dir) {
-        (Disk::Fs(_), Some(dir)) => {
-            let aside = untrusted_path(dir);
-            log::warn!(
-                "Not reusing the durable state in {}: {why}{detail}. It is moved to {} and this node joins \
-                 as a new member; its old identity is evicted by the group",
-                dir.display(),
-                aside.display()
-            );
-            let shown = aside.display().to_string();
-            if aside.exists() {
-                std::fs::remove_dir_all(&aside).map_err(|e| config_err(&shown, e))?;
-            }
-            std::fs::rename(dir, &aside).map_err(|e| config_err(&shown, e))?;
-            disk_for(settings)
-        }
-        _ => {
-            log::warn!("Not reusing the in-memory group state: {why}{detail}");
-            Ok(Disk::Mem(MemStorage::new()))
-        }
+    if let Disk::Mem(_) = disk {
+        log::warn!("Not reusing the in-memory group state: {why}{detail}");
+        return Ok(Disk::Mem(MemStorage::new()));
     }
-}
-
-fn untrusted_path(dir: &Path) -> std::path::PathBuf {
-    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".untrusted");
-    dir.with_file_name(name)
+    log::warn!(
+        "Not reusing the durable state in {}: {why}{detail}. Its files are kept as {UNTRUSTED}* and this node \
+         joins as a new member; its old identity is evicted by the group",
+        disk.describe()
+    );
+    let fail = |e: std::io::Error| config_err(&disk.describe(), e);
+    let names = disk.list().map_err(fail)?;
+    for old in names.iter().filter(|n| n.starts_with(UNTRUSTED)) {
+        disk.remove(old).map_err(fail)?;
+    }
+    for name in names.iter().filter(|n| !n.starts_with(UNTRUSTED)) {
+        disk.rename(name, &format!("{UNTRUSTED}{name}")).map_err(fail)?;
+    }
+    disk.sync_dir().map_err(fail)?;
+    disk_for(settings)
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ impl Replica for NullReplica {
 }
 
 fn settings(dir: Option<&Path>) -> LogSettings {
-    LogSettings { dir: dir.map(Path::to_path_buf), cache_bytes: 1 << 20, segment_bytes: 64 << 10, fsync: false }
+    LogSettings { dir: dir.map(Path::to_path_buf), cache_bytes: 1 << 20, segment_bytes: 64 << 10, ..LogSettings::default() }
 }
 
 struct Builder;
@@ -104,20 +104,21 @@ fn another_cluster_or_address_gets_a_new_identity() {
 #[test]
 fn a_reboot_without_fsync_voids_the_identity_and_moves_the_state_aside() {
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("galera.cache");
+    let state = dir.path().to_path_buf();
     let first = open(&settings(Some(&state)), "c", ADDR).unwrap();
     let mut log = first.log;
     append(&mut log, 10);
     drop(log);
     // As if written before a reboot of the machine.
-    let disk = Disk::Fs(tandem_gcache::FsStorage::new(&state).unwrap());
+    let disk = Disk::files(&state, "galera.cache").unwrap();
     let mut record = IdentityRecord::decode(&read_blob(&disk, BLOB_IDENTITY).unwrap().unwrap()).unwrap();
     record.boot_id = "an-earlier-boot".into();
     write_blob(&disk, BLOB_IDENTITY, &record.encode(), true).unwrap();
     let again = open(&settings(Some(&state)), "c", ADDR).unwrap();
     assert!(!again.restored);
     assert_eq!(again.log.vote_and_last().1, None, "starts with an empty log");
-    assert!(dir.path().join("galera.cache.untrusted").join(BLOB_IDENTITY).exists(), "kept for inspection");
+    assert!(dir.path().join(format!("{UNTRUSTED}{BLOB_IDENTITY}.galera.cache")).exists(), "kept for inspection");
+    assert!(dir.path().join(format!("{BLOB_IDENTITY}.galera.cache")).exists(), "and a new identity");
 }
 
 #[test]
@@ -131,7 +132,7 @@ fn a_damaged_log_voids_the_identity() {
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .filter(|p| p.to_string_lossy().ends_with(".seg.galera.cache"))
         .min()
         .unwrap();
     let mut bytes = std::fs::read(&segment).unwrap();
