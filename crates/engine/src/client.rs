@@ -1,6 +1,7 @@
 //! What client (session) threads call: local transactions from first key to
 //! release, TOI, causal reads, pause and desync.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,10 +72,22 @@ impl LocalTrx {
 /// The opaque value we hand the server for transactions we track.
 pub const TRACKED: usize = 1;
 
+/// Local transactions and TOI statements between their first call and
+/// their end, and what the certification index must not forget for them.
+#[derive(Default)]
+pub(crate) struct LocalTrxs {
+    pub(crate) open: Mutex<HashMap<u64, Arc<LocalTrx>>>,
+    /// The seqno a connection's TOI statement holds, until `to_execute_end`.
+    pub(crate) toi: Mutex<HashMap<u64, Seqno>>,
+    /// `last_seen` of local write-sets on their way through the group.
+    pub(crate) in_flight: Mutex<BTreeMap<Seqno, usize>>,
+}
+
 impl Node {
     fn trx(&self, trx_id: u64) -> Arc<LocalTrx> {
         self.inner
-            .trxs
+            .local
+            .open
             .lock()
             .entry(trx_id)
             .or_insert_with(|| {
@@ -88,7 +101,7 @@ impl Node {
     }
 
     fn known_trx(&self, trx_id: u64) -> Option<Arc<LocalTrx>> {
-        self.inner.trxs.lock().get(&trx_id).cloned()
+        self.inner.local.open.lock().get(&trx_id).cloned()
     }
 
     pub fn append_key(&self, trx_id: u64, parts: Vec<Vec<u8>>, kind: KeyType) {
@@ -150,7 +163,7 @@ impl Node {
     fn write_set(&self, trx_id: u64, conn_id: u64, trx_flags: u32, keys: Vec<Key>, data: Vec<u8>) -> WriteSet {
         let last_seen = self.inner.apply.last_left();
         let safe = {
-            let mut in_flight = self.inner.in_flight.lock();
+            let mut in_flight = self.inner.local.in_flight.lock();
             *in_flight.entry(last_seen).or_default() += 1;
             *in_flight.keys().next().unwrap_or(&last_seen)
         };
@@ -158,7 +171,7 @@ impl Node {
     }
 
     fn landed(&self, last_seen: Seqno) {
-        let mut in_flight = self.inner.in_flight.lock();
+        let mut in_flight = self.inner.local.in_flight.lock();
         if let Some(n) = in_flight.get_mut(&last_seen) {
             *n -= 1;
             if *n == 0 {
@@ -170,7 +183,7 @@ impl Node {
     /// No write-set we send from now on will have seen less than this.
     pub fn safe_seqno(&self) -> Seqno {
         let committed = self.inner.apply.last_left();
-        self.inner.in_flight.lock().keys().next().map_or(committed, |&s| s.min(committed))
+        self.inner.local.in_flight.lock().keys().next().map_or(committed, |&s| s.min(committed))
     }
 
     fn check_size(&self, ws: &WriteSet) -> Result<(), Status> {
@@ -295,7 +308,7 @@ impl Node {
         if opaque != TRACKED {
             return Status::Ok;
         }
-        let Some(trx) = self.inner.trxs.lock().remove(&trx_id) else { return Status::Ok };
+        let Some(trx) = self.inner.local.open.lock().remove(&trx_id) else { return Status::Ok };
         let b = trx.body.lock();
         if b.seqno >= 0 {
             self.inner.commit.leave(b.seqno);
@@ -359,7 +372,7 @@ impl Node {
             Err(status) => return (status, Ordered::NONE),
         };
         let ordered = self.ordered(seqno, &verdict);
-        self.inner.toi.lock().insert(conn_id, seqno);
+        self.inner.local.toi.lock().insert(conn_id, seqno);
         if verdict == Verdict::Fail {
             return (Status::TrxFail, ordered);
         }
@@ -369,7 +382,7 @@ impl Node {
     }
 
     pub fn to_execute_end(&self, conn_id: u64, error: &[u8]) -> Status {
-        let Some(seqno) = self.inner.toi.lock().remove(&conn_id) else { return Status::TrxMissing };
+        let Some(seqno) = self.inner.local.toi.lock().remove(&conn_id) else { return Status::TrxMissing };
         if !error.is_empty() {
             // Usually a user error that every node hit the same way (CREATE of
             // an existing table). Consistency voting is not implemented yet.

@@ -7,7 +7,6 @@
 //! Threads of a node: the server's appliers (in `recv`), the group's own
 //! runtime, and one ticker (every 100 ms: resubmissions and log retention).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,7 +17,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use tandem_group::{GroupChannel, GroupConfig, GroupError, GroupStarter};
 
 use crate::app::Application;
-use crate::client::LocalTrx;
+use crate::client::LocalTrxs;
 use crate::config::{parse_cluster_address, HotOptions};
 use crate::core::{Command, NodeCore};
 use crate::dispatch::NodeReplica;
@@ -53,32 +52,31 @@ pub struct NodeConfig {
     pub start_position: Gtid,
 }
 
-pub struct Inner {
-    pub app: Arc<dyn Application>,
-    pub config: NodeConfig,
-    pub options: Mutex<Options>,
+/// Everything a node's threads share. Decisions about the node's state are
+/// taken in `core` (pure); the rest is the machinery that carries them out.
+pub(crate) struct Inner {
+    pub(crate) app: Arc<dyn Application>,
+    pub(crate) config: NodeConfig,
+    pub(crate) options: Mutex<Options>,
     /// Values the commit path reads, parsed once per change of the options.
-    pub hot: HotOptions,
+    pub(crate) hot: HotOptions,
     factory: GroupFactory,
     /// This process's identity in the group (set at connect).
-    pub me: RwLock<Uuid>,
-    pub incarnation: AtomicU32,
-    pub group: Mutex<Option<Arc<dyn GroupChannel>>>,
-    pub queue: TaskQueue,
-    pub waiters: Waiters,
+    pub(crate) me: RwLock<Uuid>,
+    pub(crate) incarnation: AtomicU32,
+    pub(crate) group: Mutex<Option<Arc<dyn GroupChannel>>>,
+    pub(crate) queue: TaskQueue,
+    pub(crate) waiters: Waiters,
     send_order: Mutex<()>,
-    pub apply: Monitor,
-    pub commit: Monitor,
-    pub trxs: Mutex<HashMap<u64, Arc<LocalTrx>>>,
-    pub toi: Mutex<HashMap<u64, Seqno>>,
-    /// `last_seen` of local write-sets on their way through the group.
-    pub in_flight: Mutex<std::collections::BTreeMap<Seqno, usize>>,
-    /// Every decision about the node's state is taken in here.
-    pub core: Mutex<NodeCore>,
-    pub stats: Stats,
+    pub(crate) apply: Monitor,
+    pub(crate) commit: Monitor,
+    /// Local transactions and TOI statements between their first call and release.
+    pub(crate) local: LocalTrxs,
+    pub(crate) core: Mutex<NodeCore>,
+    pub(crate) stats: Stats,
     pub(crate) sst: Mutex<Option<Result<Gtid, i32>>>,
     pub(crate) sst_done: Condvar,
-    pub closing: AtomicBool,
+    pub(crate) closing: AtomicBool,
     pub(crate) receivers: AtomicUsize,
     /// Origin of the core's tick times.
     clock: Instant,
@@ -92,7 +90,7 @@ pub struct Inner {
 /// The node, shared by every server thread.
 #[derive(Clone)]
 pub struct Node {
-    pub inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 /// Why `connect` did not connect.
@@ -148,9 +146,7 @@ impl Node {
             send_order: Mutex::new(()),
             apply: Monitor::new(position),
             commit: Monitor::new(position),
-            trxs: Mutex::new(HashMap::new()),
-            toi: Mutex::new(HashMap::new()),
-            in_flight: Mutex::new(Default::default()),
+            local: LocalTrxs::default(),
             core: Mutex::new(core),
             stats: Stats::default(),
             sst: Mutex::new(None),
@@ -348,6 +344,11 @@ impl Node {
         if let Some(handle) = handle {
             let _ = handle.join();
         }
+    }
+
+    /// `FLUSH STATUS`.
+    pub fn reset_stats(&self) {
+        self.inner.stats.reset();
     }
 
     /// Whether this node still has to tell the group it is synced.

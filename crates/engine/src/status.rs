@@ -69,7 +69,7 @@ impl Node {
             ("cert_index_size", Int(0)),
             ("causal_reads", Int(get(&s.causal_reads))),
             ("cert_interval", Double(0.0)),
-            ("open_transactions", Int(inner.trxs.lock().len() as i64)),
+            ("open_transactions", Int(inner.local.open.lock().len() as i64)),
             ("open_connections", Int(0)),
             ("incoming_addresses", Str(incoming)),
             ("cluster_weight", Int(if primary { members as i64 } else { 0 })),

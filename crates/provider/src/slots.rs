@@ -476,7 +476,7 @@ unsafe extern "C" fn stats_free(w: *mut wsrep_t, vars: *mut wsrep_stats_var) {
 }
 
 unsafe extern "C" fn stats_reset(w: *mut wsrep_t) {
-    with_node!(w, "stats_reset", (), |node| node.inner.stats.reset())
+    with_node!(w, "stats_reset", (), |node| node.reset_stats())
 }
 
 unsafe extern "C" fn pause(w: *mut wsrep_t) -> wsrep_seqno_t {
