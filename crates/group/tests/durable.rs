@@ -201,3 +201,31 @@ fn pc_bootstrap_refuses_a_member_behind_one_it_can_reach() {
     wait_primary(&r5);
     wait_delivered(&[&r5], &msg(5));
 }
+
+#[test]
+fn in_fsync_mode_a_member_orders_restarts_as_itself_and_leaves_no_thread() {
+    let _serial = serial();
+    wait_until("threads of earlier tests gone", || group_threads() == 0);
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["f1"]);
+    let fsync = |seat: &Seat| {
+        let mut c = durable(seat, true, &all);
+        c.log.fsync = true;
+        c
+    };
+    let m = start(fsync(&all[0]));
+    wait_primary(&m);
+    assert!(group_threads() >= 3, "two workers and the flusher");
+    for i in 0..50 {
+        submit(&m, &msg(i));
+    }
+    wait_delivered(&[&m], &msg(49));
+    let id = crash(m);
+    wait_until("no tandem-group-* thread left, the flusher included", || group_threads() == 0);
+    let back = start(fsync(&all[0]));
+    assert_eq!(back.id(), id);
+    wait_primary(&back);
+    submit(&back, b"again");
+    wait_delivered(&[&back], b"again");
+    assert!(back.rec.has_message(&msg(49)));
+}
