@@ -1,6 +1,13 @@
 //! `tandem bench`: sysbench on Tandem, Galera and a standalone MariaDB, side
 //! by side in one run, written to `docs/benchmarks.md`.
 //!
+//! Three parts, in this order on the same loaded clusters: the matrix of
+//! cells (`plan`), the rejoin scenario (`rejoin`: a node stopped, write-sets
+//! written, the node restarted and timed to Synced, IST or SST read from its
+//! log by `transfer`), and the 1-node cell (`single_node`: each cluster
+//! shrunk to node 1, against the standalone server). Memory is read after
+//! the matrix, before the other two restart and stop nodes.
+//!
 //! All targets run at the same time (idle while not measured), so a cell's
 //! Galera and Tandem runs are minutes apart at most; `plan` alternates them.
 //! Every figure in the report comes from this run's measurements; the JSON
@@ -9,10 +16,13 @@
 mod environment;
 pub mod plan;
 pub mod procfs;
+pub mod rejoin;
 pub mod report;
 pub mod results;
 mod runner;
+pub mod single_node;
 pub mod sysbench;
+pub mod transfer;
 
 use crate::cluster::prereq::{find_program, workspace_root};
 use crate::cluster::{self, Cluster, ClusterSpec, ProviderKind};
@@ -27,7 +37,8 @@ use std::time::Instant;
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// Smoke size, a few minutes: 2 tables x 10k rows, oltp_write_only and
-    /// oltp_point_select, 1 and 8 threads, 5 s runs; report under --dir
+    /// oltp_point_select, 1 and 8 threads, 5 s runs, rejoins after 2000
+    /// write-sets; report under --dir
     #[arg(long)]
     quick: bool,
     /// Nodes per replicated cluster
@@ -97,6 +108,35 @@ pub struct BenchArgs {
     /// With --render-from: the earlier run its Repeatability section compares with
     #[arg(long, value_name = "RESULTS_JSON", requires = "render_from")]
     compare_with: Option<PathBuf>,
+    /// Skip the main matrix: only the rejoin scenario and the 1-node cell
+    /// (e.g. the rejoin on a large data set)
+    #[arg(long)]
+    no_matrix: bool,
+    /// Skip the rejoin scenario (stop the last node, write, restart it, time it to Synced)
+    #[arg(long)]
+    no_rejoin: bool,
+    /// Write-sets (sysbench oltp_write_only --events) written while the node
+    /// is away [default: 100000; with --quick: 2000]
+    #[arg(long, value_name = "N")]
+    rejoin_writes: Option<u64>,
+    /// Rounds of each rejoin variant on each target [default: 3; with --quick: 1]
+    #[arg(long)]
+    rejoin_rounds: Option<u32>,
+    /// The downtime variant: seconds the node stays away under a steady
+    /// write load; 0 skips it [default: 60; with --quick: 5]
+    #[arg(long, value_name = "SECONDS")]
+    rejoin_downtime: Option<u32>,
+    /// Transactions per second of that load [default: 1000; with --quick: 200]
+    #[arg(long, value_name = "TPS")]
+    rejoin_rate: Option<u32>,
+    /// gcache.size of both providers, the same on both [default: 512M, enough
+    /// for an IST of the rejoin writes; with --quick: 128M; with --no-rejoin:
+    /// the providers' own default]
+    #[arg(long, value_name = "SIZE")]
+    gcache_size: Option<String>,
+    /// Skip the 1-node cell (every replicated cluster shrunk to node 1, against standalone)
+    #[arg(long)]
+    no_single_node: bool,
 }
 
 /// Three rounds of 6 s rather than one of 18 s: on this kind of VM the noise
@@ -111,6 +151,10 @@ struct Sizes {
     data: DataSet,
     warmup_s: u32,
     duration_s: u32,
+    /// None with --no-rejoin.
+    rejoin: Option<rejoin::Plan>,
+    /// `wsrep_provider_options` items of both providers.
+    provider_options: Vec<(String, String)>,
 }
 
 fn sizes(args: &BenchArgs) -> Result<Sizes> {
@@ -150,12 +194,43 @@ fn sizes(args: &BenchArgs) -> Result<Sizes> {
         },
         warmup_s: args.warmup.unwrap_or(if q { 1 } else { 2 }),
         duration_s: args.duration.unwrap_or(if q { 5 } else { 6 }),
+        rejoin: (!args.no_rejoin).then(|| rejoin::Plan {
+            writes: args.rejoin_writes.unwrap_or(if q { 2_000 } else { 100_000 }),
+            rounds: args.rejoin_rounds.unwrap_or(if q { 1 } else { DEFAULT_ROUNDS }),
+            downtime_s: args.rejoin_downtime.unwrap_or(if q { 5 } else { 60 }),
+            rate: args.rejoin_rate.unwrap_or(if q { 200 } else { 1000 }),
+        }),
+        provider_options: Vec::new(),
     };
     if s.data.tables == 0 || s.data.table_size == 0 || s.duration_s == 0 || s.matrix.rounds == 0 {
         bail!("--tables, --table-size, --duration and --rounds must be positive");
     }
+    if let Some(p) = &s.rejoin {
+        if p.writes == 0 || p.rounds == 0 || (p.downtime_s > 0 && p.rate == 0) {
+            bail!("--rejoin-writes, --rejoin-rounds and --rejoin-rate must be positive");
+        }
+    }
+    let gcache = args.gcache_size.clone().or_else(|| {
+        s.rejoin
+            .as_ref()
+            .map(|_| if q { "128M".to_string() } else { DEFAULT_GCACHE.to_string() })
+    });
+    let mut s = s;
+    if let Some(size) = gcache {
+        s.provider_options.push(("gcache.size".into(), size));
+    }
     Ok(s)
 }
+
+/// Both providers' gcache for the rejoin scenario: an IST needs the donor to
+/// still hold every write-set the node missed. Measured (`tandem bench
+/// --quick`, node 1's `wsrep_replicated_bytes` over 2000 write-sets): an
+/// `oltp_write_only` write-set is 1.73 KiB with Galera and 1.57 KiB with
+/// Tandem, so 100000 of them take about 170 MiB, and a minute at 1000 per
+/// second about 100 MiB: this leaves three times that. Not more: Galera maps
+/// its ring buffer into the process, and what it has written of it counts
+/// in its RSS (the report splits RSS into anonymous and file pages).
+const DEFAULT_GCACHE: &str = "512M";
 
 pub fn run(args: BenchArgs) -> Result<()> {
     if let Some(from) = &args.render_from {
@@ -177,9 +252,21 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let started = Instant::now();
     let date = environment::utc_now();
     let mysqld_options = server_options(&args);
-    let runs = sizes.matrix.runs();
-    let mut progress = Progress::new(sizes.matrix.targets.len() + runs.len());
-    let clusters = start_targets(&args, &sizes, &paths, &mysqld_options, &dir, &mut progress)?;
+    let runs = if args.no_matrix { Vec::new() } else { sizes.matrix.runs() };
+    let rejoin_runs = sizes.rejoin.as_ref().map_or(0, |p| {
+        if p.cannot_run(sizes.matrix.nodes, &sizes.matrix.targets).is_some() {
+            0
+        } else {
+            p.runs(&sizes.matrix.targets).len()
+        }
+    });
+    let single_runs = if args.no_single_node {
+        0
+    } else {
+        single_node::matrix(&sizes.matrix.targets, sizes.matrix.rounds).runs().len()
+    };
+    let mut progress = Progress::new(sizes.matrix.targets.len() + runs.len() + rejoin_runs + single_runs);
+    let mut clusters = start_targets(&args, &sizes, &paths, &mysqld_options, &dir, &mut progress)?;
     let bench = Bench {
         sysbench: &sysbench,
         data: sizes.data,
@@ -195,7 +282,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bench.load(*kind, cluster)?;
     }
 
-    let cells = sizes.matrix.cells();
+    let cells = if args.no_matrix { Vec::new() } else { sizes.matrix.cells() };
     let mut results: Vec<CellResult> = cells
         .iter()
         .map(|&cell| CellResult {
@@ -240,19 +327,36 @@ pub fn run(args: BenchArgs) -> Result<()> {
             duration_s: bench.duration_s,
             slave_threads: args.slave_threads,
             mysqld_options,
+            provider_options: sizes.provider_options.clone(),
         },
         cells: results,
         resources: Vec::new(),
         elapsed_s: 0.0,
+        rejoin: None,
+        single_node: None,
     };
+    // Before the rejoin scenario restarts nodes (a restart resets the peak)
+    // and the 1-node cell stops them.
     for (kind, cluster) in &clusters {
         let (cpu_s, transactions) = out.totals(*kind);
+        let memory = runner::memory(cluster)?;
         out.resources.push(Resources {
             target: *kind,
-            peak_rss_mib: runner::peak_rss_mib(cluster)?,
+            peak_rss_mib: memory.peak,
+            rss_anon_mib: memory.anon,
+            rss_file_mib: memory.file,
             cpu_s,
             transactions,
         });
+    }
+    if let Some(plan) = &sizes.rejoin {
+        out.rejoin = Some(rejoin::run(&bench, &mut clusters, plan, sizes.matrix.nodes, &mut progress));
+    }
+    if !args.no_single_node {
+        let single_logs = logs.join("single-node");
+        std::fs::create_dir_all(&single_logs)?;
+        let single_bench = Bench { logs: &single_logs, ..bench };
+        out.single_node = Some(single_node::run(&single_bench, &mut clusters, sizes.matrix.rounds, &mut progress));
     }
     out.elapsed_s = started.elapsed().as_secs_f64();
     drop(clusters); // stops every server before the report claims we are done
@@ -263,13 +367,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
         .iter()
         .flat_map(|c| &c.runs)
         .filter(|m| m.error.is_some())
-        .count();
+        .count()
+        + out.rejoin.as_ref().map_or(0, |r| r.failed())
+        + out.single_node.as_ref().map_or(0, |s| s.failed());
+    let all_runs = runs.len() + rejoin_runs + single_runs;
     let _ = std::io::Write::write_all(
         &mut std::io::stdout(),
         format!(
             "benchmark done in {}: {} runs, {failed} failed; report {}, data {}\n",
             clock(started.elapsed()),
-            runs.len(),
+            all_runs,
             doc.display(),
             json.display()
         )
@@ -380,10 +487,15 @@ fn start_targets(
             ProviderKind::Galera => (sizes.matrix.nodes, paths.galera.clone()),
             ProviderKind::Standalone => (1, None),
         };
+        let provider_options = match kind {
+            ProviderKind::Standalone => Vec::new(),
+            _ => sizes.provider_options.clone(),
+        };
         let spec = ClusterSpec {
             provider_path: path,
             slave_threads: args.slave_threads,
             mysqld_options: mysqld_options.to_vec(),
+            provider_options,
             ..ClusterSpec::new(dir.join(kind.to_string()), nodes, kind)
         };
         progress.start(&format!("{kind}: starting {nodes} node(s)"));
@@ -471,6 +583,45 @@ mod tests {
     #[test]
     fn compare_with_needs_render_from() {
         assert!(Cli::try_parse_from(["bench", "--compare-with", "x.json"]).is_err());
+    }
+
+    #[test]
+    fn rejoin_is_on_by_default_with_a_gcache_for_it() {
+        let full = sizes(&args(&[])).unwrap();
+        let p = full.rejoin.unwrap();
+        assert_eq!((p.writes, p.rounds, p.downtime_s, p.rate), (100_000, 3, 60, 1000));
+        assert_eq!(full.provider_options, [("gcache.size".to_string(), "512M".to_string())]);
+        let quick = sizes(&args(&["--quick"])).unwrap();
+        let p = quick.rejoin.unwrap();
+        assert_eq!((p.writes, p.rounds, p.downtime_s, p.rate), (2000, 1, 5, 200));
+        assert_eq!(quick.provider_options, [("gcache.size".to_string(), "128M".to_string())]);
+        let p = sizes(&args(&["--rejoin-writes", "5000", "--rejoin-rounds", "2", "--rejoin-downtime", "0"]))
+            .unwrap()
+            .rejoin
+            .unwrap();
+        assert_eq!((p.writes, p.rounds, p.downtime_s), (5000, 2, 0));
+        assert_eq!(p.variants().len(), 2, "downtime 0 skips that variant");
+    }
+
+    #[test]
+    fn no_rejoin_keeps_the_providers_defaults() {
+        let s = sizes(&args(&["--no-rejoin"])).unwrap();
+        assert!(s.rejoin.is_none());
+        assert!(s.provider_options.is_empty(), "settings stay comparable with earlier runs");
+        let s = sizes(&args(&["--no-rejoin", "--gcache-size", "2G"])).unwrap();
+        assert_eq!(s.provider_options, [("gcache.size".to_string(), "2G".to_string())]);
+        assert!(sizes(&args(&["--rejoin-writes", "0"])).is_err());
+        assert!(sizes(&args(&["--rejoin-rate", "0"])).is_err());
+        assert!(sizes(&args(&["--rejoin-rate", "0", "--rejoin-downtime", "0"])).is_ok());
+    }
+
+    #[test]
+    fn the_large_rejoin_command_parses() {
+        let words: Vec<&str> = report::LARGE_REJOIN.split_whitespace().skip(2).collect();
+        let a = args(&words);
+        assert!(a.no_matrix && a.no_single_node && !a.no_rejoin);
+        let s = sizes(&a).unwrap();
+        assert_eq!((s.data.tables, s.data.table_size), (8, 1_000_000));
     }
 
     #[test]

@@ -19,6 +19,15 @@ pub fn peak_rss_kib(pid: u32) -> Result<u64> {
     parse_peak_rss_kib(&text).with_context(|| format!("parsing {path}"))
 }
 
+/// Resident set of `pid` now, split as the kernel counts it, in KiB:
+/// (anonymous memory, file pages mapped into the process).
+pub fn rss_split_kib(pid: u32) -> Result<(u64, u64)> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    let get = |key| status_kib(&text, key).with_context(|| format!("parsing {path}"));
+    Ok((get("RssAnon:")?, get("RssFile:")?))
+}
+
 /// Clock ticks per second for `cpu_ticks` (asked of `getconf`, which needs
 /// no unsafe call; Linux has used 100 on every common platform for decades).
 pub fn ticks_per_second() -> u64 {
@@ -50,14 +59,19 @@ pub fn parse_cpu_ticks(stat: &str) -> Result<u64> {
 }
 
 pub fn parse_peak_rss_kib(status: &str) -> Result<u64> {
+    status_kib(status, "VmHWM:")
+}
+
+/// A `Key:   1234 kB` line of /proc/PID/status.
+fn status_kib(status: &str, key: &str) -> Result<u64> {
     let line = status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .ok_or_else(|| anyhow!("no VmHWM line"))?;
-    let value = line["VmHWM:".len()..].trim().trim_end_matches("kB").trim();
+        .find(|l| l.starts_with(key))
+        .ok_or_else(|| anyhow!("no {key} line"))?;
+    let value = line[key.len()..].trim().trim_end_matches("kB").trim();
     value
         .parse()
-        .map_err(|_| anyhow!("cannot read VmHWM {value:?}"))
+        .map_err(|_| anyhow!("cannot read {key} {value:?}"))
 }
 
 #[cfg(test)]
@@ -80,12 +94,16 @@ mod tests {
             "Name:\tmariadbd\nVmPeak:\t 2000000 kB\nVmHWM:\t  812345 kB\nVmRSS:\t  800000 kB\n";
         assert_eq!(parse_peak_rss_kib(status).unwrap(), 812_345);
         assert!(parse_peak_rss_kib("Name:\tkthreadd\n").is_err());
+        let split = "VmRSS:\t  900 kB\nRssAnon:\t  700 kB\nRssFile:\t  180 kB\nRssShmem:\t 20 kB\n";
+        assert_eq!(status_kib(split, "RssAnon:").unwrap(), 700);
+        assert_eq!(status_kib(split, "RssFile:").unwrap(), 180);
     }
 
     #[test]
     fn our_own_process_reads() {
         let pid = std::process::id();
         assert!(peak_rss_kib(pid).unwrap() > 0);
+        assert!(rss_split_kib(pid).unwrap().0 > 0);
         cpu_ticks(pid).unwrap();
         assert!(ticks_per_second() > 0);
     }

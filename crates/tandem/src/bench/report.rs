@@ -1,15 +1,28 @@
 //! `docs/benchmarks.md`: every figure comes from a `Results`, nothing is typed in.
 
 use super::plan::Placement;
-use super::results::{geomean, round_noise, spread, CellResult, Combined, Results, Spread};
+use super::results::{
+    geomean, round_noise, spread, CellResult, Combined, Rejoin, RejoinSummary, RejoinVariant, Results,
+    SingleNode, Spread,
+};
 use crate::cluster::ProviderKind;
 use std::fmt::Write;
 
 pub fn render(results: &Results, previous: Option<&Results>) -> String {
     let mut out = String::new();
     header(&mut out, results);
-    summary(&mut out, results);
-    per_workload(&mut out, results);
+    if results.cells.is_empty() {
+        let _ = writeln!(out, "The main matrix was not run (`--no-matrix`).\n");
+    } else {
+        summary(&mut out, results);
+        per_workload(&mut out, results);
+    }
+    if let Some(r) = &results.rejoin {
+        rejoin_section(&mut out, results, r);
+    }
+    if let Some(s) = &results.single_node {
+        single_node_section(&mut out, results, s);
+    }
     resources(&mut out, results);
     repeatability(&mut out, results, previous.and_then(|p| spread(p, results)));
     out
@@ -52,6 +65,13 @@ fn header(out: &mut String, r: &Results) {
         .map(|(k, v)| format!("`{k}={v}`"))
         .collect();
     let _ = writeln!(out, "| Server settings | {} |", options.join(", "));
+    if !s.provider_options.is_empty() {
+        let _ = writeln!(
+            out,
+            "| Provider options | {}, the same for Tandem and Galera |",
+            code_list(&s.provider_options)
+        );
+    }
     let _ = writeln!(
         out,
         "| Data | {} tables x {} rows (sysbench `oltp_common`) |",
@@ -204,26 +224,298 @@ fn errors(out: &mut String, r: &Results, w: super::plan::Workload) {
     }
 }
 
+fn code_list(options: &[(String, String)]) -> String {
+    options.iter().map(|(k, v)| format!("`{k}={v}`")).collect::<Vec<_>>().join(", ")
+}
+
+fn rejoin_section(out: &mut String, r: &Results, j: &Rejoin) {
+    let _ = writeln!(out, "## Rejoin: a node restarted after missing write-sets\n");
+    if let Some(why) = &j.skipped {
+        let _ = writeln!(out, "Not run: {why}.\n");
+        return;
+    }
+    let gcache = r
+        .settings
+        .provider_options
+        .iter()
+        .find(|(k, _)| k == "gcache.size")
+        .map_or("the providers' default `gcache.size`".to_string(), |(k, v)| format!("`{k}={v}`"));
+    let data = j.data_mib.map_or(String::new(), |m| format!(", {m:.0} MiB of InnoDB data and indexes"));
+    let _ = writeln!(
+        out,
+        "After the matrix, on each replicated cluster in turn: node {n} is stopped, node 1 takes `oltp_write_only`\n\
+         from {t} sysbench threads while it is away, then node {n} is started again and timed from the start command\n\
+         until it reports `wsrep_local_state_comment = Synced`. Data set: {tables} tables x {rows} rows{data}.\n",
+        n = j.node,
+        t = j.threads,
+        tables = r.settings.tables,
+        rows = r.settings.table_size,
+    );
+    let _ = writeln!(
+        out,
+        "* **clean stop**: SIGTERM, then {w} write-sets (sysbench `--events={w}`: one transaction, one write-set each).\n\
+         * **kill -9**: SIGKILL, then the same.",
+        w = j.writes
+    );
+    if j.downtime_s > 0 {
+        let _ = writeln!(
+            out,
+            "* **downtime**: SIGTERM, then {} s of steady load at {} transactions per second (sysbench `--rate`), so both\n  \
+             providers get the same number of write-sets.",
+            j.downtime_s, j.rate
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nBefore the restart the other nodes have left node {n} out of the view and applied every write-set, so the\n\
+         restart competes with nothing. The start command first recovers the data's position with\n\
+         `mariadbd --wsrep-recover` (as `galera_recovery` does under systemd), for both providers. Both run with\n\
+         {gcache}: an IST needs the donor to still hold every write-set the node missed (*MiB* is what node 1\n\
+         replicated meanwhile, `wsrep_replicated_bytes`).\n",
+        n = j.node
+    );
+    out.push_str(TRANSFER_RULES);
+    let _ = writeln!(
+        out,
+        "| Variant | Write-sets G / T | MiB G / T | Transfer G / T | Galera s to Synced | Tandem s to Synced | T/G | rounds ± G / T |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---|---:|---:|---:|---:|");
+    for v in j.variants() {
+        let g = j.summary(ProviderKind::Galera, v);
+        let t = j.summary(ProviderKind::Tandem, v);
+        let ran = |k| j.ran(k, v);
+        let _ = writeln!(
+            out,
+            "| {} | {} / {} | {} / {} | {} / {} | {} | {} | {} | {} / {} |",
+            v.label(),
+            opt(&g, |s| format!("{:.0}", s.writes)),
+            opt(&t, |s| format!("{:.0}", s.writes)),
+            opt(&g, |s| format!("{:.1}", s.write_mib)),
+            opt(&t, |s| format!("{:.1}", s.write_mib)),
+            transfers(&g, ran(ProviderKind::Galera)),
+            transfers(&t, ran(ProviderKind::Tandem)),
+            synced(&g, ran(ProviderKind::Galera)),
+            synced(&t, ran(ProviderKind::Tandem)),
+            ratio(j.ratio(v)),
+            opt(&g, rejoin_spread),
+            opt(&t, rejoin_spread),
+        );
+    }
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "*s to Synced*: the median of the rounds, (lowest–highest) when there were several; *T/G* below 1 means\n\
+         Tandem was back sooner. A figure is only comparable when both did the same kind of transfer.\n"
+    );
+    let mut listed = false;
+    for run in &j.runs {
+        if let (Some(target), Some(variant), Some(e)) = (run.target, run.variant, &run.error) {
+            let round = round_label_of(j.rounds, run.round);
+            let _ = writeln!(out, "* {target}, rejoin after {}{round}: **failed**: {e}", variant.label());
+            listed = true;
+        }
+    }
+    if listed {
+        out.push('\n');
+    }
+    targets_note(out, r, j);
+}
+
+/// The issue's targets next to this run's figures, reported, not asserted.
+fn targets_note(out: &mut String, r: &Results, j: &Rejoin) {
+    let _ = writeln!(out, "The issue's targets (reported here, never asserted):\n");
+    let ist_ratio: Vec<String> = [RejoinVariant::Stop, RejoinVariant::Kill]
+        .into_iter()
+        .filter_map(|v| Some(format!("{} {:.2}", v.label(), j.ratio(v)?)))
+        .collect();
+    let measured = if ist_ratio.is_empty() { "no ratio in this run".to_string() } else { ist_ratio.join(", ") };
+    let _ = writeln!(
+        out,
+        "* IST of 100000 `oltp_write_only` write-sets in at most 0.5x Galera's time: this run wrote {} per\n  \
+         restart; T/G {measured}.",
+        j.writes
+    );
+    let downtime = j
+        .summary(ProviderKind::Tandem, RejoinVariant::Downtime)
+        .map_or("not run".to_string(), |s| {
+            format!("Tandem {} in {:.1} s here", s.transfers(), s.synced_s)
+        });
+    let _ = writeln!(
+        out,
+        "* A restart after 1 minute of downtime on a 2 GB data set takes seconds, not an SST: the downtime variant\n  \
+         ({downtime}, on {} tables x {} rows). For the 2 GB data set (8 x 1000000 rows) run\n  \
+         `{}`.\n",
+        r.settings.tables,
+        r.settings.table_size,
+        LARGE_REJOIN
+    );
+}
+
+/// The rejoin scenario alone on the 2 GB data set of the issue.
+pub const LARGE_REJOIN: &str = "tandem bench --no-matrix --no-single-node --targets tandem,galera --tables 8 --table-size 1000000 --rejoin-rounds 1 --doc .tandem/bench-rejoin-2g.md";
+
+const TRANSFER_RULES: &str = "\
+IST or SST is read from the restarted node's error log, from its start command on (`crates/tandem/src/bench/transfer.rs`):
+an SST if the joiner side of the SST script logged `WSREP_SST: [INFO] Proceeding with SST` (the donor streams a full
+backup), or, for Tandem, which runs no SST script for an IST, if the script ran at all (`--role 'joiner'`) or the provider
+logged `falling back to a full state transfer` / `full state transfer (SST)`; otherwise an IST if Tandem logged
+`Resuming at local seqno` or Galera logged `Receiving IST:` / `IST received:` or its script
+`'xtrabackup_ist' received from donor: Running IST` (the donor ran with `--bypass`); else `?`. MariaDB's own
+`WSREP: SST received` follows the script in both cases and decides nothing.
+
+";
+
+fn opt(s: &Option<RejoinSummary>, f: impl Fn(&RejoinSummary) -> String) -> String {
+    s.as_ref().map_or("–".into(), f)
+}
+
+fn transfers(s: &Option<RejoinSummary>, ran: bool) -> String {
+    match s {
+        Some(s) => s.transfers(),
+        None if ran => "failed".into(),
+        None => "–".into(),
+    }
+}
+
+fn synced(s: &Option<RejoinSummary>, ran: bool) -> String {
+    match s {
+        Some(s) if s.rounds > 1 => format!("{:.1} ({:.1}–{:.1})", s.synced_s, s.synced_min_s, s.synced_max_s),
+        Some(s) => format!("{:.1}", s.synced_s),
+        None if ran => "failed".into(),
+        None => "–".into(),
+    }
+}
+
+fn rejoin_spread(s: &RejoinSummary) -> String {
+    if s.rounds > 1 {
+        format!("{:.0}%", s.spread_pct)
+    } else {
+        "–".into()
+    }
+}
+
+fn single_node_section(out: &mut String, r: &Results, s: &SingleNode) {
+    let _ = writeln!(out, "## 1-node cluster against standalone MariaDB\n");
+    if let Some(why) = &s.skipped {
+        let _ = writeln!(out, "Not run: {why}.\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Last, every node but node 1 of each replicated cluster is stopped gracefully: each leaves the membership, so\n\
+         node 1 is a primary component of its own (`wsrep_cluster_size` 1) with the same data, and nothing is\n\
+         replicated. `oltp_write_only` runs on it and on the standalone server (one MariaDB without wsrep, same\n\
+         settings), {} s warm-up then {} s measured, in {} round(s) like the matrix: what each provider costs a\n\
+         transaction with no one to replicate to. *X/S*: X / standalone; CPU: every `mariadbd` of the target.\n",
+        r.settings.warmup_s, r.settings.duration_s, r.settings.matrix.rounds
+    );
+    let _ = writeln!(
+        out,
+        "| Threads | Standalone TPS | Galera TPS | Tandem TPS | G/S TPS | T/S TPS | T/G TPS | Standalone p95 | Galera p95 | Tandem p95 | G/S p95 | T/S p95 | rounds ± S / G / T | CPU s per 1000 trx S / G / T |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let (sa, ga, ta) = (ProviderKind::Standalone, ProviderKind::Galera, ProviderKind::Tandem);
+    for c in &s.cells {
+        let get = |k| Figures { ran: c.ran(k), combined: c.of(k) };
+        let (fs, fg, ft) = (get(sa), get(ga), get(ta));
+        let cpu = |f: &Figures| {
+            f.combined
+                .as_ref()
+                .filter(|m| m.transactions > 0)
+                .map_or("–".into(), |m| format!("{:.3}", m.cpu_s * 1000.0 / m.transactions as f64))
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} |",
+            c.cell.threads,
+            tps(&fs),
+            tps(&fg),
+            tps(&ft),
+            ratio(c.tps_vs(ga, sa)),
+            ratio(c.tps_vs(ta, sa)),
+            ratio(c.tps_vs(ta, ga)),
+            p95(&fs),
+            p95(&fg),
+            p95(&ft),
+            ratio(c.p95_vs(ga, sa)),
+            ratio(c.p95_vs(ta, sa)),
+            round_spread(&fs),
+            round_spread(&fg),
+            round_spread(&ft),
+            cpu(&fs),
+            cpu(&fg),
+            cpu(&ft),
+        );
+    }
+    out.push('\n');
+    let mut listed = false;
+    for c in &s.cells {
+        for m in &c.runs {
+            let round = round_label(r, m.round);
+            if let (Some(target), Some(e)) = (m.target, &m.error) {
+                let _ = writeln!(out, "* {target}, 1-node {}{round}: **failed**: {e}", c.cell.label());
+                listed = true;
+            }
+            if let (Some(target), Some(e)) = (m.target, &m.retried_after) {
+                let _ = writeln!(
+                    out,
+                    "* {target}, 1-node {}{round}: run twice, the figures are the second run's; the first failed: {e}",
+                    c.cell.label()
+                );
+                listed = true;
+            }
+        }
+    }
+    if listed {
+        out.push('\n');
+    }
+}
+
 fn resources(out: &mut String, r: &Results) {
     let _ = writeln!(out, "## Resources\n");
+    let split = r.resources.iter().any(|res| !res.rss_anon_mib.is_empty());
     let _ = writeln!(
         out,
         "CPU = user + system seconds of every `mariadbd` of the target (clients excluded), from each run's start\n\
-         until its drain ended, over all runs; peak RSS = `VmHWM` of each node at the end.\n"
+         until its drain ended, over all runs; peak RSS = `VmHWM` of each node at the end of the matrix{}.\n",
+        if split {
+            ", before the rejoin\n\
+             scenario and the 1-node cell restart or stop nodes. *RSS anon + file* splits each node's RSS at that moment:\n\
+             anonymous memory (heap), and file pages mapped into the process: Galera maps its gcache ring buffer file\n\
+             (`gcache.size`), so the part of it that was written counts in its RSS"
+        } else {
+            ""
+        }
     );
+    let (head, rule) = if split {
+        (" RSS anon + file per node (MiB) |", "---|")
+    } else {
+        ("", "")
+    };
     let _ = writeln!(
         out,
-        "| Target | Peak RSS per node (MiB) | CPU s | Transactions | CPU s per 1000 trx |"
+        "| Target | Peak RSS per node (MiB) |{head} CPU s | Transactions | CPU s per 1000 trx |"
     );
-    let _ = writeln!(out, "|---|---|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---|{rule}---:|---:|---:|");
+    let join = |v: &[f64]| v.iter().map(|m| format!("{m:.0}")).collect::<Vec<_>>().join(" / ");
     for res in &r.resources {
-        let rss: Vec<String> = res.peak_rss_mib.iter().map(|m| format!("{m:.0}")).collect();
         let per_1000 = res.cpu_per_1000().map_or("–".into(), |v| format!("{v:.3}"));
+        let anon_file = if split {
+            let pairs: Vec<String> = res
+                .rss_anon_mib
+                .iter()
+                .zip(&res.rss_file_mib)
+                .map(|(a, f)| format!("{a:.0} + {f:.0}"))
+                .collect();
+            format!(" {} |", if pairs.is_empty() { "–".into() } else { pairs.join(" / ") })
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {:.1} | {} | {per_1000} |",
+            "| {} | {} |{anon_file} {:.1} | {} | {per_1000} |",
             res.target,
-            rss.join(" / "),
+            join(&res.peak_rss_mib),
             res.cpu_s,
             res.transactions
         );
@@ -297,7 +589,11 @@ fn noise_within_run(out: &mut String, r: &Results) {
 }
 
 fn round_label(r: &Results, round: u32) -> String {
-    if r.settings.matrix.rounds > 1 {
+    round_label_of(r.settings.matrix.rounds, round)
+}
+
+fn round_label_of(rounds: u32, round: u32) -> String {
+    if rounds > 1 {
         format!(", round {}", round + 1)
     } else {
         String::new()
@@ -347,6 +643,7 @@ mod tests {
     use super::*;
     use crate::bench::results::tests::sample;
     use crate::bench::results::{Measurement, Resources};
+    use crate::bench::results::RejoinVariant;
 
     #[test]
     fn cell_rows_carry_both_providers_and_ratios() {
@@ -434,6 +731,8 @@ mod tests {
         r.resources = vec![Resources {
             target: ProviderKind::Tandem,
             peak_rss_mib: vec![700.4, 650.0, 651.0],
+            rss_anon_mib: vec![],
+            rss_file_mib: vec![],
             cpu_s: 12.0,
             transactions: 24_000,
         }];
@@ -442,6 +741,135 @@ mod tests {
             md.contains("| tandem | 700 / 650 / 651 | 12.0 | 24000 | 0.500 |"),
             "{md}"
         );
+    }
+
+    fn with_rejoin() -> Results {
+        use crate::bench::results::tests::{rejoin, rejoin_run};
+        use RejoinVariant::*;
+        let mut r = sample([120.0, 80.0]);
+        r.settings.provider_options = vec![("gcache.size".into(), "512M".into())];
+        let mut runs = Vec::new();
+        for (round, (g, t)) in [(30.0, 10.0), (20.0, 12.0), (25.0, 8.0)].into_iter().enumerate() {
+            runs.push(rejoin_run(ProviderKind::Galera, Stop, round as u32, g));
+            runs.push(rejoin_run(ProviderKind::Tandem, Stop, round as u32, t));
+            runs.push(rejoin_run(ProviderKind::Galera, Kill, round as u32, g + 1.0));
+            runs.push(rejoin_run(ProviderKind::Tandem, Kill, round as u32, t + 1.0));
+        }
+        let mut downtime = rejoin_run(ProviderKind::Tandem, Downtime, 0, 3.0);
+        downtime.writes = 60_000;
+        runs.push(downtime);
+        let mut failed = rejoin_run(ProviderKind::Galera, Downtime, 0, 0.0);
+        failed.error = Some("node3 not Synced after 1800 s".into());
+        runs.push(failed);
+        r.rejoin = Some(rejoin(runs));
+        r
+    }
+
+    #[test]
+    fn rejoin_section_has_both_providers_side_by_side() {
+        let md = render(&with_rejoin(), None);
+        assert!(md.contains("## Rejoin: a node restarted after missing write-sets"), "{md}");
+        assert!(md.contains("| Provider options | `gcache.size=512M`, the same for Tandem and Galera |"), "{md}");
+        assert!(md.contains("Both run with\n`gcache.size=512M`"), "{md}");
+        assert!(md.contains("sysbench `--events=100000`"), "{md}");
+        assert!(md.contains("190 MiB of InnoDB data and indexes"), "{md}");
+        assert!(
+            md.contains(
+                "| clean stop | 100000 / 100000 | 169.0 / 153.0 | IST / IST | 25.0 (20.0–30.0) | 10.0 (8.0–12.0) | 0.40 | 40% / 40% |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| kill -9 | 100000 / 100000 | 169.0 / 153.0 | IST / IST | 26.0 (21.0–31.0) | 11.0 (9.0–13.0) | 0.42 |"), "{md}");
+        assert!(md.contains("| downtime | – / 60000 | – / 153.0 | failed / IST | failed | 3.0 | – | – / – |"), "{md}");
+        assert!(md.contains("* galera, rejoin after downtime, round 1: **failed**: node3 not Synced after 1800 s"), "{md}");
+        assert!(md.contains("T/G clean stop 0.40, kill -9 0.42."), "{md}");
+        assert!(md.contains("(Tandem IST in 3.0 s here, on 8 tables x 1000 rows)"), "{md}");
+        assert!(md.contains(LARGE_REJOIN), "{md}");
+        assert!(md.find("## Rejoin").unwrap() < md.find("## Resources").unwrap());
+    }
+
+    #[test]
+    fn a_skipped_rejoin_says_why() {
+        let mut r = with_rejoin();
+        let j = r.rejoin.as_mut().unwrap();
+        j.runs.clear();
+        j.skipped = Some("needs 3 or more nodes per cluster (this run has 1)".into());
+        let md = render(&r, None);
+        assert!(md.contains("## Rejoin: a node restarted after missing write-sets\n\nNot run: needs 3 or more nodes"), "{md}");
+        assert!(!md.contains("| Variant |"), "{md}");
+    }
+
+    #[test]
+    fn single_node_section_compares_with_standalone() {
+        let mut r = sample([120.0, 80.0]);
+        let mut cells = sample([200.0, 50.0]).cells;
+        cells[1].runs[1].error = Some("FATAL: gone".into());
+        r.single_node = Some(SingleNode { skipped: None, cells });
+        let md = render(&r, None);
+        assert!(md.contains("## 1-node cluster against standalone MariaDB"), "{md}");
+        // tps 400 / 100 / 200, p95 1 / 5 / 4, CPU s per 1000 trx = (tps / 100) * 1000 / (tps * 10) = 1.
+        assert!(
+            md.contains("| 1 | 400 | 100 | 200 | 0.25 | 0.50 | 2.00 | 1.00 | 5.00 | 4.00 | 5.00 | 4.00 | – / – / – | 1.000 / 1.000 / 1.000 |"),
+            "{md}"
+        );
+        assert!(md.contains("| 16 | 400 | failed | 50 | – | 0.12 | – |"), "{md}");
+        assert!(md.contains("* galera, 1-node oltp_write_only 16 thr node 1: **failed**: FATAL: gone"), "{md}");
+        assert!(md.find("## 1-node").unwrap() < md.find("## Resources").unwrap());
+    }
+
+    #[test]
+    fn a_file_from_before_the_new_sections_renders_as_before() {
+        let old: Results = serde_json::from_str(crate::bench::results::tests::RUN7).unwrap();
+        let md = render(&old, None);
+        assert!(!md.contains("## Rejoin") && !md.contains("## 1-node") && !md.contains("Provider options"), "{md}");
+        assert!(md.contains("| Target | Peak RSS per node (MiB) | CPU s | Transactions | CPU s per 1000 trx |"), "{md}");
+        assert!(md.contains("| tandem | 997 / 936 / 935 | 1147.9 | 6120139 | 0.188 |"), "{md}");
+        assert!(md.contains("| node 1 | 1 | 1886 | 762 | 864 | 1.13 |"), "{md}");
+    }
+
+    /// `tandem bench --quick` on this machine, with every section.
+    const QUICK: &str = include_str!("testdata/results-quick-with-rejoin.json");
+
+    #[test]
+    fn a_quick_run_renders_every_section() {
+        let r: Results = serde_json::from_str(QUICK).unwrap();
+        let md = render(&r, None);
+        for section in ["## Summary", "## Results per workload", "## Rejoin", "## 1-node cluster", "## Resources", "## Repeatability"] {
+            assert!(md.contains(section), "{section} in {md}");
+        }
+        let j = r.rejoin.as_ref().unwrap();
+        assert_eq!(j.variants(), [RejoinVariant::Stop, RejoinVariant::Kill, RejoinVariant::Downtime]);
+        assert!(j.runs.iter().all(|run| run.transfer == crate::bench::transfer::Transfer::Ist), "{j:?}");
+        assert!(md.contains("| clean stop | 2000 / 2000 | 3.4 / 3.1 | IST / IST |"), "{md}");
+        assert!(md.contains("RSS anon + file per node (MiB)"), "{md}");
+        // Compared with the run before the new sections: different settings (gcache.size).
+        let old: Results = serde_json::from_str(crate::bench::results::tests::RUN7).unwrap();
+        assert!(render(&r, Some(&old)).contains("No earlier run with the same settings"));
+    }
+
+    #[test]
+    fn a_run_without_the_matrix_says_so() {
+        let mut r = with_rejoin();
+        r.cells.clear();
+        let md = render(&r, None);
+        assert!(md.contains("The main matrix was not run (`--no-matrix`)."), "{md}");
+        assert!(!md.contains("## Summary"), "{md}");
+        assert!(md.contains("## Rejoin"), "{md}");
+    }
+
+    #[test]
+    fn resources_split_anonymous_and_file_pages() {
+        let mut r = sample([120.0, 80.0]);
+        r.resources = vec![Resources {
+            target: ProviderKind::Galera,
+            peak_rss_mib: vec![700.4, 650.0],
+            rss_anon_mib: vec![500.0, 480.0],
+            rss_file_mib: vec![190.0, 160.0],
+            cpu_s: 12.0,
+            transactions: 24_000,
+        }];
+        let md = render(&r, None);
+        assert!(md.contains("| galera | 700 / 650 | 500 + 190 / 480 + 160 | 12.0 | 24000 | 0.500 |"), "{md}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! that the next run can compare its ratios with this one (repeatability).
 
 use super::plan::{Cell, Matrix};
+use super::transfer::Transfer;
 use crate::cluster::ProviderKind;
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +21,12 @@ pub struct Results {
     pub cells: Vec<CellResult>,
     pub resources: Vec<Resources>,
     pub elapsed_s: f64,
+    /// The rejoin scenario; none with `--no-rejoin` and in files from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejoin: Option<Rejoin>,
+    /// The 1-node cell; none with `--no-single-node` and in files from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub single_node: Option<SingleNode>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -50,6 +57,10 @@ pub struct Settings {
     pub duration_s: u32,
     pub slave_threads: usize,
     pub mysqld_options: Vec<(String, String)>,
+    /// `wsrep_provider_options` items of both providers (gcache.size for the
+    /// rejoin scenario); empty in files from before they were set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provider_options: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -88,6 +99,12 @@ pub struct Resources {
     pub target: ProviderKind,
     /// Peak RSS (VmHWM) of each node's mariadbd over the whole benchmark.
     pub peak_rss_mib: Vec<f64>,
+    /// RSS of each node when the matrix ended, anonymous memory (heap) and
+    /// file pages mapped into the process (Galera maps its gcache file); MiB.
+    #[serde(default)]
+    pub rss_anon_mib: Vec<f64>,
+    #[serde(default)]
+    pub rss_file_mib: Vec<f64>,
     pub cpu_s: f64,
     pub transactions: u64,
 }
@@ -167,21 +184,195 @@ impl CellResult {
 
     /// Tandem TPS / Galera TPS: above 1 means Tandem is faster.
     pub fn tps_ratio(&self) -> Option<f64> {
-        let (t, g) = (
-            self.of(ProviderKind::Tandem)?,
-            self.of(ProviderKind::Galera)?,
-        );
-        (g.tps > 0.0).then_some(t.tps / g.tps)
+        self.tps_vs(ProviderKind::Tandem, ProviderKind::Galera)
     }
 
     /// Tandem p95 / Galera p95: below 1 means Tandem's latency is lower.
     pub fn p95_ratio(&self) -> Option<f64> {
-        let (t, g) = (
-            self.of(ProviderKind::Tandem)?,
-            self.of(ProviderKind::Galera)?,
-        );
-        let (t, g) = (t.p95_ms?, g.p95_ms?);
-        (g > 0.0).then(|| t / g)
+        self.p95_vs(ProviderKind::Tandem, ProviderKind::Galera)
+    }
+
+    /// `a`'s TPS / `b`'s TPS.
+    pub fn tps_vs(&self, a: ProviderKind, b: ProviderKind) -> Option<f64> {
+        let (a, b) = (self.of(a)?, self.of(b)?);
+        (b.tps > 0.0).then(|| a.tps / b.tps)
+    }
+
+    /// `a`'s p95 / `b`'s p95.
+    pub fn p95_vs(&self, a: ProviderKind, b: ProviderKind) -> Option<f64> {
+        let (a, b) = (self.of(a)?.p95_ms?, self.of(b)?.p95_ms?);
+        (b > 0.0).then(|| a / b)
+    }
+}
+
+/// How the restarted node was away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejoinVariant {
+    /// SIGTERM (a clean shutdown), then a fixed number of write-sets.
+    Stop,
+    /// SIGKILL, then the same number of write-sets.
+    Kill,
+    /// SIGTERM, then a steady load for a fixed time.
+    Downtime,
+}
+
+impl RejoinVariant {
+    pub fn label(self) -> &'static str {
+        match self {
+            RejoinVariant::Stop => "clean stop",
+            RejoinVariant::Kill => "kill -9",
+            RejoinVariant::Downtime => "downtime",
+        }
+    }
+}
+
+/// The rejoin scenario: a node stopped, write-sets written meanwhile, the
+/// node restarted and timed until it is Synced.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Rejoin {
+    /// Write-sets asked for while the node is away (sysbench `--events`).
+    pub writes: u64,
+    pub rounds: u32,
+    /// sysbench client threads on node 1 while the node is away.
+    pub threads: u32,
+    /// The downtime variant: seconds of steady load at `rate` transactions
+    /// per second (0: the variant was not run).
+    pub downtime_s: u32,
+    pub rate: u32,
+    /// The node that is stopped and restarted (the last one); node 1 takes the writes.
+    pub node: usize,
+    /// InnoDB data and indexes of the sysbench tables on node 1 of the first
+    /// replicated target when the scenario started, MiB.
+    #[serde(default)]
+    pub data_mib: Option<f64>,
+    /// Why the scenario did not run at all.
+    pub skipped: Option<String>,
+    pub runs: Vec<RejoinRun>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RejoinRun {
+    pub target: Option<ProviderKind>,
+    pub variant: Option<RejoinVariant>,
+    pub round: u32,
+    /// Seqnos node 1 committed while the node was away (one per write-set).
+    pub writes: u64,
+    /// How long writing them took.
+    pub write_s: f64,
+    /// `wsrep_replicated_bytes` of node 1 over those writes, MiB: what the
+    /// donor's cache had to hold for an IST.
+    pub write_mib: f64,
+    pub transfer: Transfer,
+    /// The line of the node's error log that `transfer` rests on.
+    pub evidence: Option<String>,
+    /// From the start command (position recovery included) until the node
+    /// reported Synced.
+    pub synced_s: f64,
+    /// Set when the run failed; the figures are then zero.
+    pub error: Option<String>,
+}
+
+/// A target's rounds of one rejoin variant taken together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RejoinSummary {
+    /// Rounds measured (failed ones are not).
+    pub rounds: usize,
+    pub failed: usize,
+    /// Medians of the rounds.
+    pub writes: f64,
+    pub write_mib: f64,
+    pub synced_s: f64,
+    pub synced_min_s: f64,
+    pub synced_max_s: f64,
+    /// (max - min) / median of the rounds' time to Synced, percent.
+    pub spread_pct: f64,
+    pub ist: usize,
+    pub sst: usize,
+    pub unknown: usize,
+}
+
+impl RejoinSummary {
+    /// "IST", "SST", "IST 2, SST 1", ...: what the rounds did.
+    pub fn transfers(&self) -> String {
+        let parts: Vec<(usize, &str)> = [(self.ist, "IST"), (self.sst, "SST"), (self.unknown, "?")]
+            .into_iter()
+            .filter(|p| p.0 > 0)
+            .collect();
+        match parts.as_slice() {
+            [] => "–".into(),
+            [(_, one)] => (*one).to_string(),
+            many => many.iter().map(|(n, t)| format!("{t} {n}")).collect::<Vec<_>>().join(", "),
+        }
+    }
+}
+
+impl Rejoin {
+    /// The variants that were run, in order.
+    pub fn variants(&self) -> Vec<RejoinVariant> {
+        let mut v: Vec<RejoinVariant> = self.runs.iter().filter_map(|r| r.variant).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    pub fn summary(&self, target: ProviderKind, variant: RejoinVariant) -> Option<RejoinSummary> {
+        let all: Vec<&RejoinRun> = self
+            .runs
+            .iter()
+            .filter(|r| r.target == Some(target) && r.variant == Some(variant))
+            .collect();
+        let ok: Vec<&RejoinRun> = all.iter().copied().filter(|r| r.error.is_none()).collect();
+        if ok.is_empty() {
+            return None;
+        }
+        let synced = sorted(ok.iter().map(|r| r.synced_s));
+        let mid = median(&synced);
+        let count = |t: Transfer| ok.iter().filter(|r| r.transfer == t).count();
+        Some(RejoinSummary {
+            rounds: ok.len(),
+            failed: all.len() - ok.len(),
+            writes: median(&sorted(ok.iter().map(|r| r.writes as f64))),
+            write_mib: median(&sorted(ok.iter().map(|r| r.write_mib))),
+            synced_s: mid,
+            synced_min_s: synced[0],
+            synced_max_s: synced[synced.len() - 1],
+            spread_pct: if mid > 0.0 { (synced[synced.len() - 1] - synced[0]) / mid * 100.0 } else { 0.0 },
+            ist: count(Transfer::Ist),
+            sst: count(Transfer::Sst),
+            unknown: count(Transfer::Unknown),
+        })
+    }
+
+    /// Whether the target ran this variant at all (failed or not).
+    pub fn ran(&self, target: ProviderKind, variant: RejoinVariant) -> bool {
+        self.runs.iter().any(|r| r.target == Some(target) && r.variant == Some(variant))
+    }
+
+    /// Tandem's median time to Synced / Galera's: below 1 means Tandem is back sooner.
+    pub fn ratio(&self, variant: RejoinVariant) -> Option<f64> {
+        let t = self.summary(ProviderKind::Tandem, variant)?;
+        let g = self.summary(ProviderKind::Galera, variant)?;
+        (g.synced_s > 0.0).then(|| t.synced_s / g.synced_s)
+    }
+
+    pub fn failed(&self) -> usize {
+        self.runs.iter().filter(|r| r.error.is_some()).count()
+    }
+}
+
+/// Each replicated cluster shrunk to node 1 alone (the others left
+/// gracefully), against the standalone server.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SingleNode {
+    /// Why the cell did not run at all.
+    pub skipped: Option<String>,
+    pub cells: Vec<CellResult>,
+}
+
+impl SingleNode {
+    pub fn failed(&self) -> usize {
+        self.cells.iter().flat_map(|c| &c.runs).filter(|m| m.error.is_some()).count()
     }
 }
 
@@ -393,10 +584,13 @@ pub(crate) mod tests {
                 duration_s: 5,
                 slave_threads: 4,
                 mysqld_options: vec![],
+                provider_options: vec![],
             },
             cells,
             resources: vec![],
             elapsed_s: 60.0,
+            rejoin: None,
+            single_node: None,
         }
     }
 
@@ -526,6 +720,97 @@ pub(crate) mod tests {
         let mut b = sample([120.0, 80.0]);
         b.settings.duration_s = 30;
         assert_eq!(spread(&a, &b), None);
+    }
+
+    pub(crate) fn rejoin_run(target: ProviderKind, variant: RejoinVariant, round: u32, synced_s: f64) -> RejoinRun {
+        RejoinRun {
+            target: Some(target),
+            variant: Some(variant),
+            round,
+            writes: 100_000,
+            write_s: 50.0,
+            write_mib: if target == Galera { 169.0 } else { 153.0 },
+            transfer: Transfer::Ist,
+            evidence: Some("WSREP: Resuming at local seqno 5".into()),
+            synced_s,
+            error: None,
+        }
+    }
+
+    pub(crate) fn rejoin(runs: Vec<RejoinRun>) -> Rejoin {
+        Rejoin {
+            writes: 100_000,
+            rounds: 3,
+            threads: 16,
+            downtime_s: 60,
+            rate: 1000,
+            node: 3,
+            data_mib: Some(190.0),
+            skipped: None,
+            runs,
+        }
+    }
+
+    #[test]
+    fn rejoin_rounds_combine_to_the_median_time_and_count_transfers() {
+        use RejoinVariant::*;
+        let mut runs = vec![
+            rejoin_run(Galera, Stop, 0, 30.0),
+            rejoin_run(Galera, Stop, 1, 20.0),
+            rejoin_run(Galera, Stop, 2, 25.0),
+            rejoin_run(Tandem, Stop, 0, 10.0),
+            rejoin_run(Tandem, Stop, 1, 12.0),
+            rejoin_run(Tandem, Stop, 2, 8.0),
+            rejoin_run(Tandem, Kill, 0, 9.0),
+        ];
+        runs[1].transfer = Transfer::Sst;
+        runs[5].error = Some("node3 exited".into());
+        let j = rejoin(runs);
+        assert_eq!(j.variants(), [Stop, Kill]);
+        let g = j.summary(Galera, Stop).unwrap();
+        assert_eq!((g.synced_s, g.synced_min_s, g.synced_max_s), (25.0, 20.0, 30.0));
+        assert!((g.spread_pct - 40.0).abs() < 1e-9);
+        assert_eq!((g.ist, g.sst, g.unknown, g.rounds, g.failed), (2, 1, 0, 3, 0));
+        assert_eq!(g.transfers(), "IST 2, SST 1");
+        // The failed round is left out: the median of 10 and 12.
+        let t = j.summary(Tandem, Stop).unwrap();
+        assert_eq!((t.synced_s, t.rounds, t.failed), (11.0, 2, 1));
+        assert_eq!(t.transfers(), "IST");
+        assert_eq!(t.writes, 100_000.0);
+        assert_eq!(j.ratio(Stop), Some(11.0 / 25.0));
+        // Galera did not run kill -9: no ratio.
+        assert!(j.ran(Tandem, Kill) && !j.ran(Galera, Kill));
+        assert_eq!(j.ratio(Kill), None);
+        assert_eq!(j.failed(), 1);
+    }
+
+    #[test]
+    fn single_node_ratios_are_against_standalone() {
+        let r = sample([120.0, 80.0]);
+        let c = &r.cells[0];
+        assert_eq!(c.tps_vs(Tandem, Standalone), Some(120.0 / 400.0));
+        assert_eq!(c.tps_vs(Galera, Standalone), Some(0.25));
+        assert_eq!(c.p95_vs(Tandem, Standalone), Some(4.0));
+        let s = SingleNode { skipped: None, cells: r.cells.clone() };
+        assert_eq!(s.failed(), 0);
+    }
+
+    /// docs/benchmarks.json of run 7, from before the rejoin scenario, the
+    /// 1-node cell, provider options and the RSS split.
+    pub(crate) const RUN7: &str = include_str!("testdata/results-run7-before-rejoin.json");
+
+    #[test]
+    fn results_from_before_the_new_sections_still_read() {
+        let old: Results = serde_json::from_str(RUN7).unwrap();
+        assert!(old.rejoin.is_none() && old.single_node.is_none());
+        assert!(old.settings.provider_options.is_empty());
+        assert!(old.resources.iter().all(|r| r.rss_anon_mib.is_empty() && !r.peak_rss_mib.is_empty()));
+        // Written again, nothing new appears, so the same settings still compare.
+        let again: Results = serde_json::from_str(&serde_json::to_string(&old).unwrap()).unwrap();
+        assert_eq!(again.settings, old.settings);
+        assert!(spread(&old, &again).is_some());
+        let text = serde_json::to_string(&old).unwrap();
+        assert!(!text.contains("provider_options") && !text.contains("\"rejoin\""), "{text:.300}");
     }
 
     #[test]

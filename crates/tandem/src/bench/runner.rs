@@ -5,7 +5,7 @@ use super::plan::{clients, Cell};
 use super::procfs;
 use super::results::Measurement;
 use super::sysbench::{self, Report};
-use crate::cluster::{process, Cluster, ProviderKind};
+use crate::cluster::{process, Cluster, Node, ProviderKind};
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,8 +18,9 @@ const RUN_SLACK: Duration = Duration::from_secs(120);
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(1800);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a run waits for every node to be ready (Synced) before it starts.
-const READY_TIMEOUT: Duration = Duration::from_secs(120);
+pub const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
+#[derive(Clone, Copy, Debug)]
 pub struct DataSet {
     pub tables: u32,
     pub table_size: u32,
@@ -152,7 +153,7 @@ impl Bench<'_> {
         })
     }
 
-    fn target<'s>(&self, socket: &'s Path) -> sysbench::Target<'s> {
+    pub fn target<'s>(&self, socket: &'s Path) -> sysbench::Target<'s> {
         sysbench::Target {
             socket,
             tables: self.data.tables,
@@ -160,7 +161,7 @@ impl Bench<'_> {
         }
     }
 
-    fn spawn(&self, args: &[String], log: &Path) -> Result<Child> {
+    pub fn spawn(&self, args: &[String], log: &Path) -> Result<Child> {
         let out =
             std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
         Command::new(self.sysbench)
@@ -173,7 +174,7 @@ impl Bench<'_> {
     }
 }
 
-fn read_reports(logs: &[PathBuf], statuses: &[std::process::ExitStatus]) -> Result<Vec<Report>> {
+pub fn read_reports(logs: &[PathBuf], statuses: &[std::process::ExitStatus]) -> Result<Vec<Report>> {
     logs.iter()
         .zip(statuses)
         .map(|(log, status)| {
@@ -188,7 +189,7 @@ fn read_reports(logs: &[PathBuf], statuses: &[std::process::ExitStatus]) -> Resu
         .collect()
 }
 
-fn wait_or_kill(mut child: Child, limit: Duration) -> Result<std::process::ExitStatus> {
+pub fn wait_or_kill(mut child: Child, limit: Duration) -> Result<std::process::ExitStatus> {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait()? {
@@ -203,9 +204,16 @@ fn wait_or_kill(mut child: Child, limit: Duration) -> Result<std::process::ExitS
     }
 }
 
+/// The nodes that are meant to run: all of them, except those the bench
+/// stopped on purpose (their recorded pid is cleared). A node that died on
+/// its own keeps its pid, so it still fails whatever needs it.
+pub fn members(cluster: &Cluster) -> impl Iterator<Item = &Node> {
+    cluster.nodes().iter().filter(|n| n.pid.is_some())
+}
+
 fn cpu_ticks(cluster: &Cluster) -> Result<u64> {
     let mut total = 0;
-    for node in cluster.nodes() {
+    for node in members(cluster) {
         let pid = node
             .pid
             .ok_or_else(|| anyhow!("{} is not running", node.name))?;
@@ -214,18 +222,28 @@ fn cpu_ticks(cluster: &Cluster) -> Result<u64> {
     Ok(total)
 }
 
-/// Peak RSS of each node's server, MiB.
-pub fn peak_rss_mib(cluster: &Cluster) -> Result<Vec<f64>> {
-    cluster
-        .nodes()
-        .iter()
-        .map(|node| {
-            let pid = node
-                .pid
-                .ok_or_else(|| anyhow!("{} is not running", node.name))?;
-            Ok(procfs::peak_rss_kib(pid)? as f64 / 1024.0)
-        })
-        .collect()
+/// Memory of each node's server, MiB.
+pub struct Memory {
+    /// VmHWM.
+    pub peak: Vec<f64>,
+    /// RssAnon and RssFile now.
+    pub anon: Vec<f64>,
+    pub file: Vec<f64>,
+}
+
+pub fn memory(cluster: &Cluster) -> Result<Memory> {
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let mut m = Memory { peak: vec![], anon: vec![], file: vec![] };
+    for node in cluster.nodes() {
+        let pid = node
+            .pid
+            .ok_or_else(|| anyhow!("{} is not running", node.name))?;
+        let (anon, file) = procfs::rss_split_kib(pid)?;
+        m.peak.push(mib(procfs::peak_rss_kib(pid)?));
+        m.anon.push(mib(anon));
+        m.file.push(mib(file));
+    }
+    Ok(m)
 }
 
 fn cert_failures(kind: ProviderKind, cluster: &Cluster) -> Result<Option<u64>> {
@@ -233,19 +251,17 @@ fn cert_failures(kind: ProviderKind, cluster: &Cluster) -> Result<Option<u64>> {
         return Ok(None);
     }
     let mut total = 0;
-    for node in cluster.nodes() {
+    for node in members(cluster) {
         total += number(&node.status("wsrep_local_cert_failures")?)?;
     }
     Ok(Some(total))
 }
 
 /// Waits until every node takes queries: Synced, or answering when standalone.
-fn wait_ready(kind: ProviderKind, cluster: &Cluster, timeout: Duration) -> Result<()> {
+pub fn wait_ready(kind: ProviderKind, cluster: &Cluster, timeout: Duration) -> Result<()> {
     let start = Instant::now();
     loop {
-        let waiting: Vec<&str> = cluster
-            .nodes()
-            .iter()
+        let waiting: Vec<&str> = members(cluster)
             .filter(|n| match kind {
                 ProviderKind::Standalone => n.probe_ready().is_none(),
                 _ => n.probe_state().as_deref() != Some("Synced"),
@@ -286,7 +302,7 @@ pub fn drain(kind: ProviderKind, cluster: &Cluster) -> Result<f64> {
 
 fn caught_up(cluster: &Cluster) -> Result<bool> {
     let mut committed = Vec::new();
-    for node in cluster.nodes() {
+    for node in members(cluster) {
         let status = node.statuses("wsrep_%")?;
         let get = |k: &str| -> Result<u64> {
             number(status.get(k).map(String::as_str).unwrap_or("missing"))
@@ -300,7 +316,7 @@ fn caught_up(cluster: &Cluster) -> Result<bool> {
     Ok(committed.windows(2).all(|w| w[0] == w[1]))
 }
 
-fn number(text: &str) -> Result<u64> {
+pub fn number(text: &str) -> Result<u64> {
     text.trim()
         .parse()
         .map_err(|_| anyhow!("not a number: {text:?}"))

@@ -68,6 +68,39 @@ pub fn run_args(
     args
 }
 
+/// A fixed amount of work: `events` transactions (one write-set each for the
+/// write workloads) from `threads` clients, however long they take.
+pub fn events_args(target: &Target, workload: Workload, threads: u32, events: u64, seed: u32) -> Vec<String> {
+    let mut args = vec![workload.script().to_string()];
+    args.extend(target.common_args());
+    args.extend([
+        format!("--threads={threads}"),
+        format!("--events={events}"),
+        "--time=0".into(),
+        format!("--rand-seed={seed}"),
+        format!("--percentile={PERCENTILE}"),
+        "run".into(),
+    ]);
+    args
+}
+
+/// A steady load: `rate` transactions per second on average (sysbench
+/// `--rate`) for `seconds`, so that every target gets the same amount of work
+/// whatever its capacity (as long as the rate is below it).
+pub fn steady_args(target: &Target, workload: Workload, threads: u32, rate: u32, seconds: u32, seed: u32) -> Vec<String> {
+    let mut args = vec![workload.script().to_string()];
+    args.extend(target.common_args());
+    args.extend([
+        format!("--threads={threads}"),
+        format!("--rate={rate}"),
+        format!("--time={seconds}"),
+        format!("--rand-seed={seed}"),
+        format!("--percentile={PERCENTILE}"),
+        "run".into(),
+    ]);
+    args
+}
+
 /// What one sysbench process measured (the window after the warm-up).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
@@ -338,5 +371,23 @@ mod tests {
         let cold = run_args(&t, Workload::OltpUpdateIndex, 1, 0, 5, 1);
         assert!(!cold.iter().any(|a| a.starts_with("--report-checkpoints")));
         assert_eq!(prepare_args(&t, 4).last().unwrap(), "prepare");
+    }
+
+    #[test]
+    fn fixed_work_and_steady_load_arguments() {
+        let socket = Path::new("/d/node1/mysql.sock");
+        let t = Target { socket, tables: 2, table_size: 10 };
+        let args = events_args(&t, Workload::OltpWriteOnly, 16, 100_000, 3);
+        assert_eq!(args[0], "oltp_write_only");
+        for want in ["--threads=16", "--events=100000", "--time=0", "--rand-seed=3"] {
+            assert!(args.contains(&want.to_string()), "{want} in {args:?}");
+        }
+        assert!(!args.iter().any(|a| a.starts_with("--report-checkpoints")));
+        assert_eq!(args.last().unwrap(), "run");
+        let args = steady_args(&t, Workload::OltpWriteOnly, 16, 1000, 60, 3);
+        for want in ["--rate=1000", "--time=60"] {
+            assert!(args.contains(&want.to_string()), "{want} in {args:?}");
+        }
+        assert_eq!(args.last().unwrap(), "run");
     }
 }
