@@ -1,11 +1,13 @@
-//! `tandem bench --quick` end to end on one-node clusters: the command the
+//! `tandem bench --quick` end to end: on one-node clusters, the command the
 //! benchmark doc comes from runs, measures every target, and writes a report
-//! whose figures are the ones it measured. No figure is judged: timing is the
-//! benchmark's business, not a test's.
+//! whose figures are the ones it measured; on three-node clusters, the
+//! rejoin scenario and the 1-node cell are measured and reported. No figure
+//! is judged: timing is the benchmark's business, not a test's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use tandem::bench::results::Results;
+use tandem::bench::results::{RejoinVariant, Results};
+use tandem::bench::transfer::Transfer;
 use tandem::cluster::ProviderKind;
 use tandem_cluster_tests::provider_path;
 
@@ -102,9 +104,100 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
         "the report names its command"
     );
 
-    // Every server it started is gone.
+    // One node: no node to take away and bring back, and the report says so.
+    let rejoin = results.rejoin.as_ref().expect("the rejoin section is on by default");
+    assert!(rejoin.runs.is_empty(), "{rejoin:?}");
+    assert!(rejoin.skipped.as_deref().is_some_and(|s| s.contains("3 or more nodes")), "{rejoin:?}");
+    assert!(md.contains("## Rejoin: a node restarted after missing write-sets\n\nNot run: needs 3 or more nodes"), "{md}");
+    // The 1-node cell runs on the (already) one-node clusters and the standalone server.
+    single_node_measured(&results, &targets, 2);
+    assert!(md.contains("## 1-node cluster against standalone MariaDB"), "{md}");
+
+    no_server_left(tmp.path())
+}
+
+/// Three-node clusters: the rejoin scenario (every variant, on both
+/// providers, IST with the gcache the bench sets) and the 1-node cell after
+/// the others left. Presence and kind of transfer only, never how long.
+#[test]
+fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let (doc, json) = (tmp.path().join("bench.md"), tmp.path().join("bench.json"));
+    let out = Command::new(tandem_bin())
+        .args([
+            "bench", "--quick", "--nodes", "3", "--targets", "tandem,galera,standalone",
+            "--workloads", "oltp_write_only", "--threads", "1", "--placements", "node1",
+            "--duration", "2", "--rejoin-writes", "500", "--rejoin-downtime", "2", "--dir",
+        ])
+        .arg(tmp.path().join("w"))
+        .arg("--tandem-path")
+        .arg(provider_path())
+        .arg("--doc")
+        .arg(&doc)
+        .arg("--json")
+        .arg(&json)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "tandem bench failed:\n{stderr}");
+
+    let results: Results = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+    let rejoin = results.rejoin.as_ref().expect("rejoin section");
+    assert_eq!(rejoin.skipped, None);
+    assert_eq!(
+        results.settings.provider_options,
+        [("gcache.size".to_string(), "128M".to_string())],
+        "the same gcache for both providers"
+    );
+    let variants = [RejoinVariant::Stop, RejoinVariant::Kill, RejoinVariant::Downtime];
+    assert_eq!(rejoin.runs.len(), 2 * variants.len(), "{rejoin:?}");
+    for run in &rejoin.runs {
+        assert_eq!(run.error, None, "{run:?}");
+        // 500 write-sets fit any gcache: an SST here would mean the bench
+        // or the provider got the restart wrong.
+        assert_eq!(run.transfer, Transfer::Ist, "{run:?}");
+        assert!(run.evidence.is_some(), "{run:?}");
+        assert!(run.synced_s > 0.0 && run.write_mib > 0.0, "{run:?}");
+        if run.variant != Some(RejoinVariant::Downtime) {
+            assert!(run.writes >= 500, "{run:?}");
+        } else {
+            assert!(run.writes > 0, "{run:?}");
+        }
+    }
+    for v in variants {
+        assert!(rejoin.ratio(v).is_some(), "{v:?}");
+    }
+    single_node_measured(&results, &[ProviderKind::Tandem, ProviderKind::Galera, ProviderKind::Standalone], 1);
+
+    let md = std::fs::read_to_string(&doc)?;
+    for label in ["clean stop", "kill -9", "downtime"] {
+        assert!(md.contains(&format!("| {label} | ")) && md.contains("| IST / IST |"), "{label} row in\n{md}");
+    }
+    assert!(md.contains("## 1-node cluster against standalone MariaDB"), "{md}");
+    assert!(md.contains("RSS anon + file per node (MiB)"), "{md}");
+    no_server_left(tmp.path())
+}
+
+/// Every target has a successful figure in both cells of the 1-node section.
+fn single_node_measured(results: &Results, targets: &[ProviderKind], rounds: usize) {
+    let single = results.single_node.as_ref().expect("the 1-node cell is on by default");
+    assert_eq!(single.skipped, None);
+    assert_eq!(single.cells.len(), 2, "1 and 16 threads");
+    for cell in &single.cells {
+        for &target in targets {
+            let m = cell
+                .of(target)
+                .unwrap_or_else(|| panic!("{target} has no successful 1-node run of {}: {cell:?}", cell.cell.label()));
+            assert!(m.transactions > 0 && m.p95_ms.is_some(), "{target}: {m:?}");
+            assert_eq!(m.rounds, rounds, "{target}: {m:?}");
+        }
+        assert!(cell.tps_vs(ProviderKind::Tandem, ProviderKind::Standalone).is_some());
+    }
+}
+
+/// Every server the bench started is gone.
+fn no_server_left(dir: &Path) -> anyhow::Result<()> {
     let leftovers = Command::new("pgrep")
-        .args(["-f", &tmp.path().display().to_string()])
+        .args(["-f", &dir.display().to_string()])
         .output()?;
     assert!(
         leftovers.stdout.is_empty(),
