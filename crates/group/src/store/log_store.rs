@@ -195,6 +195,12 @@ impl RaftLogReader<GroupTypes> for DurableLog {
         if start >= end {
             return Ok(vec![]);
         }
+        // Recent entries (replication, apply) come from memory: no disk
+        // wait, so no need to move the runtime's other tasks away.
+        let in_memory = self.read_inner().recent.front().is_some_and(|e| e.log_id.index <= start);
+        if in_memory {
+            return self.entries(start, end);
+        }
         blocking(|| self.entries(start, end))
     }
 
@@ -203,8 +209,8 @@ impl RaftLogReader<GroupTypes> for DurableLog {
     }
 }
 
-/// Disk work on the group runtime: tell tokio, so the worker's other tasks
-/// (heartbeats) move elsewhere meanwhile.
+/// Disk work that may wait (fsync, reads of old entries, cuts): tell tokio,
+/// so the worker's other tasks (heartbeats) move elsewhere meanwhile.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     crate::raft::state_machine::replica_call(f)
 }
@@ -257,7 +263,10 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
         I::IntoIter: Send,
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
-        let written = blocking(|| self.append_now(entries));
+        // A write into the page cache: microseconds, never worth handing the
+        // worker's other tasks to another thread (the fsync, which can take
+        // milliseconds, runs on the flusher thread).
+        let written = self.append_now(entries);
         match written {
             Ok(()) => {
                 match &self.flusher {
