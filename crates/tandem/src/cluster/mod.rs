@@ -581,10 +581,11 @@ fn parse_recovered_position(log: &str) -> Option<String> {
     (!unknown).then(|| position.to_string())
 }
 
-/// Tandem keeps the group's log and the member's identity here (the
-/// default `gcache.dir`/`gcache.name`).
+/// Tandem keeps the group's log and the member's identity as files named
+/// `*.galera.cache` in the data directory (the default `gcache.dir` and
+/// `gcache.name`).
 pub fn has_group_state(datadir: &Path) -> bool {
-    datadir.join("galera.cache").join("identity").is_file()
+    datadir.join("identity.galera.cache").is_file()
 }
 
 /// Galera refuses `--wsrep-new-cluster` from a node whose grastate.dat says
@@ -676,6 +677,18 @@ mod tests {
         let none = "[Note] WSREP: Recovered position: 00000000-0000-0000-0000-000000000000:-1\n";
         assert_eq!(parse_recovered_position(none), None);
         assert_eq!(parse_recovered_position("no such line"), None);
+    }
+
+    #[test]
+    fn group_state_is_the_identity_file_in_the_data_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(!has_group_state(tmp.path()));
+        // The layout before the files moved into the data directory itself.
+        std::fs::create_dir(tmp.path().join("galera.cache")).unwrap();
+        std::fs::write(tmp.path().join("galera.cache/identity"), "x").unwrap();
+        assert!(!has_group_state(tmp.path()));
+        std::fs::write(tmp.path().join("identity.galera.cache"), "x").unwrap();
+        assert!(has_group_state(tmp.path()));
     }
 
     #[test]
