@@ -163,3 +163,144 @@ pub fn workload_seconds() -> u64 {
 pub fn error_log(node: &Node) -> String {
     std::fs::read_to_string(&node.error_log).unwrap_or_default()
 }
+
+/// A file that a full state transfer would delete (mariabackup's joiner empties
+/// the data directory): if it survives a restart, the node caught up by IST.
+pub const NO_SST_MARKER: &str = "tandem-no-sst.marker";
+
+pub fn put_no_sst_marker(node: &Node) -> Result<()> {
+    let path = node.datadir.join(NO_SST_MARKER);
+    std::fs::write(&path, "written by a test while the node was down\n")
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+pub fn has_no_sst_marker(node: &Node) -> bool {
+    node.datadir.join(NO_SST_MARKER).is_file()
+}
+
+/// Suffix of every file of the provider's durable state (the gcache: log
+/// segments, identity, vote, checkpoints), plain files in the data directory.
+pub const GCACHE_SUFFIX: &str = ".galera.cache";
+
+/// Names of the data directory's files that belong to the durable state, sorted.
+pub fn gcache_files(node: &Node) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&node.datadir).with_context(|| format!("reading {}", node.datadir.display()))? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(GCACHE_SUFFIX) {
+            out.push(name);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The log's segment files (`log.<first index>.seg.galera.cache`), in index order.
+pub fn segments(node: &Node) -> Result<Vec<PathBuf>> {
+    let segment = |n: &String| n.starts_with("log.") && n.ends_with(&format!(".seg{GCACHE_SUFFIX}"));
+    // Zero-padded indexes: name order is index order.
+    Ok(gcache_files(node)?.iter().filter(|n| segment(n)).map(|n| node.datadir.join(n)).collect())
+}
+
+/// The InnoDB position the CLI recovered (`mariadbd --wsrep-recover`) before
+/// the node's latest start and passed as `--wsrep_start_position`.
+pub fn recovered_seqno(node: &Node) -> Result<i64> {
+    const MARK: &str = "WSREP: Recovered position: ";
+    let path = node.dir.join("recover.log");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let line = text.lines().rev().find(|l| l.contains(MARK)).with_context(|| format!("no recovered position in {}", path.display()))?;
+    let seqno = line.rsplit(':').next().unwrap_or_default().trim();
+    seqno.parse().with_context(|| format!("recovered position in {line:?}"))
+}
+
+pub fn status_i64(node: &Node, var: &str) -> Result<i64> {
+    let text = status(node, var)?;
+    text.parse().with_context(|| format!("{var} on {} is {text:?}", node.name))
+}
+
+/// `wsrep_ist_receive_status` (PXC's "100% complete, received seqno 306 of 6-306").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IstStatus {
+    pub percent: i64,
+    pub received: i64,
+    pub first: i64,
+    pub last: i64,
+}
+
+/// None when the node received no IST in this process (the variable is empty).
+pub fn ist_status(node: &Node) -> Result<Option<IstStatus>> {
+    let out = sql(node, "SHOW GLOBAL STATUS LIKE 'wsrep_ist_receive_status'").map_err(anyhow::Error::msg)?;
+    let text = out.split('\t').nth(1).unwrap_or_default().trim().to_string();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    parse_ist_status(&text).map(Some).with_context(|| format!("wsrep_ist_receive_status on {} is {text:?}", node.name))
+}
+
+fn parse_ist_status(text: &str) -> Option<IstStatus> {
+    let (percent, rest) = text.split_once("% complete, received seqno ")?;
+    let (received, range) = rest.split_once(" of ")?;
+    let (first, last) = range.split_once('-')?;
+    Some(IstStatus {
+        percent: percent.trim().parse().ok()?,
+        received: received.trim().parse().ok()?,
+        first: first.trim().parse().ok()?,
+        last: last.trim().parse().ok()?,
+    })
+}
+
+/// Inserts rows `first..first+count` of `writer` into `table` (columns
+/// `writer INT, seq INT, pad VARCHAR`), one autocommit statement, so one
+/// write-set, per row, sent in batches of many statements per client call.
+/// `pad` bytes of filler per row make the write-sets as large as needed.
+pub fn insert_rows(node: &Node, table: &str, writer: u32, first: u64, count: u64, pad: usize) -> Result<()> {
+    const BATCH: u64 = 1000;
+    let mut seq = first;
+    let end = first + count;
+    while seq < end {
+        let upto = (seq + BATCH).min(end);
+        let mut q = String::with_capacity(((upto - seq) as usize) * 80);
+        for s in seq..upto {
+            q.push_str(&format!("INSERT INTO {table} VALUES ({writer},{s},REPEAT('x',{pad}));"));
+        }
+        sql(node, &q).map_err(|e| anyhow::anyhow!("inserting into {table} on {}: {e}", node.name))?;
+        seq = upto;
+    }
+    Ok(())
+}
+
+/// The table `insert_rows` writes to.
+pub fn create_rows_table(node: &Node, table: &str) -> Result<()> {
+    let db = table.split('.').next().unwrap_or(table);
+    sql(
+        node,
+        &format!(
+            "CREATE DATABASE IF NOT EXISTS {db}; \
+             CREATE TABLE {table} (writer INT, seq INT, pad VARCHAR(8000), PRIMARY KEY (writer, seq))"
+        ),
+    )
+    .map(drop)
+    .map_err(anyhow::Error::msg)
+}
+
+/// Asserts that every node's `CHECKSUM TABLE` equals node 1's.
+pub fn assert_identical(c: &Cluster, tables: &[&str]) -> Result<()> {
+    let reference = checksums(c.node(1), tables)?;
+    for i in 2..=c.len() {
+        let other = checksums(c.node(i), tables)?;
+        anyhow::ensure!(other == reference, "node {i} differs from node 1:\n{other}\nvs\n{reference}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ist_status_parsing() {
+        let s = parse_ist_status("100% complete, received seqno 306 of 6-306").unwrap();
+        assert_eq!(s, IstStatus { percent: 100, received: 306, first: 6, last: 306 });
+        assert_eq!(parse_ist_status("garbage"), None);
+    }
+}
