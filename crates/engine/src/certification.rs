@@ -39,7 +39,18 @@ pub const MATRIX: [[Clash; 4]; 4] = [
 struct Use {
     seqno: Seqno,
     source: Uuid,
+    /// The source's incarnation: its local locks, which spare a node's own
+    /// write-sets from conflicting with each other, died with the process.
+    incarnation: u32,
     toi: bool,
+}
+
+impl Use {
+    /// The same process sent both: its row locks ordered them already, so
+    /// the later one did see the earlier one even if `last_seen` lags.
+    fn serialized_locally(&self, ws: &WriteSet, incarnation: u32) -> bool {
+        !self.toi && self.source == ws.source && self.incarnation == incarnation
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,16 +82,17 @@ impl Certifier {
         self.index.len()
     }
 
-    /// Certifies `ws`, ordered at `seqno`, and indexes it if it passes.
-    pub fn certify(&mut self, ws: &WriteSet, seqno: Seqno) -> Verdict {
+    /// Certifies `ws`, ordered at `seqno` and sent by `incarnation` of its
+    /// source, and indexes it if it passes.
+    pub fn certify(&mut self, ws: &WriteSet, seqno: Seqno, incarnation: u32) -> Verdict {
         let verdict = if ws.is_toi() {
             // TOI runs alone on every node: it waits for everything before it.
             Verdict::Pass { depends_on: seqno - 1 }
         } else {
-            self.test(ws, seqno)
+            self.test(ws, seqno, incarnation)
         };
         if let Verdict::Pass { .. } = verdict {
-            self.index_keys(ws, seqno);
+            self.index_keys(ws, seqno, incarnation);
             if ws.is_toi() || ws.is_pa_unsafe() {
                 self.last_barrier = seqno;
             }
@@ -88,7 +100,7 @@ impl Certifier {
         verdict
     }
 
-    fn test(&self, ws: &WriteSet, seqno: Seqno) -> Verdict {
+    fn test(&self, ws: &WriteSet, seqno: Seqno, incarnation: u32) -> Verdict {
         // Uses between last_seen and the purge point are gone: we cannot prove
         // there was no conflict, so fail. Every node purges identically.
         if ws.last_seen < self.purged_upto {
@@ -101,7 +113,7 @@ impl Certifier {
                 let Some(u) = uses[earlier as usize] else { continue };
                 match MATRIX[earlier as usize][kind as usize] {
                     Clash::None => {}
-                    Clash::Conflict if u.seqno > ws.last_seen && (u.toi || u.source != ws.source) => {
+                    Clash::Conflict if u.seqno > ws.last_seen && !u.serialized_locally(ws, incarnation) => {
                         return Verdict::Fail;
                     }
                     Clash::Conflict | Clash::Depend => depends_on = depends_on.max(u.seqno),
@@ -114,8 +126,8 @@ impl Certifier {
         Verdict::Pass { depends_on: depends_on.min(seqno - 1) }
     }
 
-    fn index_keys(&mut self, ws: &WriteSet, seqno: Seqno) {
-        let u = Use { seqno, source: ws.source, toi: ws.is_toi() };
+    fn index_keys(&mut self, ws: &WriteSet, seqno: Seqno, incarnation: u32) {
+        let u = Use { seqno, source: ws.source, incarnation, toi: ws.is_toi() };
         for (path, kind) in expand(ws) {
             self.index.entry(path).or_default()[kind as usize] = Some(u);
         }

@@ -36,8 +36,8 @@ fn matrix_table_for_unseen_write_from_other_node() {
     ];
     for (earlier, incoming, expected) in table {
         let mut cert = Certifier::new(0);
-        assert_eq!(cert.certify(&ws(A, 0, &[(ROW, earlier)]), 1), Verdict::Pass { depends_on: 0 });
-        let got = cert.certify(&ws(B, 0, &[(ROW, incoming)]), 2);
+        assert_eq!(cert.certify(&ws(A, 0, &[(ROW, earlier)]), 1, 1), Verdict::Pass { depends_on: 0 });
+        let got = cert.certify(&ws(B, 0, &[(ROW, incoming)]), 2, 1);
         let want = match expected {
             N => Verdict::Pass { depends_on: 0 },
             D => Verdict::Pass { depends_on: 1 },
@@ -50,26 +50,37 @@ fn matrix_table_for_unseen_write_from_other_node() {
 #[test]
 fn conflict_needs_the_earlier_write_to_be_unseen() {
     let mut cert = Certifier::new(0);
-    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1);
+    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1, 1);
     // B saw seqno 1 before writing the same row: a dependency, not a conflict.
-    assert_eq!(cert.certify(&ws(B, 1, &[(ROW, KeyType::Exclusive)]), 2), Verdict::Pass { depends_on: 1 });
+    assert_eq!(cert.certify(&ws(B, 1, &[(ROW, KeyType::Exclusive)]), 2, 1), Verdict::Pass { depends_on: 1 });
 }
 
 #[test]
 fn same_node_writes_only_depend() {
     // The origin's own locks already serialised them.
     let mut cert = Certifier::new(0);
-    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1);
-    assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 2), Verdict::Pass { depends_on: 1 });
+    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1, 1);
+    assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 2, 1), Verdict::Pass { depends_on: 1 });
+}
+
+#[test]
+fn a_restarted_node_conflicts_with_its_previous_incarnation() {
+    // The locks that serialised the earlier write-set died with the process
+    // that held them: after a restart, the node's write-set that could not
+    // see it loses like anybody else's.
+    let mut cert = Certifier::new(0);
+    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1, 1);
+    assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 2, 2), Verdict::Fail);
+    assert_eq!(cert.certify(&ws(A, 1, &[(ROW, KeyType::Exclusive)]), 3, 2), Verdict::Pass { depends_on: 1 });
 }
 
 #[test]
 fn failed_write_set_is_not_indexed() {
     let mut cert = Certifier::new(0);
-    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1);
-    assert_eq!(cert.certify(&ws(B, 0, &[(ROW, KeyType::Exclusive)]), 2), Verdict::Fail);
+    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1, 1);
+    assert_eq!(cert.certify(&ws(B, 0, &[(ROW, KeyType::Exclusive)]), 2, 1), Verdict::Fail);
     // A third write that saw 1 must not depend on (or clash with) the loser 2.
-    assert_eq!(cert.certify(&ws(B, 1, &[(ROW, KeyType::Exclusive)]), 3), Verdict::Pass { depends_on: 1 });
+    assert_eq!(cert.certify(&ws(B, 1, &[(ROW, KeyType::Exclusive)]), 3, 1), Verdict::Pass { depends_on: 1 });
 }
 
 #[test]
@@ -77,20 +88,20 @@ fn toi_on_table_conflicts_with_unseen_row_write_on_that_table() {
     let mut cert = Certifier::new(0);
     let mut toi = ws(A, 0, &[(&["db", "t"], KeyType::Exclusive)]);
     toi.flags |= flags::ISOLATION;
-    assert_eq!(cert.certify(&toi, 1), Verdict::Pass { depends_on: 0 });
+    assert_eq!(cert.certify(&toi, 1, 1), Verdict::Pass { depends_on: 0 });
     // Same node, but TOI conflicts regardless of origin.
-    assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Update)]), 2), Verdict::Fail);
+    assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Update)]), 2, 1), Verdict::Fail);
     // Another table: no conflict, but it still applies after the TOI.
-    assert_eq!(cert.certify(&ws(B, 0, &[(&["db", "u", "1"], KeyType::Update)]), 3), Verdict::Pass { depends_on: 1 });
+    assert_eq!(cert.certify(&ws(B, 0, &[(&["db", "u", "1"], KeyType::Update)]), 3, 1), Verdict::Pass { depends_on: 1 });
 }
 
 #[test]
 fn toi_is_never_refused_and_waits_for_all_before_it() {
     let mut cert = Certifier::new(0);
-    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1);
+    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1, 1);
     let mut toi = ws(B, 0, &[(&["db", "t"], KeyType::Exclusive)]);
     toi.flags |= flags::ISOLATION;
-    assert_eq!(cert.certify(&toi, 5), Verdict::Pass { depends_on: 4 });
+    assert_eq!(cert.certify(&toi, 5, 1), Verdict::Pass { depends_on: 4 });
 }
 
 #[test]
@@ -98,28 +109,28 @@ fn pa_unsafe_depends_on_previous_and_orders_later_ones() {
     let mut cert = Certifier::new(0);
     let mut w = ws(A, 0, &[(&["db", "x", "1"], KeyType::Exclusive)]);
     w.flags |= flags::PA_UNSAFE;
-    assert_eq!(cert.certify(&w, 3), Verdict::Pass { depends_on: 2 });
-    assert_eq!(cert.certify(&ws(B, 3, &[(&["db", "y", "1"], KeyType::Exclusive)]), 4), Verdict::Pass { depends_on: 3 });
+    assert_eq!(cert.certify(&w, 3, 1), Verdict::Pass { depends_on: 2 });
+    assert_eq!(cert.certify(&ws(B, 3, &[(&["db", "y", "1"], KeyType::Exclusive)]), 4, 1), Verdict::Pass { depends_on: 3 });
 }
 
 #[test]
 fn key_parts_are_not_confused_by_concatenation() {
     let mut cert = Certifier::new(0);
-    cert.certify(&ws(A, 0, &[(&["ab", "c", "1"], KeyType::Exclusive)]), 1);
-    assert_eq!(cert.certify(&ws(B, 0, &[(&["a", "bc", "1"], KeyType::Exclusive)]), 2), Verdict::Pass { depends_on: 0 });
+    cert.certify(&ws(A, 0, &[(&["ab", "c", "1"], KeyType::Exclusive)]), 1, 1);
+    assert_eq!(cert.certify(&ws(B, 0, &[(&["a", "bc", "1"], KeyType::Exclusive)]), 2, 1), Verdict::Pass { depends_on: 0 });
 }
 
 #[test]
 fn purge_forgets_old_uses_and_fails_too_old_write_sets() {
     let mut cert = Certifier::new(0);
-    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1);
-    cert.certify(&ws(A, 1, &[(&["db", "t", "pk2"], KeyType::Exclusive)]), 2);
+    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1, 1);
+    cert.certify(&ws(A, 1, &[(&["db", "t", "pk2"], KeyType::Exclusive)]), 2, 1);
     cert.purge(1);
     assert_eq!(cert.purged_upto(), 1);
     // Only pk2 (seqno 2) and the shared branches it refreshed remain.
     assert!(cert.index_size() >= 1);
-    assert_eq!(cert.certify(&ws(B, 0, &[(&["db", "z", "9"], KeyType::Exclusive)]), 3), Verdict::Fail);
-    assert_eq!(cert.certify(&ws(B, 1, &[(ROW, KeyType::Exclusive)]), 4), Verdict::Pass { depends_on: 1 });
+    assert_eq!(cert.certify(&ws(B, 0, &[(&["db", "z", "9"], KeyType::Exclusive)]), 3, 1), Verdict::Fail);
+    assert_eq!(cert.certify(&ws(B, 1, &[(ROW, KeyType::Exclusive)]), 4, 1), Verdict::Pass { depends_on: 1 });
 }
 
 fn arb_ws() -> impl Strategy<Value = (bool, u8, u8, u8)> {
@@ -138,8 +149,8 @@ proptest! {
             let row = format!("{row}");
             let w = ws(if from_a { A } else { B }, (seqno - 1 - lag as Seqno).max(0),
                        &[(&["db", "t", row.as_str()], KeyType::ALL[kind as usize])]);
-            let v1 = one.certify(&w, seqno);
-            let v2 = two.certify(&w, seqno);
+            let v1 = one.certify(&w, seqno, 1);
+            let v2 = two.certify(&w, seqno, 1);
             prop_assert_eq!(&v1, &v2);
             if let Verdict::Pass { depends_on } = v1 {
                 prop_assert!(depends_on < seqno);
@@ -160,7 +171,7 @@ proptest! {
             let seqno = i as Seqno + 1;
             let row = format!("{row}");
             let w = ws(if from_a { A } else { B }, seqno - 1, &[(&["db", "t", row.as_str()], KeyType::ALL[kind as usize])]);
-            let passed = matches!(cert.certify(&w, seqno), Verdict::Pass { .. });
+            let passed = matches!(cert.certify(&w, seqno, 1), Verdict::Pass { .. });
             prop_assert!(passed, "write-set {} failed", seqno);
         }
     }

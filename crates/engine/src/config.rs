@@ -91,6 +91,7 @@ impl Node {
             timeouts,
             log,
             resume_at: (start.seqno >= 0).then_some(start.seqno),
+            start_anew: None,
         }
     }
 }

@@ -241,7 +241,7 @@ impl GroupState {
         self.seqno += 1;
         let seqno = self.seqno;
         self.note_progress(ws.source, ws.safe);
-        let verdict = self.cert.certify(&ws, seqno);
+        let verdict = self.cert.certify(&ws, seqno, from.incarnation);
         if seqno % PURGE_INTERVAL == 0 {
             self.purge();
         }

@@ -183,6 +183,15 @@ impl Node {
         let start = self.check_start(bootstrap)?;
         let mut config = self.group_config(cluster_name, peers, bootstrap);
         config.resume_at = (start.seqno >= 0).then_some(start.seqno);
+        if bootstrap && start.seqno < 0 {
+            // As Galera: bootstrapping data of no known position starts a new
+            // history, and the old log describes nothing this node holds.
+            config.start_anew = Some(
+                "this node bootstraps a new cluster from data with no saved position (no grastate.dat or \
+                 wsrep_start_position), which starts a new history"
+                    .into(),
+            );
+        }
         let (listen, name) = (config.listen_addr.clone(), config.me.name.clone());
         let starter = (self.inner.factory)(config).map_err(|e| ConnectError::Failed(e.to_string()))?;
         let identity = starter.identity();

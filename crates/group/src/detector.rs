@@ -103,19 +103,33 @@ impl Detector {
     /// them. It re-forms by itself once a majority is back.
     fn report_missing(&mut self, shared: &Shared, m: &Metrics, verdict: &Verdict) {
         let voters: Vec<MemberId> = m.membership_config.membership().voter_ids().collect();
-        if *verdict == Verdict::Primary || !voters.contains(&shared.me) || m.current_leader.is_some_and(|l| l == shared.me) {
+        if *verdict == Verdict::Primary
+            || !voters.contains(&shared.me)
+            || m.current_leader.is_some_and(|l| l == shared.me)
+        {
             self.waiting_since = None;
             return;
         }
         let since = *self.waiting_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < shared.suspect || self.reported.is_some_and(|t| t.elapsed() < REPORT_EVERY) {
+        if since.elapsed() < shared.suspect
+            || self.reported.is_some_and(|t| t.elapsed() < REPORT_EVERY)
+        {
             return;
         }
         self.reported = Some(Instant::now());
         let reachable = reachable(shared);
         let membership = m.membership_config.membership();
-        let name = |id: &MemberId| membership.get_node(id).map_or_else(|| id.to_string(), |n| format!("{} ({})", n.name, n.group_addr));
-        let missing: Vec<String> = voters.iter().filter(|v| !reachable.contains(v)).map(name).collect();
+        let name = |id: &MemberId| {
+            membership.get_node(id).map_or_else(
+                || id.to_string(),
+                |n| format!("{} ({})", n.name, n.group_addr),
+            )
+        };
+        let missing: Vec<String> = voters
+            .iter()
+            .filter(|v| !reachable.contains(v))
+            .map(name)
+            .collect();
         let here = voters.len() - missing.len();
         info!(
             "Waiting for the primary component: {here} of the {} voters of the last one are reachable, {} are needed; \

@@ -174,7 +174,10 @@ pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) ->
         .map(|(id, _)| *id)
         .collect();
     for old in stale {
-        info!("Member {old} at {} is replaced by its new incarnation {member}", info.group_addr);
+        info!(
+            "Member {old} at {} is replaced by its new incarnation {member}",
+            info.group_addr
+        );
         if let Response::Failed { reason } = remove_member(shared, old).await {
             warn!("Could not remove the previous incarnation {old}: {reason}");
         }
@@ -360,7 +363,11 @@ pub async fn join_loop(shared: Arc<Shared>, local: String) {
         "Member {} ({}) {} cluster '{}' via {peers:?}",
         shared.me,
         shared.config.me.name,
-        if shared.restored { "rejoining" } else { "joining" },
+        if shared.restored {
+            "rejoining"
+        } else {
+            "joining"
+        },
         shared.config.cluster_name
     );
     let req = Request::Join {
@@ -372,7 +379,10 @@ pub async fn join_loop(shared: Arc<Shared>, local: String) {
     loop {
         let member = in_membership(&shared);
         if shared.is_primary() || (member && !shared.restored) {
-            info!("Member {} ({}) is now part of the group", shared.me, shared.config.me.name);
+            info!(
+                "Member {} ({}) is now part of the group",
+                shared.me, shared.config.me.name
+            );
             return;
         }
         if peers.is_empty() {
@@ -393,7 +403,12 @@ pub async fn join_loop(shared: Arc<Shared>, local: String) {
 }
 
 /// One round of join requests to the peers.
-async fn ask_peers(shared: &Shared, peers: &mut Vec<String>, req: &Request, warned: &mut Option<Instant>) {
+async fn ask_peers(
+    shared: &Shared,
+    peers: &mut Vec<String>,
+    req: &Request,
+    warned: &mut Option<Instant>,
+) {
     for addr in peers.clone() {
         match ask_leader(shared, Some(addr.clone()), req).await {
             Ok(()) if wait_until_member(shared, shared.request_timeout()).await => return,

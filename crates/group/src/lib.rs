@@ -25,6 +25,7 @@ mod transport;
 pub mod wire;
 
 pub use raft::{RaftGroup, RaftStarter};
+pub use store::inspect::{inspect as inspect_state, StateSummary};
 
 /// Identity of a member in the group. It survives restarts together with the
 /// member's durable log and vote (Raft's ordinary crash recovery); a member
@@ -206,6 +207,10 @@ pub struct GroupConfig {
     /// the database is at), when known: replay resumes from the newest
     /// checkpoint at or below it, so that nothing after it is skipped.
     pub resume_at: Option<i64>,
+    /// Set aside any durable state found and start as a new member, for this
+    /// reason (a bootstrap whose local data has no saved position starts a
+    /// new history, so the old log describes nothing it holds).
+    pub start_anew: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -271,5 +276,9 @@ pub trait GroupStarter: Send {
     fn identity(&self) -> Identity;
     /// Starts the member. `app` is carried in every membership as this
     /// member's `MemberInfo::app`.
-    fn start(self: Box<Self>, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<dyn GroupChannel>, GroupError>;
+    fn start(
+        self: Box<Self>,
+        app: Vec<u8>,
+        replica: Box<dyn Replica>,
+    ) -> Result<Arc<dyn GroupChannel>, GroupError>;
 }

@@ -10,9 +10,9 @@ use std::time::Duration;
 use openraft::async_runtime::WatchReceiver;
 
 use crate::raft::state_machine::{SharedReplica, StateMachine};
+use crate::raft::types::{GroupRaft, Metrics};
 use crate::store::checkpoint::Checkpoints;
 use crate::store::log_store::DurableLog;
-use crate::raft::types::{GroupRaft, Metrics};
 use crate::transport::NetCtx;
 use crate::wire::Response;
 use crate::{GroupConfig, MemberId};

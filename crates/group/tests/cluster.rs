@@ -46,9 +46,7 @@ fn single_member_bootstraps_and_orders() {
 #[test]
 fn joiner_without_group_is_non_primary() {
     let _serial = serial();
-    let lonely = start(
-        config("lonely", CLUSTER, false, vec!["127.0.0.1:9".into()]),
-    );
+    let lonely = start(config("lonely", CLUSTER, false, vec!["127.0.0.1:9".into()]));
     assert_eq!(
         lonely.group.submit(b"x".to_vec()),
         Err(GroupError::NonPrimary)
@@ -317,9 +315,7 @@ fn strangers_are_refused_and_the_group_keeps_working() {
         logged(&["member 4242", "exceeds"])
     });
 
-    let stranger = start(
-        config("stranger", "other-cluster", false, vec![m1.addr()]),
-    );
+    let stranger = start(config("stranger", "other-cluster", false, vec![m1.addr()]));
     wait_until("the cluster mismatch is logged on both sides", || {
         logged(&[
             "Refusing member",
@@ -343,7 +339,11 @@ fn strangers_are_refused_and_the_group_keeps_working() {
 fn late_joiner_gets_a_snapshot_then_the_log() {
     let _serial = serial();
     // A tiny cache: the log is purged once the application releases it.
-    let small = LogSettings { cache_bytes: 32 << 10, segment_bytes: 4 << 10, ..LogSettings::default() };
+    let small = LogSettings {
+        cache_bytes: 32 << 10,
+        segment_bytes: 4 << 10,
+        ..LogSettings::default()
+    };
     let mut c1 = config("g1", CLUSTER, true, vec![]);
     c1.log = small.clone();
     let m1 = start(c1);

@@ -25,7 +25,14 @@ fn free_port() -> u16 {
 }
 
 fn seats(root: &tempfile::TempDir, names: &[&'static str]) -> Vec<Seat> {
-    names.iter().map(|&name| Seat { name, port: free_port(), dir: root.path().join(name) }).collect()
+    names
+        .iter()
+        .map(|&name| Seat {
+            name,
+            port: free_port(),
+            dir: root.path().join(name),
+        })
+        .collect()
 }
 
 fn addr(s: &Seat) -> String {
@@ -36,7 +43,10 @@ fn durable(seat: &Seat, bootstrap: bool, all: &[Seat]) -> GroupConfig {
     let peers = all.iter().map(addr).collect();
     let mut c = config(seat.name, CLUSTER, bootstrap, peers);
     c.listen_addr = addr(seat);
-    c.log = LogSettings { dir: Some(seat.dir.clone()), ..LogSettings::default() };
+    c.log = LogSettings {
+        dir: Some(seat.dir.clone()),
+        ..LogSettings::default()
+    };
     c
 }
 
@@ -56,7 +66,12 @@ fn durable_voters(all: &[Seat], writes: usize) -> Vec<Member> {
         m.group.promote(m.id()).expect("promote");
         members.push(m);
     }
-    wait_until("all voters", || members[0].rec.last_view().is_some_and(|v| v.voters.len() == all.len()));
+    wait_until("all voters", || {
+        members[0]
+            .rec
+            .last_view()
+            .is_some_and(|v| v.voters.len() == all.len())
+    });
     for i in 0..writes {
         submit(&members[0], &msg(i));
     }
@@ -92,7 +107,10 @@ fn a_restarted_member_comes_back_as_itself_and_catches_up() {
     wait_primary(&back);
     wait_delivered(&[&back], &msg(49));
     let history = same_history(&[&members[0], &back]);
-    assert!(history.contains(&Event::Message { origin: members[0].id(), payload: msg(0) }));
+    assert!(history.contains(&Event::Message {
+        origin: members[0].id(),
+        payload: msg(0)
+    }));
 }
 
 #[test]
@@ -111,7 +129,13 @@ fn a_whole_group_restarted_without_bootstrap_forms_again_by_itself() {
     submit(&back[1], b"after the restart");
     wait_delivered(&[&back[0], &back[1], &back[2]], b"after the restart");
     let history = same_history(&[&back[0], &back[1], &back[2]]);
-    assert!(history.contains(&Event::Message { origin: ids[0], payload: msg(9) }), "nothing ordered was lost");
+    assert!(
+        history.contains(&Event::Message {
+            origin: ids[0],
+            payload: msg(9)
+        }),
+        "nothing ordered was lost"
+    );
 }
 
 #[test]
@@ -125,9 +149,18 @@ fn a_minority_waits_and_names_the_missing_members() {
     });
     let alone = start(durable(&all[0], false, &all));
     wait_until("the wait is reported", || {
-        logged(&["Waiting for the primary component", "1 of the 3 voters", "q2", "q3", "pc.bootstrap=YES"])
+        logged(&[
+            "Waiting for the primary component",
+            "1 of the 3 voters",
+            "q2",
+            "q3",
+            "pc.bootstrap=YES",
+        ])
     });
-    assert!(!alone.group.status().primary, "one of three is not a majority");
+    assert!(
+        !alone.group.status().primary,
+        "one of three is not a majority"
+    );
     // A second member back makes a majority: it forms by itself.
     let second = start(durable(&all[1], false, &all));
     wait_primary(&alone);
@@ -144,7 +177,11 @@ fn bootstrapping_from_durable_state_keeps_the_history_and_this_member_alone() {
     let alone = start(durable(&all[1], true, &all));
     wait_primary(&alone);
     assert_eq!(alone.id(), ids[1]);
-    assert_eq!(alone.group.membership().voters, vec![ids[1]], "the only voter");
+    assert_eq!(
+        alone.group.membership().voters,
+        vec![ids[1]],
+        "the only voter"
+    );
     submit(&alone, b"on its own");
     wait_delivered(&[&alone], b"on its own");
     assert!(alone.rec.has_message(&msg(4)), "the history before is kept");
@@ -159,9 +196,14 @@ fn pc_bootstrap_re_forms_the_group_around_a_lone_member_and_keeps_its_history() 
     let _serial = serial();
     let root = tempfile::tempdir().unwrap();
     let all = seats(&root, &["p1", "p2", "p3"]);
-    let ids: Vec<u64> = three_durable_voters(&all, 4).into_iter().map(crash).collect();
+    let ids: Vec<u64> = three_durable_voters(&all, 4)
+        .into_iter()
+        .map(crash)
+        .collect();
     let alone = start(durable(&all[0], false, &all));
-    wait_until("it waits for a majority", || logged(&["Waiting for the primary component", "p2"]));
+    wait_until("it waits for a majority", || {
+        logged(&["Waiting for the primary component", "p2"])
+    });
     assert!(!alone.group.status().primary);
     alone.group.bootstrap().expect("pc.bootstrap");
     wait_primary(&alone);
@@ -196,7 +238,9 @@ fn pc_bootstrap_refuses_a_member_behind_one_it_can_reach() {
     let refused = r5.group.bootstrap().expect_err("r2 is more advanced");
     assert!(refused.to_string().contains("more advanced"), "{refused}");
     assert!(!r5.group.status().primary);
-    r2.group.bootstrap().expect("the most advanced may bootstrap");
+    r2.group
+        .bootstrap()
+        .expect("the most advanced may bootstrap");
     wait_primary(&r2);
     wait_primary(&r5);
     wait_delivered(&[&r5], &msg(5));
@@ -221,7 +265,10 @@ fn in_fsync_mode_a_member_orders_restarts_as_itself_and_leaves_no_thread() {
     }
     wait_delivered(&[&m], &msg(49));
     let id = crash(m);
-    wait_until("no tandem-group-* thread left, the flusher included", || group_threads() == 0);
+    wait_until(
+        "no tandem-group-* thread left, the flusher included",
+        || group_threads() == 0,
+    );
     let back = start(fsync(&all[0]));
     assert_eq!(back.id(), id);
     wait_primary(&back);

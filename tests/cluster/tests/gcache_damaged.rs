@@ -7,7 +7,7 @@
 //!   (a kill -9 in the middle of a write): the half record is cut, the node
 //!   keeps its identity (same member, next incarnation) and rejoins by IST.
 //! - The last segment cut in the middle of its last, acknowledged record:
-//!   the same is expected (ignored: it hangs, a product bug).
+//!   the same is expected: the leader sends the lost records again.
 
 use std::io::Write;
 use std::path::Path;
@@ -179,11 +179,10 @@ fn torn_unacknowledged_record_is_cut_and_the_node_keeps_its_identity() -> anyhow
 /// The last segment cut in the middle of its last record, one the node had
 /// acknowledged (the group counts it as stored on this node). Outside the
 /// crash model of docs/durability.md (a torn record is one that was never
-/// acknowledged), but a truncated file must not leave the node waiting forever.
+/// acknowledged), but a truncated file must not leave the node waiting
+/// forever: the leader finds the follower's log shorter than it had
+/// acknowledged and sends the records again.
 #[test]
-#[ignore = "product bug: a node whose last, acknowledged log record was cut restarts with its identity \
-            and then waits for the primary component forever (\"2 of the 3 voters of the last one are \
-            reachable, 2 are needed\"), while the group never notices it; see the report of this test"]
 fn last_record_cut_in_the_middle_is_cut_and_the_node_keeps_its_identity() -> anyhow::Result<()> {
     torn_tail(true)
 }

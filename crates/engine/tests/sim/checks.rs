@@ -57,8 +57,10 @@ struct Seen {
 }
 
 /// A passed write-set, for the first-committer check.
+#[derive(PartialEq, Eq)]
 struct Passed {
     source: Uuid,
+    incarnation: u32,
 }
 
 #[derive(Default)]
@@ -170,31 +172,34 @@ impl History {
             return Ok(());
         }
         self.outcomes.insert(seqno, Seen { hash, description: describe(outcome) });
-        if let Outcome::WriteSet { seqno, verdict: Verdict::Pass { .. }, ws, .. } = outcome {
+        if let Outcome::WriteSet { from, seqno, verdict: Verdict::Pass { .. }, ws, .. } = outcome {
             let accounts = ws.keys.iter().filter_map(|k| k.parts.get(2)).map(|p| p[0] as usize);
             let accounts: BTreeSet<usize> = accounts.collect();
-            self.check_first_committer(*seqno, ws.source, ws.last_seen, &accounts)?;
+            let writer = Passed { source: ws.source, incarnation: from.incarnation };
+            self.check_first_committer(*seqno, &writer, ws.last_seen, &accounts)?;
             for a in accounts {
                 self.writers.entry(a).or_default().push(*seqno);
             }
-            self.passed.insert(*seqno, Passed { source: ws.source });
+            self.passed.insert(*seqno, writer);
         }
         Ok(())
     }
 
-    /// Every passed write-set of another member on the same account that
-    /// this one had not seen is a lost update.
+    /// Every passed write-set on the same account that this one had not
+    /// seen is a lost update, unless the same process sent both (its locks
+    /// ordered them; a restarted member's new process held none of the old
+    /// one's).
     fn check_first_committer(
         &self,
         seqno: Seqno,
-        source: Uuid,
+        writer: &Passed,
         last_seen: Seqno,
         accounts: &BTreeSet<usize>,
     ) -> Checked<()> {
         for a in accounts {
             let unseen = self.writers.get(a).into_iter().flatten().filter(|&&s| s > last_seen);
             for &earlier in unseen {
-                if self.passed[&earlier].source != source {
+                if self.passed[&earlier] != *writer {
                     return fail(
                         "first_committer",
                         format!(

@@ -68,15 +68,13 @@ fn blob_u64(storage: &MemStorage, name: &str) -> Result<u64, String> {
 impl Disk {
     /// An empty directory: a new member.
     pub fn fresh(segment_bytes: u64) -> Disk {
-        Disk::reopen(MemStorage::new(), segment_bytes, true).expect("an empty directory is trusted")
+        Disk::reopen(MemStorage::new(), segment_bytes).expect("an empty directory is trusted")
     }
 
-    /// Opens what a crash left; `Err` says why it cannot be trusted.
-    /// `strict_commit_pointer`: an unreadable `committed` blob makes the
-    /// state untrusted, as `store::read_back` does today (see the report
-    /// in `simulation.rs`); otherwise it reads as absent (it only speeds up
-    /// a restart: the leader tells the commit index again).
-    pub fn reopen(storage: MemStorage, segment_bytes: u64, strict_commit_pointer: bool) -> Result<Disk, String> {
+    /// Opens what a crash left; `Err` says why it cannot be trusted. An
+    /// unreadable `committed` blob reads as absent, as in `store::read_back`
+    /// (it only speeds up a restart: the leader tells the commit index again).
+    pub fn reopen(storage: MemStorage, segment_bytes: u64) -> Result<Disk, String> {
         let opened = SegmentLog::open(storage, options(segment_bytes)).map_err(|e| e.to_string())?;
         if let Some(Damage::Corrupt { segment, offset, reason }) = &opened.recovery.damage {
             return Err(format!("log damaged in {segment} at {offset}: {reason}"));
@@ -84,10 +82,7 @@ impl Disk {
         let log = opened.log;
         let storage = log.storage().clone();
         let base = blob_u64(&storage, BLOB_PURGED)?;
-        let committed = match blob_u64(&storage, BLOB_COMMITTED) {
-            Err(why) if strict_commit_pointer => return Err(why),
-            read => read.unwrap_or(0),
-        };
+        let committed = blob_u64(&storage, BLOB_COMMITTED).unwrap_or(0);
         let checkpoints = load_checkpoints(&storage);
         check_coverage(&log, base, &checkpoints)?;
         let mut disk = Disk {
@@ -416,7 +411,7 @@ mod tests {
     fn a_power_loss_cuts_only_the_unsynced_tail_and_the_state_is_kept() {
         let disk = disk_with(10, 6);
         let after = disk.storage().crash(&mut |_, synced, _| synced);
-        let reopened = Disk::reopen(after, SEGMENT, true).expect("a torn tail is trusted");
+        let reopened = Disk::reopen(after, SEGMENT).expect("a torn tail is trusted");
         // Sealing a segment fsyncs it too: more than the last sync may stay.
         assert!(
             (6..10).contains(&reopened.last()),
@@ -432,12 +427,12 @@ mod tests {
         let storage = disk.storage().kill();
         let first = Disk::segment_names(&storage)[0].clone();
         assert!(storage.flip_byte(&first, 100));
-        let why = Disk::reopen(storage, SEGMENT, false).err().expect("corruption is never trusted");
+        let why = Disk::reopen(storage, SEGMENT).err().expect("corruption is never trusted");
         assert!(why.contains("damaged"), "{why}");
     }
 
     #[test]
-    fn a_torn_commit_pointer_is_untrusted_only_by_the_strict_rule() {
+    fn a_torn_commit_pointer_reads_as_absent() {
         let mut disk = disk_with(8, 8);
         disk.save_commit(8).unwrap();
         // A checkpoint makes the pointer's rename durable, not its bytes.
@@ -450,8 +445,7 @@ mod tests {
                 current.max(synced)
             }
         });
-        assert!(Disk::reopen(after.clone(), SEGMENT, true).is_err());
-        let kept = Disk::reopen(after, SEGMENT, false).expect("the pointer only speeds up a restart");
+        let kept = Disk::reopen(after, SEGMENT).expect("the pointer only speeds up a restart");
         assert_eq!((kept.saved_commit, kept.last()), (0, 8));
     }
 
@@ -460,7 +454,7 @@ mod tests {
         let mut disk = disk_with(20, 20);
         assert_eq!(disk.purge_if_over(0, 13, 20).unwrap(), Some(12), "the newest checkpoint at or below 13");
         assert_eq!(disk.choose_resume(Some(15)), Some((12, 12)));
-        let reopened = Disk::reopen(disk.storage().kill(), SEGMENT, true).unwrap();
+        let reopened = Disk::reopen(disk.storage().kill(), SEGMENT).unwrap();
         assert_eq!((reopened.base(), reopened.last(), reopened.term_at(12)), (12, 20, Some(1)));
         assert_eq!(reopened.choose_resume(Some(3)), Some((20, 20)), "nothing at or below: the newest");
     }
@@ -472,7 +466,7 @@ mod tests {
         disk.install(&cp).unwrap();
         assert_eq!((disk.base(), disk.last(), disk.last_term()), (30, 30, 2));
         disk.append(&[record(2, 31)]).unwrap();
-        let reopened = Disk::reopen(disk.storage().kill(), SEGMENT, true).unwrap();
+        let reopened = Disk::reopen(disk.storage().kill(), SEGMENT).unwrap();
         assert_eq!((reopened.base(), reopened.last(), reopened.choose_resume(Some(100))), (30, 31, Some((30, 25))));
     }
 }

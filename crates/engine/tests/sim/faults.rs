@@ -50,11 +50,6 @@ pub struct Knobs {
     pub steps: usize,
     /// Negative test: a restarted member drops the first record it replays.
     pub drop_replayed_record: bool,
-    /// Today's store: a torn `committed` blob makes the whole durable state
-    /// untrusted. Off by default: after a power loss of every member it
-    /// keeps the group from re-forming (reported; `simulation.rs` has the
-    /// ignored reproduction).
-    pub strict_commit_pointer: bool,
     /// Print the run's story (`SIM_VERBOSE=1`); changes nothing else.
     pub verbose: bool,
 }
@@ -79,7 +74,6 @@ impl Knobs {
             write_pct: rng.gen_range(5..25),
             steps: rng.gen_range(250..450),
             drop_replayed_record: false,
-            strict_commit_pointer: false,
             verbose: std::env::var("SIM_VERBOSE").is_ok_and(|v| v == "1"),
         }
     }
@@ -207,7 +201,7 @@ impl Sim {
 
     /// `store::open`'s judgement of what a crash left.
     fn reopen(&self, storage: MemStorage, power: bool) -> Result<Disk, String> {
-        let disk = Disk::reopen(storage, self.knobs.segment_bytes, self.knobs.strict_commit_pointer)?;
+        let disk = Disk::reopen(storage, self.knobs.segment_bytes)?;
         if power && !self.knobs.fsync {
             return Err("rebooted without gcache.fsync".into());
         }

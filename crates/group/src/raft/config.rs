@@ -51,6 +51,11 @@ pub fn raft_config(cluster: &str, t: &Timeouts) -> Result<Config, GroupError> {
         install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
         // A restarted leader stands for election like everybody else.
         enable_leader_restore: Some(false),
+        // A member whose log lost records it had acknowledged (cut outside
+        // the crash model: a truncated file, a restored backup) is sent them
+        // again instead of stalling its replication forever; the records
+        // are still on a majority.
+        allow_log_reversion: Some(true),
         ..Config::default()
     };
     config

@@ -27,17 +27,28 @@ pub async fn bootstrap(shared: Arc<Shared>) -> Result<(), GroupError> {
     }
     refuse_if_behind(&shared).await?;
     let old = shared.raft();
-    old.shutdown().await.map_err(|e| GroupError::Other(format!("cannot stop Raft to bootstrap: {e}")))?;
+    old.shutdown()
+        .await
+        .map_err(|e| GroupError::Other(format!("cannot stop Raft to bootstrap: {e}")))?;
     let me = shared.me;
     let config = shared.config.clone();
     let log = shared.log.clone();
     tokio::task::block_in_place(|| make_only_voter(&log, me, &config))?;
     let network = Network::new(shared.net.clone(), shared.suspect / 2);
-    let raft = openraft::Raft::new(me, shared.raft_config.clone(), network, log, shared.sm.clone())
-        .await
-        .map_err(|e| GroupError::Other(format!("cannot restart Raft after bootstrap: {e}")))?;
+    let raft = openraft::Raft::new(
+        me,
+        shared.raft_config.clone(),
+        network,
+        log,
+        shared.sm.clone(),
+    )
+    .await
+    .map_err(|e| GroupError::Other(format!("cannot restart Raft after bootstrap: {e}")))?;
     *shared.raft.write().unwrap_or_else(|p| p.into_inner()) = raft;
-    warn!("pc.bootstrap: member {me} ({}) formed a new primary component alone; the others rejoin it", config.me.name);
+    warn!(
+        "pc.bootstrap: member {me} ({}) formed a new primary component alone; the others rejoin it",
+        config.me.name
+    );
     Ok(())
 }
 
@@ -46,8 +57,18 @@ async fn refuse_if_behind(shared: &Shared) -> Result<(), GroupError> {
     let mine = shared.log.vote_and_last().1;
     let membership = shared.metrics().membership_config.membership().clone();
     for (id, info) in membership.nodes().filter(|(id, _)| **id != shared.me) {
-        let asked = shared.net.call(&info.group_addr, Some(*id), &Request::LogPosition, Duration::from_secs(2)).await;
-        let Ok((_, Response::LogPosition { last })) = asked else { continue };
+        let asked = shared
+            .net
+            .call(
+                &info.group_addr,
+                Some(*id),
+                &Request::LogPosition,
+                Duration::from_secs(2),
+            )
+            .await;
+        let Ok((_, Response::LogPosition { last })) = asked else {
+            continue;
+        };
         if last > mine {
             return Err(GroupError::Config(format!(
                 "refusing pc.bootstrap: member {} ({}) has a more advanced log ({}) than this one ({}); \

@@ -34,8 +34,8 @@ use crate::store::{self, Opened};
 use crate::transport::NetCtx;
 use crate::wire::Hello;
 use crate::{
-    detector, evict, join, submit, transport, GroupChannel, GroupConfig, GroupError, GroupStarter, Identity,
-    MemberId, Replica,
+    detector, evict, join, submit, transport, GroupChannel, GroupConfig, GroupError, GroupStarter,
+    Identity, MemberId, Replica,
 };
 
 const WORKER_THREADS: usize = 2;
@@ -51,10 +51,19 @@ pub struct RaftStarter {
 impl GroupStarter for RaftStarter {
     fn identity(&self) -> Identity {
         let id = &self.opened.identity;
-        Identity { member: id.member, uuid: id.uuid, incarnation: id.incarnation, restored: self.opened.restored }
+        Identity {
+            member: id.member,
+            uuid: id.uuid,
+            incarnation: id.incarnation,
+            restored: self.opened.restored,
+        }
     }
 
-    fn start(self: Box<Self>, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<dyn GroupChannel>, GroupError> {
+    fn start(
+        self: Box<Self>,
+        app: Vec<u8>,
+        replica: Box<dyn Replica>,
+    ) -> Result<Arc<dyn GroupChannel>, GroupError> {
         let group: Arc<dyn GroupChannel> = self.start_group(app, replica)?;
         Ok(group)
     }
@@ -72,13 +81,22 @@ fn known_addr(config: &GroupConfig) -> String {
 impl RaftGroup {
     /// Opens a member's durable state and tells who it is; nothing runs yet.
     pub fn open(config: GroupConfig) -> Result<RaftStarter, GroupError> {
-        let opened = store::open(&config.log, &config.cluster_name, &known_addr(&config))?;
+        let opened = store::open(
+            &config.log,
+            &config.cluster_name,
+            &known_addr(&config),
+            config.start_anew.as_deref(),
+        )?;
         info!(
             "Group state in {}: member {}, incarnation {}{}",
             opened.disk.describe(),
             opened.identity.member,
             opened.identity.incarnation,
-            if opened.restored { " (restored)" } else { " (new)" }
+            if opened.restored {
+                " (restored)"
+            } else {
+                " (new)"
+            }
         );
         Ok(RaftStarter { config, opened })
     }
@@ -86,7 +104,10 @@ impl RaftGroup {
     /// Opens and starts a member in one go, with `config.me.app` as its
     /// application data. Returns at once: the join (or bootstrap) goes on in
     /// the background and is reported through [`Replica::connectivity`].
-    pub fn start(config: GroupConfig, replica: Box<dyn Replica>) -> Result<Arc<RaftGroup>, GroupError> {
+    pub fn start(
+        config: GroupConfig,
+        replica: Box<dyn Replica>,
+    ) -> Result<Arc<RaftGroup>, GroupError> {
         let app = config.me.app.clone();
         Self::open(config)?.start_group(app, replica)
     }
@@ -94,7 +115,11 @@ impl RaftGroup {
 
 impl RaftStarter {
     /// As [`GroupStarter::start`], keeping the concrete type.
-    pub fn start_group(self, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<RaftGroup>, GroupError> {
+    pub fn start_group(
+        self,
+        app: Vec<u8>,
+        replica: Box<dyn Replica>,
+    ) -> Result<Arc<RaftGroup>, GroupError> {
         let RaftStarter { mut config, opened } = self;
         config.me.uuid = opened.identity.uuid;
         config.me.app = app;
@@ -103,7 +128,9 @@ impl RaftStarter {
         let resume = choose_resume(&cps.list(), config.resume_at)
             .map(|c| cps.read(c.index))
             .transpose()
-            .map_err(|e| GroupError::Other(format!("cannot read the checkpoint to resume from: {e}")))?;
+            .map_err(|e| {
+                GroupError::Other(format!("cannot read the checkpoint to resume from: {e}"))
+            })?;
         let sm = StateMachine::resume(replica.clone(), cps, config.log.segment_bytes, resume)
             .map_err(|e| GroupError::Other(format!("cannot resume the replicated state: {e}")))?;
         launch_member(config, opened, replica, sm)
@@ -118,22 +145,35 @@ fn launch_member(
 ) -> Result<Arc<RaftGroup>, GroupError> {
     let raft_config = Arc::new(config::raft_config(&config.cluster_name, &config.timeouts)?);
     let listener = bind(&config.listen_addr)?;
-    let local_addr = listener.local_addr().map_err(|e| GroupError::Config(e.to_string()))?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|e| GroupError::Config(e.to_string()))?;
     fill_group_addr(&mut config, local_addr);
     let runtime = build_runtime()?;
     let me = opened.identity.member;
     let suspect = Duration::from_millis(raft_config.election_timeout_max);
-    let hello = Hello { cluster: config.cluster_name.clone(), member: me, info: config.me.clone() };
+    let hello = Hello {
+        cluster: config.cluster_name.clone(),
+        member: me,
+        info: config.me.clone(),
+    };
     let net = Arc::new(NetCtx::new(hello, suspect));
-    let started = start_raft(&runtime, me, raft_config.clone(), Network::new(net.clone(), suspect / 2), &opened.log, &sm)
-        .and_then(|raft| {
-            if !config.bootstrap {
-                return Ok(raft);
-            }
-            rebootstrap_if_needed(&runtime, raft, &config, me, &opened.log, &sm, || {
-                (raft_config.clone(), Network::new(net.clone(), suspect / 2))
-            })
-        });
+    let started = start_raft(
+        &runtime,
+        me,
+        raft_config.clone(),
+        Network::new(net.clone(), suspect / 2),
+        &opened.log,
+        &sm,
+    )
+    .and_then(|raft| {
+        if !config.bootstrap {
+            return Ok(raft);
+        }
+        rebootstrap_if_needed(&runtime, raft, &config, me, &opened.log, &sm, || {
+            (raft_config.clone(), Network::new(net.clone(), suspect / 2))
+        })
+    });
     let raft = match started {
         Ok(raft) => raft,
         Err(e) => {
@@ -196,7 +236,9 @@ fn start_raft(
 ) -> Result<GroupRaft, GroupError> {
     let (log, sm) = (log.clone(), sm.clone());
     on_runtime(runtime, async move {
-        openraft::Raft::new(me, config, network, log, sm).await.map_err(|e| GroupError::Other(format!("cannot start Raft: {e}")))
+        openraft::Raft::new(me, config, network, log, sm)
+            .await
+            .map_err(|e| GroupError::Other(format!("cannot start Raft: {e}")))
     })
 }
 
@@ -208,7 +250,8 @@ fn on_runtime<T: Send + 'static>(
     runtime.spawn(async move {
         let _ = tx.send(fut.await);
     });
-    rx.recv().unwrap_or_else(|_| Err(GroupError::Other("the group start task died".into())))
+    rx.recv()
+        .unwrap_or_else(|_| Err(GroupError::Other("the group start task died".into())))
 }
 
 /// `bootstrap` on a member with durable state: found a group where there is
@@ -225,20 +268,35 @@ fn rebootstrap_if_needed(
 ) -> Result<GroupRaft, GroupError> {
     let initialized = on_runtime(runtime, {
         let raft = raft.clone();
-        async move { raft.is_initialized().await.map_err(|e| GroupError::Other(e.to_string())) }
+        async move {
+            raft.is_initialized()
+                .await
+                .map_err(|e| GroupError::Other(e.to_string()))
+        }
     })?;
     if !initialized {
         let members = BTreeMap::from([(me, config.me.clone())]);
         let raft2 = raft.clone();
         on_runtime(runtime, async move {
-            raft2.initialize(members).await.map_err(|e| GroupError::Other(format!("cannot bootstrap a new group: {e}")))
+            raft2
+                .initialize(members)
+                .await
+                .map_err(|e| GroupError::Other(format!("cannot bootstrap a new group: {e}")))
         })?;
-        info!("Bootstrapped a new group as member {me} ({})", config.me.name);
+        info!(
+            "Bootstrapped a new group as member {me} ({})",
+            config.me.name
+        );
         return Ok(raft);
     }
     let voters: BTreeSet<MemberId> = {
         use openraft::async_runtime::WatchReceiver;
-        raft.metrics().borrow_watched().membership_config.membership().voter_ids().collect()
+        raft.metrics()
+            .borrow_watched()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect()
     };
     if voters == BTreeSet::from([me]) {
         info!("Bootstrapping from durable state: member {me} is the only voter of its group");
@@ -250,7 +308,12 @@ fn rebootstrap_if_needed(
         voters.iter().filter(|v| **v != me).collect::<Vec<_>>()
     );
     let raft2 = raft.clone();
-    on_runtime(runtime, async move { raft2.shutdown().await.map_err(|e| GroupError::Other(e.to_string())) })?;
+    on_runtime(runtime, async move {
+        raft2
+            .shutdown()
+            .await
+            .map_err(|e| GroupError::Other(e.to_string()))
+    })?;
     make_only_voter(log, me, config)?;
     let (raft_config, network) = fresh();
     start_raft(runtime, me, raft_config, network, log, sm)
@@ -259,15 +322,29 @@ fn rebootstrap_if_needed(
 /// Appends a membership with this member as the only voter, in a term above
 /// any seen, and votes for itself in that term: on start it is elected
 /// alone, and the entry commits with its first one.
-pub(crate) fn make_only_voter(log: &DurableLog, me: MemberId, config: &GroupConfig) -> Result<(), GroupError> {
+pub(crate) fn make_only_voter(
+    log: &DurableLog,
+    me: MemberId,
+    config: &GroupConfig,
+) -> Result<(), GroupError> {
     let (vote, last) = log.vote_and_last();
-    let term = vote.map_or(0, |v| v.leader_id.term).max(last.map_or(0, |l| l.leader_id.term)) + 1;
+    let term = vote
+        .map_or(0, |v| v.leader_id.term)
+        .max(last.map_or(0, |l| l.leader_id.term))
+        + 1;
     let leader = openraft::impls::leader_id_adv::LeaderId { term, node_id: me };
     let nodes = BTreeMap::from([(me, config.me.clone())]);
-    let membership = RaftMembership::new(vec![BTreeSet::from([me])], nodes)
-        .map_err(|e| GroupError::Other(format!("cannot form a membership of this member alone: {e}")))?;
-    let entry = Entry { log_id: LogId::new(leader, last.map_or(1, |l| l.index + 1)), payload: EntryPayload::Membership(membership) };
-    log.force_append(entry, Vote::new(term, me)).map_err(|e| GroupError::Other(format!("cannot write the bootstrap entry: {e}")))
+    let membership = RaftMembership::new(vec![BTreeSet::from([me])], nodes).map_err(|e| {
+        GroupError::Other(format!(
+            "cannot form a membership of this member alone: {e}"
+        ))
+    })?;
+    let entry = Entry {
+        log_id: LogId::new(leader, last.map_or(1, |l| l.index + 1)),
+        payload: EntryPayload::Membership(membership),
+    };
+    log.force_append(entry, Vote::new(term, me))
+        .map_err(|e| GroupError::Other(format!("cannot write the bootstrap entry: {e}")))
 }
 
 pub(crate) fn build_runtime() -> Result<Runtime, GroupError> {
@@ -285,7 +362,9 @@ pub(crate) fn build_runtime() -> Result<Runtime, GroupError> {
 fn bind(addr: &str) -> Result<std::net::TcpListener, GroupError> {
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| GroupError::Config(format!("cannot listen on group address {addr}: {e}")))?;
-    listener.set_nonblocking(true).map_err(|e| GroupError::Config(e.to_string()))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| GroupError::Config(e.to_string()))?;
     Ok(listener)
 }
 
@@ -309,7 +388,8 @@ fn spawn_tasks(
     let local_addr = shared.config.me.group_addr.clone();
     let listener = {
         let _guard = runtime.enter();
-        tokio::net::TcpListener::from_std(listener).map_err(|e| GroupError::Config(e.to_string()))?
+        tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| GroupError::Config(e.to_string()))?
     };
     runtime.spawn(transport::server::serve(listener, shared.clone()));
     runtime.spawn(submit::run(shared.clone(), queue_rx));

@@ -75,7 +75,9 @@ pub struct StateMachine {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl StateMachine {
@@ -91,7 +93,11 @@ impl StateMachine {
         let mut applied = Applied {
             current: checkpoints.oldest().map(|c| c.index),
             // A first checkpoint right away, so that the log always has one.
-            since_checkpoint: if checkpoints.oldest().is_none() { every_bytes } else { 0 },
+            since_checkpoint: if checkpoints.oldest().is_none() {
+                every_bytes
+            } else {
+                0
+            },
             ..Applied::default()
         };
         if let Some(cp) = resume {
@@ -105,7 +111,12 @@ impl StateMachine {
             applied.view = uniform_view(cp.membership.membership());
             applied.membership = cp.membership;
         }
-        Ok(StateMachine { replica, applied: Arc::new(Mutex::new(applied)), checkpoints, every_bytes: every_bytes.max(1) })
+        Ok(StateMachine {
+            replica,
+            applied: Arc::new(Mutex::new(applied)),
+            checkpoints,
+            every_bytes: every_bytes.max(1),
+        })
     }
 
     /// The next snapshot build returns the checkpoint at `index`, and
@@ -136,7 +147,10 @@ impl StateMachine {
 
     fn snapshot_of(record: CheckpointRecord) -> Snapshot {
         Snapshot {
-            meta: SnapshotMeta { last_log_id: record.log_id, last_membership: record.membership },
+            meta: SnapshotMeta {
+                last_log_id: record.log_id,
+                last_membership: record.membership,
+            },
             snapshot: record.data,
         }
     }

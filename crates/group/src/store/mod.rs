@@ -16,6 +16,7 @@
 pub mod checkpoint;
 mod disk;
 pub mod identity;
+pub mod inspect;
 pub mod log_store;
 pub mod purge;
 pub mod purger;
@@ -25,8 +26,8 @@ use std::sync::Arc;
 
 use tandem_gcache::{read_blob, write_blob, Damage, LogOptions, MemStorage, SegmentLog, Storage};
 
-pub use self::disk::Disk;
 use self::checkpoint::Checkpoints;
+pub use self::disk::Disk;
 use self::identity::{assess, boot_id, IdentityRecord, LogCondition};
 use self::log_store::{DurableLog, Recovered};
 use crate::raft::types::{Entry, LogId, Vote};
@@ -36,7 +37,7 @@ pub const BLOB_IDENTITY: &str = "identity";
 pub const BLOB_VOTE: &str = "vote";
 pub const BLOB_COMMITTED: &str = "committed";
 pub const BLOB_PURGED: &str = "purged";
-const LOG_NAME: &str = "log";
+pub(crate) const LOG_NAME: &str = "log";
 /// Recent entries kept in memory, at most.
 const RECENT_MAX_BYTES: u64 = 32 << 20;
 
@@ -77,29 +78,61 @@ fn config_err(dir: &str, e: impl std::fmt::Display) -> GroupError {
 
 fn disk_for(settings: &LogSettings) -> Result<Disk, GroupError> {
     match &settings.dir {
-        Some(dir) => Disk::files(dir, &settings.name).map_err(|e| config_err(&dir.display().to_string(), e)),
+        Some(dir) => {
+            Disk::files(dir, &settings.name).map_err(|e| config_err(&dir.display().to_string(), e))
+        }
         None => Ok(Disk::Mem(MemStorage::new())),
     }
 }
 
 /// Opens the state in `settings.dir` (memory if none) for a member of
-/// `cluster` reached at `group_addr`.
-pub fn open(settings: &LogSettings, cluster: &str, group_addr: &str) -> Result<Opened, GroupError> {
+/// `cluster` reached at `group_addr`; `discard` gives the caller's reason
+/// not to reuse it even if it is sound.
+pub fn open(
+    settings: &LogSettings,
+    cluster: &str,
+    group_addr: &str,
+    discard: Option<&str>,
+) -> Result<Opened, GroupError> {
     let disk = disk_for(settings)?;
     let boot = boot_id();
     let found = read_back(&disk, settings)?;
-    let verdict = assess(found.identity.as_ref(), found.condition, cluster, group_addr, &boot);
+    let verdict = match discard {
+        Some(why) => Err(why.to_string()),
+        None => assess(
+            found.identity.as_ref(),
+            found.condition,
+            cluster,
+            group_addr,
+            &boot,
+        ),
+    };
     let (identity, restored, found, disk) = match (verdict, found.identity.clone()) {
-        (Ok(()), Some(old)) => (old.next_incarnation(&boot, settings.fsync), true, found, disk),
+        (Ok(()), Some(old)) => (
+            old.next_incarnation(&boot, settings.fsync),
+            true,
+            found,
+            disk,
+        ),
         (Ok(()), None) => unreachable!("no identity is never trusted"),
         (Err(why), old) => {
             let had_state = old.is_some() || found.log.last_index().is_some();
-            let disk = if had_state { set_aside(&disk, settings, &why, &found.problems)? } else { disk };
+            let disk = if had_state {
+                set_aside(&disk, settings, &why, &found.problems)?
+            } else {
+                disk
+            };
             let found = read_back(&disk, settings)?;
-            (IdentityRecord::fresh(cluster, group_addr, &boot, settings.fsync), false, found, disk)
+            (
+                IdentityRecord::fresh(cluster, group_addr, &boot, settings.fsync),
+                false,
+                found,
+                disk,
+            )
         }
     };
-    write_blob(&disk, BLOB_IDENTITY, &identity.encode(), true).map_err(|e| config_err(&disk.describe(), e))?;
+    write_blob(&disk, BLOB_IDENTITY, &identity.encode(), true)
+        .map_err(|e| config_err(&disk.describe(), e))?;
     let checkpoints = Arc::new(found.checkpoints);
     let recovered = Recovered {
         log: found.log,
@@ -111,10 +144,20 @@ pub fn open(settings: &LogSettings, cluster: &str, group_addr: &str) -> Result<O
     };
     let recent = (settings.cache_bytes / 4).min(RECENT_MAX_BYTES) as usize;
     let log = DurableLog::new(recovered, checkpoints.clone(), settings.fsync, recent);
-    Ok(Opened { identity, restored, log, checkpoints, disk })
+    Ok(Opened {
+        identity,
+        restored,
+        log,
+        checkpoints,
+        disk,
+    })
 }
 
-fn blob<T: serde::de::DeserializeOwned>(disk: &Disk, name: &str, problems: &mut Vec<String>) -> Option<T> {
+fn blob<T: serde::de::DeserializeOwned>(
+    disk: &Disk,
+    name: &str,
+    problems: &mut Vec<String>,
+) -> Option<T> {
     match read_blob(disk, name) {
         Ok(Some(bytes)) => match bincode::deserialize(&bytes) {
             Ok(v) => Some(v),
@@ -134,7 +177,10 @@ fn blob<T: serde::de::DeserializeOwned>(disk: &Disk, name: &str, problems: &mut 
 /// Reads everything back and notes what is wrong with it.
 fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
     let where_ = disk.describe();
-    let options = LogOptions { name: LOG_NAME.into(), segment_bytes: settings.segment_bytes };
+    let options = LogOptions {
+        name: LOG_NAME.into(),
+        segment_bytes: settings.segment_bytes,
+    };
     let opened = SegmentLog::open(disk.clone(), options).map_err(|e| config_err(&where_, e))?;
     let mut problems = vec![];
     let mut condition = match &opened.recovery.damage {
@@ -143,25 +189,44 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
             log::info!("Group log in {where_}: cut an incomplete last record in {segment} at offset {offset}");
             LogCondition::TornTail
         }
-        Some(Damage::Corrupt { segment, offset, reason }) => {
+        Some(Damage::Corrupt {
+            segment,
+            offset,
+            reason,
+        }) => {
             log::error!("Group log in {where_} is damaged in {segment} at offset {offset}: {reason}; it was cut there");
             problems.push(format!("damaged at {segment}:{offset}"));
             LogCondition::Damaged
         }
     };
     let identity = match read_blob(disk, BLOB_IDENTITY) {
-        Ok(b) => b.and_then(|bytes| IdentityRecord::decode(&bytes).map_err(|e| problems.push(e)).ok()),
+        Ok(b) => b.and_then(|bytes| {
+            IdentityRecord::decode(&bytes)
+                .map_err(|e| problems.push(e))
+                .ok()
+        }),
         Err(e) => {
             problems.push(format!("identity: {e}"));
             None
         }
     };
     let vote: Option<Vote> = blob(disk, BLOB_VOTE, &mut problems);
-    let committed: Option<LogId> = blob::<Option<LogId>>(disk, BLOB_COMMITTED, &mut problems).flatten();
+    // Written without fsync (it only spares a restart some waiting): torn by
+    // a power loss, it reads as absent and the leader teaches it again.
+    let mut ignored = vec![];
+    let committed: Option<LogId> =
+        blob::<Option<LogId>>(disk, BLOB_COMMITTED, &mut ignored).flatten();
+    if let Some(why) = ignored.first() {
+        log::info!("Group log in {where_}: ignoring the saved commit point ({why}); the leader will tell it again");
+    }
     let purged: Option<LogId> = blob::<Option<LogId>>(disk, BLOB_PURGED, &mut problems).flatten();
     let log = opened.log;
     let last = match log.last_index() {
-        Some(i) if log.first_index().is_some_and(|f| f <= i) => match log.read(i).map_err(|e| e.to_string()).and_then(|b| decode_entry(&b)) {
+        Some(i) if log.first_index().is_some_and(|f| f <= i) => match log
+            .read(i)
+            .map_err(|e| e.to_string())
+            .and_then(|b| decode_entry(&b))
+        {
             Ok(e) => Some(e.log_id),
             Err(e) => {
                 problems.push(format!("last entry: {e}"));
@@ -170,6 +235,16 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
         },
         _ => None,
     };
+    if let (Some(c), Some(l)) = (committed, last) {
+        if c.index > l.index {
+            log::warn!(
+                "Group log in {where_} ends at index {} but had acknowledged up to {}: records were lost outside \
+                 a crash (a truncated file?); the leader sends them again",
+                l.index,
+                c.index
+            );
+        }
+    }
     let checkpoints = Checkpoints::load(disk.clone());
     if let Some(hole) = coverage_problem(&log, purged, &checkpoints) {
         problems.push(hole);
@@ -177,22 +252,42 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
     if !problems.is_empty() {
         condition = LogCondition::Damaged;
     }
-    Ok(Found { identity, log, condition, problems, vote, committed, purged, last, checkpoints })
+    Ok(Found {
+        identity,
+        log,
+        condition,
+        problems,
+        vote,
+        committed,
+        purged,
+        last,
+        checkpoints,
+    })
 }
 
 /// The log must start right after the purge point, and a checkpoint must
 /// cover what was purged, or the replicated state cannot be rebuilt.
-fn coverage_problem(log: &SegmentLog<Disk>, purged: Option<LogId>, checkpoints: &Checkpoints) -> Option<String> {
+fn coverage_problem(
+    log: &SegmentLog<Disk>,
+    purged: Option<LogId>,
+    checkpoints: &Checkpoints,
+) -> Option<String> {
     let expected_first = purged.map_or(1, |p| p.index + 1);
     if let Some(first) = log.first_index().filter(|_| log.last_index().is_some()) {
         if first > expected_first {
-            return Some(format!("the log starts at index {first}, after its purge point {}", expected_first - 1));
+            return Some(format!(
+                "the log starts at index {first}, after its purge point {}",
+                expected_first - 1
+            ));
         }
     }
     let purged = purged?;
     match checkpoints.newest() {
         Some(c) if c.index >= purged.index => None,
-        _ => Some(format!("no checkpoint covers the purged log (up to index {})", purged.index)),
+        _ => Some(format!(
+            "no checkpoint covers the purged log (up to index {})",
+            purged.index
+        )),
     }
 }
 
@@ -201,8 +296,17 @@ fn coverage_problem(log: &SegmentLog<Disk>, purged: Option<LogId>, checkpoints: 
 pub const UNTRUSTED: &str = "untrusted.";
 
 /// Sets untrusted state aside and returns an empty place for a new member.
-fn set_aside(disk: &Disk, settings: &LogSettings, why: &str, problems: &[String]) -> Result<Disk, GroupError> {
-    let detail = if problems.is_empty() { String::new() } else { format!(" ({})", problems.join("; ")) };
+fn set_aside(
+    disk: &Disk,
+    settings: &LogSettings,
+    why: &str,
+    problems: &[String],
+) -> Result<Disk, GroupError> {
+    let detail = if problems.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", problems.join("; "))
+    };
     if let Disk::Mem(_) = disk {
         log::warn!("Not reusing the in-memory group state: {why}{detail}");
         return Ok(Disk::Mem(MemStorage::new()));
@@ -218,7 +322,8 @@ fn set_aside(disk: &Disk, settings: &LogSettings, why: &str, problems: &[String]
         disk.remove(old).map_err(fail)?;
     }
     for name in names.iter().filter(|n| !n.starts_with(UNTRUSTED)) {
-        disk.rename(name, &format!("{UNTRUSTED}{name}")).map_err(fail)?;
+        disk.rename(name, &format!("{UNTRUSTED}{name}"))
+            .map_err(fail)?;
     }
     disk.sync_dir().map_err(fail)?;
     disk_for(settings)

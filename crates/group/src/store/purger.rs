@@ -27,7 +27,13 @@ pub async fn run(shared: Arc<Shared>) {
         let released = shared.released.load(Ordering::Acquire);
         let purged = shared.log.purged().map_or(0, |l| l.index);
         let segments = shared.log.segments();
-        match purge_target(&segments, &shared.checkpoints.list(), purged, budget, released) {
+        match purge_target(
+            &segments,
+            &shared.checkpoints.list(),
+            purged,
+            budget,
+            released,
+        ) {
             None => {}
             Some(Ok(index)) => {
                 shared.sm.set_purge_to(index);
@@ -35,19 +41,20 @@ pub async fn run(shared: Arc<Shared>) {
                     warn!("Could not purge the group log: {e}");
                 }
             }
-            Some(Err(Held::NotReleased { released })) => {
-                if warned.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
-                    warned = Some(Instant::now());
-                    let total: u64 = segments.iter().map(|s| s.bytes).sum();
-                    warn!(
+            Some(Err(Held::NotReleased { released }))
+                if warned.is_none_or(|t| t.elapsed() >= WARN_EVERY) =>
+            {
+                warned = Some(Instant::now());
+                let total: u64 = segments.iter().map(|s| s.bytes).sum();
+                warn!(
                         "The group log holds {} MiB, over its budget of {} MiB (gcache.size), and nothing can \
                          be purged yet: the oldest history is still needed locally (released up to \
                          position {released}; a frozen purge or a slow local apply holds it)",
                         total >> 20,
                         budget >> 20
                     );
-                }
             }
+            Some(Err(Held::NotReleased { .. })) => {}
         }
     }
 }

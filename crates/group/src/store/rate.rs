@@ -14,7 +14,10 @@ pub struct AppendRate {
 
 impl Default for AppendRate {
     fn default() -> Self {
-        AppendRate { origin: Instant::now(), buckets: [(u64::MAX, 0); BUCKETS] }
+        AppendRate {
+            origin: Instant::now(),
+            buckets: [(u64::MAX, 0); BUCKETS],
+        }
     }
 }
 
@@ -36,7 +39,12 @@ impl AppendRate {
     pub fn per_second(&self, now: Instant) -> u64 {
         let s = self.second(now);
         let window = (s + 1).min(BUCKETS as u64);
-        let total: u64 = self.buckets.iter().filter(|(at, _)| *at != u64::MAX && *at + BUCKETS as u64 > s && *at <= s).map(|(_, b)| b).sum();
+        let total: u64 = self
+            .buckets
+            .iter()
+            .filter(|(at, _)| *at != u64::MAX && *at + BUCKETS as u64 > s && *at <= s)
+            .map(|(_, b)| b)
+            .sum();
         total / window
     }
 }
@@ -56,6 +64,10 @@ mod tests {
         }
         assert_eq!(r.per_second(t0 + Duration::from_secs(9)), 1000);
         assert_eq!(r.per_second(t0 + Duration::from_secs(59)), 10_000 / 60);
-        assert_eq!(r.per_second(t0 + Duration::from_secs(200)), 0, "a minute of silence");
+        assert_eq!(
+            r.per_second(t0 + Duration::from_secs(200)),
+            0,
+            "a minute of silence"
+        );
     }
 }

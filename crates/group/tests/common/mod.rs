@@ -216,6 +216,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         timeouts: test_timeouts(),
         log: Default::default(),
         resume_at: None,
+        start_anew: None,
     }
 }
 
@@ -238,8 +239,7 @@ impl Member {
 pub fn start(config: GroupConfig) -> Member {
     let rec = Recording::default();
     let name = config.me.name.clone();
-    let group =
-        RaftGroup::start(config, Box::new(Recorder(rec.clone()))).expect("start member");
+    let group = RaftGroup::start(config, Box::new(Recorder(rec.clone()))).expect("start member");
     Member { group, rec, name }
 }
 
