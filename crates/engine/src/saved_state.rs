@@ -61,8 +61,13 @@ impl SavedState {
         }
     }
 
-    /// Atomic replace: write a temporary file, fsync, rename.
+    /// Atomic replace: write a temporary file, fsync, rename. Writers are
+    /// serialized: the view applier and the sync path may both record the
+    /// state at once, and two writers sharing one temporary file make the
+    /// second rename fail (its file was already renamed away).
     pub fn store(&self, data_dir: &Path) -> std::io::Result<()> {
+        static WRITER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = WRITER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let p = path(data_dir);
         let tmp = p.with_extension("dat.tmp");
         let mut f = fs::File::create(&tmp)?;
@@ -128,6 +133,30 @@ mod tests {
         assert_eq!(local_data(Gtid::UNDEFINED, None), LocalData::Fresh);
         let never_joined = SavedState { position: Gtid::UNDEFINED, safe_to_bootstrap: false };
         assert_eq!(local_data(Gtid::UNDEFINED, Some(never_joined)), LocalData::Fresh);
+    }
+
+    #[test]
+    fn concurrent_writers_all_succeed_and_leave_a_whole_file() {
+        let dir = std::env::temp_dir().join(format!("tandem-grastate-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let writers: Vec<_> = (0..8)
+            .map(|t| {
+                let dir = dir.clone();
+                std::thread::spawn(move || {
+                    for seqno in 0..40 {
+                        let s = SavedState { position: Gtid { uuid: Uuid([t as u8 + 1; 16]), seqno }, safe_to_bootstrap: t % 2 == 0 };
+                        s.store(&dir).expect("every write succeeds");
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let last = SavedState::load(&dir).expect("a whole, parsable file");
+        assert_eq!(last.position.seqno, 39, "the file is one writer's last state, not a mix");
+        assert!(!path(&dir).with_extension("dat.tmp").exists());
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -445,5 +445,47 @@ pub async fn leave(shared: &Shared) -> Result<(), String> {
         return Ok(());
     }
     info!("Member {me} ({}) leaving the group", shared.config.me.name);
+    if m.current_leader == Some(me) {
+        hand_over_leadership(shared, &voters).await;
+    }
     until_done(shared, &Request::Leave { member: me }).await
+}
+
+/// How long a leaving leader waits for its successor to take over.
+const HAND_OVER_WAIT: Duration = Duration::from_secs(2);
+
+/// A leader that removed itself would leave the others without one until
+/// their election timeout (`evs.suspect_timeout`): seconds without a primary
+/// component for a planned stop. Instead it names the most up-to-date other
+/// voter, which stands for election at once. Best effort: if no successor
+/// takes over in time, the leave goes on and the others elect one as usual.
+async fn hand_over_leadership(shared: &Shared, voters: &[MemberId]) {
+    let me = shared.me;
+    let m = shared.metrics();
+    let matched = |id: &MemberId| {
+        m.replication
+            .as_ref()
+            .and_then(|r| r.get(id).cloned().flatten())
+    };
+    let Some(successor) = voters
+        .iter()
+        .filter(|v| **v != me)
+        .max_by_key(|v| matched(v))
+        .copied()
+    else {
+        return;
+    };
+    if let Err(e) = shared.raft().trigger().transfer_leader(successor).await {
+        warn!("Could not hand the leadership over to {successor}: {e}");
+        return;
+    }
+    let deadline = Instant::now() + HAND_OVER_WAIT;
+    while Instant::now() < deadline {
+        if matches!(shared.metrics().current_leader, Some(l) if l != me) {
+            info!("Member {me} handed the leadership over to {successor}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    info!("Member {me}: no successor took the leadership over within {HAND_OVER_WAIT:?}; leaving anyway");
 }

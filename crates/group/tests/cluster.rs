@@ -224,6 +224,52 @@ fn graceful_leave_shrinks_the_membership() {
     wait_delivered(&[other], b"one-left");
 }
 
+/// A leader that leaves names its successor first: the two that stay never
+/// see a moment without a primary component (without the hand-over they
+/// would, until their election timeout ran out).
+#[test]
+fn a_leaving_leader_hands_over_without_a_non_primary_moment() {
+    let _serial = serial();
+    let (m1, m2, m3) = three_voters();
+    let all = [&m1, &m2, &m3];
+    let leader = *all
+        .iter()
+        .find(|m| m.group.status().leader == Some(m.id()))
+        .expect("a leader among three voters");
+    let stay: Vec<&Member> = all
+        .iter()
+        .copied()
+        .filter(|m| m.id() != leader.id())
+        .collect();
+    let seen_before: Vec<usize> = stay.iter().map(|m| m.rec.connectivity().len()).collect();
+    leader
+        .group
+        .leave(Duration::from_secs(10))
+        .expect("leader leaves");
+    wait_until("the leaver gone from both views", || {
+        stay.iter().all(|m| {
+            m.rec
+                .last_view()
+                .is_some_and(|v| !v.contains(leader.id()) && v.voters.len() == 2)
+        })
+    });
+    leader.group.shutdown();
+    submit(stay[0], b"after-hand-over");
+    wait_delivered(&stay, b"after-hand-over");
+    for (m, before) in stay.iter().zip(seen_before) {
+        let changes = m.rec.connectivity()[before..].to_vec();
+        assert!(
+            changes.iter().all(|c| matches!(c, Connectivity::Primary)),
+            "{} stayed primary through the leave: {changes:?}",
+            m.name
+        );
+    }
+    assert!(
+        logged(&["handed the leadership over"]),
+        "the hand-over is logged"
+    );
+}
+
 /// (e) A crashed member is evicted after the inactive timeout and the rest
 /// keep ordering; after a second crash the survivor is non-primary.
 #[test]

@@ -42,6 +42,10 @@ enum ClusterCommand {
     StartNode(StartNodeArgs),
     /// Stop one node of the recorded cluster
     StopNode(StopNodeArgs),
+    /// Bring back a cluster that lost its primary component, from its most
+    /// advanced node (pc.bootstrap=YES if it runs, else --wsrep-new-cluster);
+    /// then start the other nodes, which rejoin it
+    Bootstrap(BootstrapArgs),
 }
 
 #[derive(Args, Debug)]
@@ -111,6 +115,24 @@ struct StartNodeArgs {
 }
 
 #[derive(Args, Debug)]
+struct BootstrapArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// Bootstrap this node (1-based); refused if another is more advanced
+    #[arg(long)]
+    node: Option<usize>,
+    /// Bootstrap --node even if another node is more advanced (loses what only that one holds)
+    #[arg(long, requires = "node")]
+    force: bool,
+    /// Only bootstrap; leave the other nodes as they are
+    #[arg(long)]
+    only: bool,
+    /// Seconds each node may take to reach Synced
+    #[arg(long, default_value_t = cluster::DEFAULT_SYNC_TIMEOUT.as_secs())]
+    timeout: u64,
+}
+
+#[derive(Args, Debug)]
 struct StopNodeArgs {
     /// Node number (1-based)
     node: usize,
@@ -156,6 +178,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Cluster(ClusterCommand::Down(args)) => down(args),
         Command::Cluster(ClusterCommand::StartNode(args)) => start_node(args),
         Command::Cluster(ClusterCommand::StopNode(args)) => stop_node(args),
+        Command::Cluster(ClusterCommand::Bootstrap(args)) => bootstrap(args),
         Command::Bench(args) => crate::bench::run(args),
         Command::Mtr(args) => crate::mtr::run(args),
     }
@@ -225,12 +248,16 @@ fn status(args: StatusArgs) -> Result<()> {
 }
 
 /// The wsrep fields shown per node, with their column titles.
-const STATUS_FIELDS: [(&str, &str); 6] = [
+const STATUS_FIELDS: [(&str, &str); 8] = [
     ("wsrep_cluster_size", "SIZE"),
     ("wsrep_cluster_status", "CLUSTER"),
     ("wsrep_local_state_comment", "STATE"),
     ("wsrep_ready", "READY"),
     ("wsrep_last_committed", "LAST_COMMITTED"),
+    // How far back this node's gcache reaches, and for how long at the
+    // current write rate: how long another node may stay down and still IST.
+    ("wsrep_local_cached_downto", "CACHED_DOWNTO"),
+    ("wsrep_gcache_reach_seconds", "IST_REACH_S"),
     ("wsrep_provider_name", "PROVIDER"),
 ];
 
@@ -375,6 +402,40 @@ fn start_node(args: StartNodeArgs) -> Result<()> {
         node.pid.unwrap_or(0)
     );
     say!("  {}", node.connect_hint());
+    Ok(())
+}
+
+fn bootstrap(args: BootstrapArgs) -> Result<()> {
+    let mut cluster = Cluster::open(&args.dir.dir)?;
+    let started = Instant::now();
+    let result = cluster.bootstrap(args.node, args.force, args.only, Duration::from_secs(args.timeout));
+    // Even on failure what runs keeps running: the user decides what to do with it.
+    cluster.keep_running();
+    let outcome = result?;
+    let header = ["node", "was", "group log (term/index)", "database seqno"];
+    let rows: Vec<Vec<String>> = outcome
+        .candidates
+        .iter()
+        .map(|c| {
+            let log = match (c.log_last, &c.log_note) {
+                (Some((term, index)), _) => format!("{term}/{index}"),
+                (None, Some(note)) => format!("not usable: {note}"),
+                (None, None) => "-".into(),
+            };
+            let chosen = if c.index == outcome.chosen { " <- bootstrapped" } else { "" };
+            vec![
+                format!("{}{chosen}", c.name),
+                if c.running { "running".into() } else { "stopped".into() },
+                log,
+                c.seqno.map_or("unknown".into(), |s| s.to_string()),
+            ]
+        })
+        .collect();
+    say!("{}", format_table(&header, &rows));
+    let how = if outcome.in_place { "pc.bootstrap=YES" } else { "--wsrep-new-cluster" };
+    let name = &outcome.candidates[outcome.chosen - 1].name;
+    say!("{name} bootstrapped ({how}); {} other node(s) started and rejoined", outcome.started.len());
+    say!("Synced after {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 

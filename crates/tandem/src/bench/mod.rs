@@ -137,6 +137,9 @@ pub struct BenchArgs {
     /// Skip the 1-node cell (every replicated cluster shrunk to node 1, against standalone)
     #[arg(long)]
     no_single_node: bool,
+    /// Extra wsrep_provider_options item of Tandem only, e.g. gcache.fsync=YES; repeatable
+    #[arg(long = "tandem-option", value_name = "KEY=VAL", value_parser = crate::cluster::config::parse_key_value)]
+    tandem_options: Vec<(String, String)>,
 }
 
 /// Three rounds of 6 s rather than one of 18 s: on this kind of VM the noise
@@ -328,6 +331,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             slave_threads: args.slave_threads,
             mysqld_options,
             provider_options: sizes.provider_options.clone(),
+            tandem_options: args.tandem_options.clone(),
         },
         cells: results,
         resources: Vec::new(),
@@ -489,7 +493,8 @@ fn start_targets(
         };
         let provider_options = match kind {
             ProviderKind::Standalone => Vec::new(),
-            _ => sizes.provider_options.clone(),
+            ProviderKind::Tandem => [sizes.provider_options.clone(), args.tandem_options.clone()].concat(),
+            ProviderKind::Galera => sizes.provider_options.clone(),
         };
         let spec = ClusterSpec {
             provider_path: path,

@@ -72,6 +72,9 @@ fn header(out: &mut String, r: &Results) {
             code_list(&s.provider_options)
         );
     }
+    if !s.tandem_options.is_empty() {
+        let _ = writeln!(out, "| Tandem's own options | {} |", code_list(&s.tandem_options));
+    }
     let _ = writeln!(
         out,
         "| Data | {} tables x {} rows (sysbench `oltp_common`) |",

@@ -61,6 +61,9 @@ pub struct Settings {
     /// rejoin scenario); empty in files from before they were set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub provider_options: Vec<(String, String)>,
+    /// `wsrep_provider_options` items of Tandem alone (`--tandem-option`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tandem_options: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -585,6 +588,7 @@ pub(crate) mod tests {
                 slave_threads: 4,
                 mysqld_options: vec![],
                 provider_options: vec![],
+                tandem_options: vec![],
             },
             cells,
             resources: vec![],

@@ -5,6 +5,7 @@
 //! parallel SSTs), recording PIDs and ports in `dir/cluster.json`. Nodes are
 //! numbered from 1 everywhere, as in their directory names.
 
+mod bootstrap;
 pub mod config;
 pub mod mysql;
 mod node;
@@ -13,6 +14,7 @@ pub mod prereq;
 pub mod process;
 pub mod state;
 
+pub use bootstrap::{choose as choose_bootstrap, Candidate, Outcome as BootstrapOutcome};
 pub use node::SQL_TIMEOUT;
 pub use state::{ClusterState, Node, ProviderKind};
 
@@ -72,6 +74,21 @@ impl ClusterSpec {
     }
 }
 
+/// How to start a node's mariadbd.
+#[derive(Clone, Debug, Default)]
+pub struct Start {
+    /// `--wsrep-new-cluster`.
+    pub bootstrap: bool,
+    /// Do not pass the position `mariadbd --wsrep-recover` reads as
+    /// `--wsrep_start_position` (what the distribution's `galera_recovery`
+    /// does): the server starts as a bare `mariadbd` would.
+    pub skip_recovery: bool,
+    /// Extra environment of the server process.
+    pub env: Vec<(String, String)>,
+    /// `wsrep_provider_options` items added for this start only.
+    pub provider_options: Vec<(String, String)>,
+}
+
 /// A recorded cluster. One made by `up` stops the processes it started when
 /// dropped; one made by `open` (or after `keep_running`) leaves them alone.
 pub struct Cluster {
@@ -105,7 +122,7 @@ impl Cluster {
         cluster.save()?;
         for i in 1..=spec.nodes {
             let started = Instant::now();
-            cluster.start_node(i, i == 1)?;
+            cluster.start_node(i, &Start { bootstrap: i == 1, ..Start::default() })?;
             cluster.wait_synced(i, spec.sync_timeout)?;
             if spec.verbose {
                 let took = started.elapsed().as_secs_f64();
@@ -181,14 +198,20 @@ impl Cluster {
                  bootstrap it instead (start-node {i} --bootstrap)"
             );
         }
-        self.start_node(i, false)
+        self.start_with(i, &Start::default())
     }
 
-    /// Starts node `i` as a new primary component (`--wsrep-new-cluster`).
+    /// Starts node `i` as a new primary component (`--wsrep-new-cluster`),
+    /// marking it safe to bootstrap: the caller chose it.
     pub fn start_bootstrap(&mut self, i: usize) -> Result<()> {
         let datadir = self.node_checked(i)?.datadir.clone();
         mark_safe_to_bootstrap(&datadir)?;
-        self.start_node(i, true)
+        self.start_with(i, &Start { bootstrap: true, ..Start::default() })
+    }
+
+    /// Starts node `i` exactly as `how` says, with none of `start`'s checks.
+    pub fn start_with(&mut self, i: usize, how: &Start) -> Result<()> {
+        self.start_node(i, how)
     }
 
     /// Graceful stop: SIGTERM, then SIGKILL after `STOP_TIMEOUT`.
@@ -283,7 +306,7 @@ impl Cluster {
         Ok(())
     }
 
-    fn start_node(&mut self, i: usize, bootstrap: bool) -> Result<()> {
+    fn start_node(&mut self, i: usize, how: &Start) -> Result<()> {
         self.reap(i);
         let node = self.node_checked(i)?.clone();
         if node.is_running() {
@@ -295,13 +318,18 @@ impl Cluster {
         }
         let mariadbd = find_program("mariadbd")?;
         let replicated = self.state.provider != ProviderKind::Standalone;
-        let mut args = mariadbd_args(&node, bootstrap && replicated);
-        if replicated {
+        let mut args = mariadbd_args(&node, how.bootstrap && replicated);
+        if !how.provider_options.is_empty() {
+            let mut state = self.state.clone();
+            state.provider_options.extend(how.provider_options.iter().cloned());
+            args.push(format!("--wsrep_provider_options={}", config::provider_options(&state, &node)));
+        }
+        if replicated && !how.skip_recovery {
             if let Some(position) = recover_position(&mariadbd, &node)? {
                 args.push(format!("--wsrep_start_position={position}"));
             }
         }
-        let child = process::spawn_detached(&mariadbd, &args, &node.error_log)?;
+        let child = process::spawn_detached(&mariadbd, &args, &how.env, &node.error_log)?;
         self.state.nodes[i - 1].pid = Some(child.id());
         self.children.insert(i, child);
         self.save()

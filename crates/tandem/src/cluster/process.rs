@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 /// Starts `program` in its own session (so a Ctrl-C in the CLI's terminal does
 /// not reach it), stdout and stderr appended to `log`.
-pub fn spawn_detached(program: &Path, args: &[String], log: &Path) -> Result<Child> {
+pub fn spawn_detached(program: &Path, args: &[String], env: &[(String, String)], log: &Path) -> Result<Child> {
     let open = || OpenOptions::new().create(true).append(true).open(log);
     let out = open().with_context(|| format!("opening {}", log.display()))?;
     let err = open()?;
     let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+    cmd.args(args).envs(env.iter().cloned()).stdin(Stdio::null()).stdout(out).stderr(err);
     // A new session, as before: `process_group(0)` alone (posix_spawn) made
     // mariadbd exit at start now and then, with an empty error log; not yet
     // understood, so the proven fork + setsid path stays.
