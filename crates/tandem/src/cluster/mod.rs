@@ -330,9 +330,20 @@ impl Cluster {
             }
         }
         let child = process::spawn_detached(&mariadbd, &args, &how.env, &node.error_log)?;
-        self.state.nodes[i - 1].pid = Some(child.id());
+        let pid = child.id();
         self.children.insert(i, child);
-        self.save()
+        self.record_pid(i, Some(pid))
+    }
+
+    /// Another `tandem cluster` command may be changing the state file at the
+    /// same time: only this node's PID is written, and the others' news read.
+    fn record_pid(&mut self, i: usize, pid: Option<u32>) -> Result<()> {
+        self.state.nodes[i - 1].pid = pid;
+        let merged = ClusterState::record_pid(&self.state.dir, i, pid)?;
+        for (mine, theirs) in self.state.nodes.iter_mut().zip(merged.nodes) {
+            mine.pid = theirs.pid;
+        }
+        Ok(())
     }
 
     fn stop_node(&mut self, i: usize, sig: Signal) -> Result<()> {
@@ -347,8 +358,7 @@ impl Cluster {
                 }
             }
         }
-        self.state.nodes[i - 1].pid = None;
-        self.save()
+        self.record_pid(i, None)
     }
 
     fn wait_exit(&mut self, i: usize, pid: u32, timeout: Duration) -> bool {

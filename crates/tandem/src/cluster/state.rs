@@ -96,6 +96,30 @@ impl ClusterState {
         Ok(())
     }
 
+    /// Records one node's PID. Several commands may run on one cluster at
+    /// once (a `start-node` per node after a whole-cluster crash): each
+    /// changes only its own node's entry, re-read under an exclusive lock,
+    /// so none overwrites what another recorded. Returns the merged state.
+    pub fn record_pid(dir: &Path, index: usize, pid: Option<u32>) -> Result<ClusterState> {
+        let lock_path = dir.join(format!("{STATE_FILE}.lock"));
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .with_context(|| format!("opening {}", lock_path.display()))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .with_context(|| format!("locking {}", lock_path.display()))?;
+        let mut state = Self::load(dir)?.with_context(|| format!("{} disappeared", Self::path(dir).display()))?;
+        let node = state
+            .nodes
+            .get_mut(index.wrapping_sub(1))
+            .with_context(|| format!("no node {index} in {}", Self::path(dir).display()))?;
+        node.pid = pid;
+        state.save()?;
+        Ok(state)
+    }
+
     pub fn remove(dir: &Path) -> Result<()> {
         match std::fs::remove_file(Self::path(dir)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
@@ -146,6 +170,29 @@ mod tests {
         let back = ClusterState::load(tmp.path()).unwrap().unwrap();
         assert_eq!(back, state);
         assert!(!tmp.path().join("cluster.json.tmp").exists());
+    }
+
+    #[test]
+    fn pids_recorded_by_concurrent_commands_are_all_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut state = sample_state(tmp.path(), 3);
+        state.nodes.iter_mut().for_each(|n| n.pid = None);
+        state.save().unwrap();
+        let writers: Vec<_> = (1..=3)
+            .map(|i| {
+                let dir = tmp.path().to_path_buf();
+                std::thread::spawn(move || {
+                    for round in 0..30u32 {
+                        ClusterState::record_pid(&dir, i, Some(1000 * i as u32 + round)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        writers.into_iter().for_each(|w| w.join().unwrap());
+        let back = ClusterState::load(tmp.path()).unwrap().unwrap();
+        let pids: Vec<_> = back.nodes.iter().map(|n| n.pid).collect();
+        assert_eq!(pids, vec![Some(1029), Some(2029), Some(3029)], "no command lost another's update");
+        assert!(ClusterState::record_pid(tmp.path(), 4, None).is_err(), "an unknown node is an error");
     }
 
     #[test]
