@@ -118,7 +118,15 @@ pub fn open(
         (Err(why), old) => {
             let had_state = old.is_some() || found.log.last_index().is_some();
             let disk = if had_state {
-                set_aside(&disk, settings, &why, &found.problems)?
+                // Asked for by the operator (a new cluster from data with no
+                // position) is news, not a problem: MTR's log check and
+                // monitoring treat warnings as trouble.
+                let level = if discard.is_some() {
+                    log::Level::Info
+                } else {
+                    log::Level::Warn
+                };
+                set_aside(&disk, settings, &why, &found.problems, level)?
             } else {
                 disk
             };
@@ -301,6 +309,7 @@ fn set_aside(
     settings: &LogSettings,
     why: &str,
     problems: &[String],
+    level: log::Level,
 ) -> Result<Disk, GroupError> {
     let detail = if problems.is_empty() {
         String::new()
@@ -311,7 +320,8 @@ fn set_aside(
         log::warn!("Not reusing the in-memory group state: {why}{detail}");
         return Ok(Disk::Mem(MemStorage::new()));
     }
-    log::warn!(
+    log::log!(
+        level,
         "Not reusing the durable state in {}: {why}{detail}. Its files are kept as {UNTRUSTED}* and this node \
          joins as a new member; its old identity is evicted by the group",
         disk.describe()
