@@ -269,6 +269,22 @@ pub fn insert_rows(node: &Node, table: &str, writer: u32, first: u64, count: u64
     Ok(())
 }
 
+/// `insert_rows` on several nodes at once, one writer per node (its number
+/// is the node's): the shape of "the others go on writing while one is away".
+pub fn insert_rows_on(c: &Cluster, nodes: &[usize], table: &str, first: u64, count: u64, pad: usize) -> Result<()> {
+    let writers: Vec<_> = nodes
+        .iter()
+        .map(|&i| {
+            let (node, table) = (c.node(i).clone(), table.to_string());
+            std::thread::spawn(move || insert_rows(&node, &table, i as u32, first, count, pad))
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer thread")?;
+    }
+    Ok(())
+}
+
 /// The table `insert_rows` writes to.
 pub fn create_rows_table(node: &Node, table: &str) -> Result<()> {
     let db = table.split('.').next().unwrap_or(table);
@@ -291,6 +307,68 @@ pub fn assert_identical(c: &Cluster, tables: &[&str]) -> Result<()> {
         anyhow::ensure!(other == reference, "node {i} differs from node 1:\n{other}\nvs\n{reference}");
     }
     Ok(())
+}
+
+/// One writer per node, each inserting `(node, seq)` rows into `table`, one
+/// commit at a time, and remembering which commits the server acknowledged:
+/// what a crash test then looks for on every node. A failed commit (the node
+/// is down or not primary) is retried after a pause, with the next `seq`.
+pub struct AckedWriters {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acked: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<(usize, i32)>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl AckedWriters {
+    /// `table` must have columns `(node INT, seq INT)`.
+    pub fn start(c: &Cluster, table: &str) -> AckedWriters {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let acked = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+        let threads = (1..=c.len())
+            .map(|i| {
+                let (node, stop, acked, table) = (c.node(i).clone(), stop.clone(), acked.clone(), table.to_string());
+                std::thread::spawn(move || {
+                    let mut seq = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        seq += 1;
+                        if sql(&node, &format!("INSERT INTO {table} VALUES ({i}, {seq})")).is_ok() {
+                            acked.lock().unwrap().insert((i, seq));
+                        } else {
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
+                })
+            })
+            .collect();
+        AckedWriters { stop, acked, threads }
+    }
+
+    /// Stops the writers; returns every acknowledged commit.
+    pub fn stop(self) -> std::collections::BTreeSet<(usize, i32)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads {
+            t.join().expect("writer thread");
+        }
+        let acked = self.acked.lock().unwrap().clone();
+        acked
+    }
+}
+
+/// The acknowledged commits that `node`'s `table` lacks (read after a causal
+/// wait, so a node still applying is not reported).
+pub fn missing_acked(
+    node: &Node,
+    table: &str,
+    acked: &std::collections::BTreeSet<(usize, i32)>,
+) -> Result<Vec<(usize, i32)>> {
+    let rows = sql(node, &format!("SET SESSION wsrep_sync_wait=15; SELECT node, seq FROM {table}"))
+        .map_err(anyhow::Error::msg)?;
+    let present: std::collections::BTreeSet<(usize, i32)> = rows
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(a, b)| Ok((a.parse()?, b.parse()?)))
+        .collect::<Result<_>>()?;
+    Ok(acked.difference(&present).copied().collect())
 }
 
 #[cfg(test)]

@@ -2,9 +2,6 @@
 //! it, again and again: no acknowledged commit is lost and all nodes end
 //! identical.
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,24 +12,7 @@ fn crash_restart_cycles_lose_no_acknowledged_commit() -> anyhow::Result<()> {
     let mut c = up(3)?;
     sql(c.node(1), "CREATE DATABASE crash; CREATE TABLE crash.acks (node INT, seq INT, PRIMARY KEY (node, seq))")
         .map_err(anyhow::Error::msg)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(Mutex::new(BTreeSet::new()));
-    let writers: Vec<_> = (1..=3)
-        .map(|i| {
-            let (node, stop, acked) = (c.node(i).clone(), stop.clone(), acked.clone());
-            thread::spawn(move || {
-                let mut seq = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    seq += 1;
-                    if sql(&node, &format!("INSERT INTO crash.acks VALUES ({i}, {seq})")).is_ok() {
-                        acked.lock().unwrap().insert((i, seq));
-                    } else {
-                        thread::sleep(Duration::from_millis(50));
-                    }
-                }
-            })
-        })
-        .collect();
+    let writers = AckedWriters::start(&c, "crash.acks");
 
     let minutes = workload_seconds().max(60) * 3;
     let deadline = Instant::now() + Duration::from_secs(minutes);
@@ -46,26 +26,15 @@ fn crash_restart_cycles_lose_no_acknowledged_commit() -> anyhow::Result<()> {
         c.wait_synced(victim, Duration::from_secs(240))?;
         cycles += 1;
     }
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.join().expect("writer");
-    }
+    let acked = writers.stop();
     assert!(cycles >= 3, "at least one crash of every node");
-
-    let acked = acked.lock().unwrap().clone();
     assert!(!acked.is_empty());
     let reference = checksums(c.node(1), &["crash.acks"])?;
     for i in 1..=3 {
         let n = c.node(i);
         assert_eq!(status(n, "wsrep_cluster_size")?, "3", "node {i} rejoined");
         assert_eq!(checksums(n, &["crash.acks"])?, reference, "node {i} identical to node 1");
-        let rows = sql(n, "SELECT node, seq FROM crash.acks").map_err(anyhow::Error::msg)?;
-        let present: BTreeSet<(usize, i32)> = rows
-            .lines()
-            .filter_map(|l| l.split_once('\t'))
-            .map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap()))
-            .collect();
-        let missing: Vec<_> = acked.difference(&present).collect();
+        let missing = missing_acked(n, "crash.acks", &acked)?;
         assert!(missing.is_empty(), "node {i} lost acknowledged commits: {missing:?}");
     }
 

@@ -11,7 +11,6 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::thread;
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
@@ -65,16 +64,7 @@ fn victim_down_behind(c: &mut TestCluster, crash: bool) -> anyhow::Result<i64> {
         c.stop(VICTIM)?;
     }
     put_no_sst_marker(c.node(VICTIM))?;
-    let writers: Vec<_> = [1u32, 2]
-        .into_iter()
-        .map(|w| {
-            let node = c.node(w as usize).clone();
-            thread::spawn(move || insert_rows(&node, TABLE, w, 1_000_000, 1000, 50))
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer thread")?;
-    }
+    insert_rows_on(c, &[1, 2], TABLE, 1_000_000, 1000, 50)?;
     Ok(position)
 }
 

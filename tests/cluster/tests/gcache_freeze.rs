@@ -31,16 +31,7 @@ fn frozen_cache_keeps_history_past_its_size_and_purges_once_unfrozen() -> anyhow
 
     // About 10 MB of write-sets (4 KB each), five times the cache, from the
     // other two nodes.
-    let writers: Vec<_> = [2u32, 3]
-        .into_iter()
-        .map(|w| {
-            let node = c.node(w as usize).clone();
-            thread::spawn(move || insert_rows(&node, TABLE, w, 1_000_000, 1250, 4000))
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer thread")?;
-    }
+    insert_rows_on(&c, &[2, 3], TABLE, 1_000_000, 1250, 4000)?;
     let last = status_i64(&n1, "wsrep_last_committed")?;
 
     // Control: node 2, not frozen, purges past the frozen seqno, so node 1

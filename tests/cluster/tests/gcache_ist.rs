@@ -4,7 +4,6 @@
 //! `wsrep_ist_receive_status` covers exactly the gap, the nodes that served
 //! it still cache it, and all nodes end identical.
 
-use std::thread;
 use std::time::{Duration, Instant};
 
 use tandem_cluster_tests::*;
@@ -30,16 +29,7 @@ fn rejoin_by_ist(crash: bool) -> anyhow::Result<()> {
     put_no_sst_marker(c.node(VICTIM))?;
 
     let started = Instant::now();
-    let writers: Vec<_> = [1u32, 2]
-        .into_iter()
-        .map(|w| {
-            let node = c.node(w as usize).clone();
-            thread::spawn(move || insert_rows(&node, TABLE, w, 1_000_000, GAP / 2, 50))
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer thread")?;
-    }
+    insert_rows_on(&c, &[1, 2], TABLE, 1_000_000, GAP / 2, 50)?;
     let wrote = started.elapsed();
     let group_last = status_i64(c.node(1), "wsrep_last_committed")?;
 

@@ -2,7 +2,6 @@
 //! (a small `gcache.size`, and more written while it was away), it falls back
 //! to a full state transfer, says so in its error log, and ends identical.
 
-use std::thread;
 use std::time::{Duration, Instant};
 
 use tandem_cluster_tests::*;
@@ -22,16 +21,7 @@ fn rejoin_falls_back_to_sst_when_the_group_log_was_purged() -> anyhow::Result<()
     put_no_sst_marker(c.node(VICTIM))?;
 
     // About 10 MB of write-sets (4 KB each), five times the cache.
-    let writers: Vec<_> = [1u32, 2]
-        .into_iter()
-        .map(|w| {
-            let node = c.node(w as usize).clone();
-            thread::spawn(move || insert_rows(&node, TABLE, w, 1_000_000, 1250, 4000))
-        })
-        .collect();
-    for w in writers {
-        w.join().expect("writer thread")?;
-    }
+    insert_rows_on(&c, &[1, 2], TABLE, 1_000_000, 1250, 4000)?;
     // Precondition: both survivors purged past what node 3 needs (commits are
     // released ~5 s after they are durable, purge runs about every second).
     let (n1, n2) = (c.node(1).clone(), c.node(2).clone());

@@ -5,10 +5,7 @@
 //! `innodb_flush_log_at_trx_commit`: with 0 (and 2 on a power loss) InnoDB
 //! itself may lose the last commits, which the log then replays.
 
-use std::collections::BTreeSet;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,24 +18,7 @@ fn whole_cluster_kill_and_restart(flush_log_at_trx_commit: u32) -> anyhow::Resul
     let mut c = up_with(3, |s| s.mysqld_options.push(("innodb_flush_log_at_trx_commit".into(), flush.clone())))?;
     sql(c.node(1), &format!("CREATE DATABASE crash; CREATE TABLE {TABLE} (node INT, seq INT, PRIMARY KEY (node, seq))"))
         .map_err(anyhow::Error::msg)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(Mutex::new(BTreeSet::new()));
-    let writers: Vec<_> = (1..=3)
-        .map(|i| {
-            let (node, stop, acked) = (c.node(i).clone(), stop.clone(), acked.clone());
-            thread::spawn(move || {
-                let mut seq = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    seq += 1;
-                    if sql(&node, &format!("INSERT INTO {TABLE} VALUES ({i}, {seq})")).is_ok() {
-                        acked.lock().unwrap().insert((i, seq));
-                    } else {
-                        thread::sleep(Duration::from_millis(50));
-                    }
-                }
-            })
-        })
-        .collect();
+    let writers = AckedWriters::start(&c, TABLE);
 
     // Writes go on for a while, then all three die at the same instant.
     thread::sleep(Duration::from_secs(6));
@@ -48,11 +28,7 @@ fn whole_cluster_kill_and_restart(flush_log_at_trx_commit: u32) -> anyhow::Resul
     for i in 1..=3 {
         c.kill(i)?; // reaps and records the node as stopped
     }
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.join().expect("writer");
-    }
-    let acked = acked.lock().unwrap().clone();
+    let acked = writers.stop();
     assert!(!acked.is_empty(), "writes were acknowledged before the crash");
 
     let started = Instant::now();
@@ -76,13 +52,7 @@ fn whole_cluster_kill_and_restart(flush_log_at_trx_commit: u32) -> anyhow::Resul
         let n = c.node(i);
         assert_eq!(status(n, "wsrep_cluster_size")?, "3", "node {i} is in the re-formed cluster");
         assert_eq!(status(n, "wsrep_cluster_status")?, "Primary", "node {i}");
-        let rows = sql(n, &format!("SET SESSION wsrep_sync_wait=15; SELECT node, seq FROM {TABLE}")).map_err(anyhow::Error::msg)?;
-        let present: BTreeSet<(usize, i32)> = rows
-            .lines()
-            .filter_map(|l| l.split_once('\t'))
-            .map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap()))
-            .collect();
-        let missing: Vec<_> = acked.difference(&present).collect();
+        let missing = missing_acked(n, TABLE, &acked)?;
         assert!(missing.is_empty(), "node {i} lost {} acknowledged commits: {missing:?}", missing.len());
     }
     assert_identical(&c, &[TABLE])?;
