@@ -147,19 +147,24 @@ mod tests {
         assert_eq!(listing(dir.path()), before, "inspection writes nothing");
     }
 
-    #[test]
-    fn a_torn_tail_is_skipped_without_being_cut() {
-        let dir = tempfile::tempdir().unwrap();
-        let opened = open(&settings(dir.path()), "c", "127.0.0.1:1", None).unwrap();
+    /// A member's state holding entries 1..=20; returns its last segment file.
+    fn state_of_twenty_entries(dir: &Path) -> std::path::PathBuf {
+        let opened = open(&settings(dir), "c", "127.0.0.1:1", None).unwrap();
         let mut log = opened.log;
         append_entries(&mut log, 20);
         drop(log);
-        let segment = std::fs::read_dir(dir.path())
+        std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.to_string_lossy().contains(".seg."))
             .max()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn a_torn_tail_is_skipped_without_being_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let segment = state_of_twenty_entries(dir.path());
         let len = std::fs::metadata(&segment).unwrap().len();
         std::fs::OpenOptions::new()
             .write(true)
@@ -184,16 +189,7 @@ mod tests {
     #[test]
     fn a_flipped_byte_is_reported_as_untrusted() {
         let dir = tempfile::tempdir().unwrap();
-        let opened = open(&settings(dir.path()), "c", "127.0.0.1:1", None).unwrap();
-        let mut log = opened.log;
-        append_entries(&mut log, 20);
-        drop(log);
-        let segment = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.to_string_lossy().contains(".seg."))
-            .max()
-            .unwrap();
+        let segment = state_of_twenty_entries(dir.path());
         let mut bytes = std::fs::read(&segment).unwrap();
         let middle = bytes.len() / 2;
         bytes[middle] ^= 0x40;
