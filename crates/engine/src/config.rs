@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tandem_group::{GroupConfig, LogSettings, MemberInfo, Timeouts};
 
@@ -105,9 +105,11 @@ const MIN_SEGMENT_BYTES: u64 = 1 << 20;
 /// ending in `galera.cache`, which MariaDB's SST scripts leave in place when
 /// they empty the data directory.
 pub(crate) fn log_settings(opts: &Options, data_dir: &Path) -> LogSettings {
+    // A relative gcache.dir is relative to the data directory, whatever the
+    // server's working directory happens to be.
     let dir = match opts.get("gcache.dir") {
         "" => data_dir.to_path_buf(),
-        d => PathBuf::from(d),
+        d => data_dir.join(d),
     };
     let cache_bytes = opts.size("gcache.size").max(MIN_SEGMENT_BYTES);
     let segment_bytes = opts.size("gcache.page_size").min(cache_bytes / 8).max(MIN_SEGMENT_BYTES);
@@ -202,6 +204,7 @@ fn host_of(addr: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn cluster_addresses() {
@@ -214,6 +217,19 @@ mod tests {
         assert!(parse_cluster_address("http://x").is_err());
         assert_eq!(host_of("127.0.0.1:14567").as_deref(), Some("127.0.0.1"));
         assert_eq!(host_of("10.0.0.1").as_deref(), Some("10.0.0.1"));
+    }
+
+    #[test]
+    fn a_relative_gcache_dir_is_under_the_data_directory() {
+        let data = Path::new("/var/lib/mysql");
+        let dir_for = |value: &str| {
+            let mut opts = Options::default();
+            opts.set_default("gcache.dir", value);
+            log_settings(&opts, data).dir.expect("a directory")
+        };
+        assert_eq!(dir_for(""), PathBuf::from("/var/lib/mysql"));
+        assert_eq!(dir_for("cache"), PathBuf::from("/var/lib/mysql/cache"));
+        assert_eq!(dir_for("/srv/gcache"), PathBuf::from("/srv/gcache"));
     }
 
     #[test]

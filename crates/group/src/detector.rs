@@ -9,6 +9,12 @@
 //! | follower / learner | AppendEntries from the current leader within `suspect`   |
 //! | candidate / none   | never                                                    |
 //!
+//! Between two leaders (an election, a new leader not yet heard from) a
+//! member that was in the primary component stays in it until `suspect` has
+//! passed since its last evidence of one: a planned leadership hand-over is
+//! not a loss of the primary component, and a real loss is still declared
+//! `suspect` after the last contact, as Galera's `evs.suspect_timeout` does.
+//!
 //! Coming back additionally needs the local state machine caught up with what
 //! the leader had committed, so `Primary` means "my view is current".
 
@@ -38,8 +44,34 @@ pub async fn run(shared: Arc<Shared>) {
 
 #[derive(Debug, PartialEq, Eq)]
 enum Verdict {
-    Primary,
+    /// In the primary component, as evidenced at `at` (the leader's last
+    /// append, or the last quorum acknowledgement).
+    Primary {
+        at: Instant,
+    },
+    /// No leader to judge by yet: an election, or a new leader not yet heard.
+    Electing(String),
     NonPrimary(String),
+}
+
+/// Whether a verdict leaves this member in the primary component (`Err` says
+/// why not). `Electing` keeps a member that was primary while its last
+/// evidence is younger than `suspect`.
+fn settle(
+    verdict: Verdict,
+    was_primary: bool,
+    evidence: Option<Instant>,
+    suspect: Duration,
+) -> Result<(), String> {
+    match verdict {
+        Verdict::Primary { .. } => Ok(()),
+        Verdict::Electing(_)
+            if was_primary && evidence.is_some_and(|at| at.elapsed() <= suspect) =>
+        {
+            Ok(())
+        }
+        Verdict::Electing(reason) | Verdict::NonPrimary(reason) => Err(reason),
+    }
 }
 
 #[derive(Default)]
@@ -47,6 +79,8 @@ struct Detector {
     primary: bool,
     /// The cluster commit index seen at the previous step.
     prev_cluster_committed: Option<u64>,
+    /// The last moment this member knew itself in the primary component.
+    evidence: Option<Instant>,
     /// Since when this member has been out of the primary component, and
     /// when it last said who is missing.
     waiting_since: Option<Instant>,
@@ -66,9 +100,13 @@ impl Detector {
         let m = shared.metrics();
         let verdict = self.assess(shared, &m);
         self.prev_cluster_committed = m.cluster_committed.as_ref().map(|l| l.index);
-        self.report_missing(shared, &m, &verdict);
-        match verdict {
-            Verdict::Primary if !self.primary => {
+        if let Verdict::Primary { at } = verdict {
+            self.evidence = Some(at);
+        }
+        let settled = settle(verdict, self.primary, self.evidence, shared.suspect);
+        self.report_missing(shared, &m, settled.is_ok());
+        match settled {
+            Ok(()) if !self.primary => {
                 self.primary = true;
                 info!(
                     "Member {} is in the primary component (leader {:?})",
@@ -80,7 +118,7 @@ impl Detector {
                 replica_call(|| lock(&shared.replica).connectivity(Connectivity::Primary));
                 shared.primary.store(true, Ordering::Release);
             }
-            Verdict::NonPrimary(reason) if self.primary => {
+            Err(reason) if self.primary => {
                 self.primary = false;
                 shared.primary.store(false, Ordering::Release);
                 let reachable = reachable(shared);
@@ -101,9 +139,9 @@ impl Detector {
     /// While no primary component takes this voter, says every few seconds
     /// which voters of the last one it cannot reach and how to go on without
     /// them. It re-forms by itself once a majority is back.
-    fn report_missing(&mut self, shared: &Shared, m: &Metrics, verdict: &Verdict) {
+    fn report_missing(&mut self, shared: &Shared, m: &Metrics, primary: bool) {
         let voters: Vec<MemberId> = m.membership_config.membership().voter_ids().collect();
-        if *verdict == Verdict::Primary
+        if primary
             || !voters.contains(&shared.me)
             || m.current_leader.is_some_and(|l| l == shared.me)
         {
@@ -156,26 +194,28 @@ impl Detector {
         match m.state {
             ServerState::Leader => leader_verdict(m, shared.me, shared.suspect),
             ServerState::Follower | ServerState::Learner => self.follower_verdict(shared, m),
-            ServerState::Candidate => Verdict::NonPrimary("election in progress".into()),
+            ServerState::Candidate => Verdict::Electing("election in progress".into()),
             ServerState::Shutdown => Verdict::NonPrimary("shut down".into()),
         }
     }
 
     fn follower_verdict(&self, shared: &Shared, m: &Metrics) -> Verdict {
         let Some(leader) = m.current_leader else {
-            return Verdict::NonPrimary("no leader".into());
+            return Verdict::Electing("no leader".into());
         };
-        match shared.net.liveness.since_append(leader) {
-            Some(quiet) if quiet <= shared.suspect => {}
+        let at = match shared.net.liveness.since_append(leader) {
+            Some(quiet) if quiet <= shared.suspect => Instant::now().checked_sub(quiet),
             Some(quiet) => {
                 return Verdict::NonPrimary(format!(
                     "no contact with leader {leader} for {quiet:?}"
                 ))
             }
-            None => return Verdict::NonPrimary(format!("no contact with leader {leader} yet")),
-        }
+            None => return Verdict::Electing(format!("no contact with leader {leader} yet")),
+        };
         if self.primary || self.caught_up(m) {
-            Verdict::Primary
+            Verdict::Primary {
+                at: at.unwrap_or_else(Instant::now),
+            }
         } else {
             Verdict::NonPrimary("catching up with the leader".into())
         }
@@ -197,16 +237,20 @@ impl Detector {
 
 fn leader_verdict(m: &Metrics, me: MemberId, suspect: Duration) -> Verdict {
     let voters: Vec<MemberId> = m.membership_config.membership().voter_ids().collect();
+    let now = Instant::now();
     if voters == [me] {
-        return Verdict::Primary; // a quorum of one: ourselves
+        return Verdict::Primary { at: now }; // a quorum of one: ourselves
     }
     match &m.last_quorum_acked {
-        Some(acked) if acked.elapsed() <= suspect => Verdict::Primary,
+        Some(acked) if acked.elapsed() <= suspect => Verdict::Primary {
+            at: now.checked_sub(acked.elapsed()).unwrap_or(now),
+        },
         Some(acked) => Verdict::NonPrimary(format!(
             "no quorum acknowledgement for {:?}",
             acked.elapsed()
         )),
-        None => Verdict::NonPrimary("no quorum acknowledgement yet".into()),
+        // A new leader, before its first round of heartbeats came back.
+        None => Verdict::Electing("no quorum acknowledgement yet".into()),
     }
 }
 
@@ -220,4 +264,48 @@ fn reachable(shared: &Shared) -> Vec<MemberId> {
         ids.insert(at, shared.me);
     }
     ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUSPECT: Duration = Duration::from_secs(5);
+
+    fn ago(d: Duration) -> Option<Instant> {
+        Instant::now().checked_sub(d)
+    }
+
+    #[test]
+    fn an_election_right_after_contact_keeps_a_primary_member_primary() {
+        let electing = || Verdict::Electing("election in progress".into());
+        assert_eq!(
+            settle(electing(), true, ago(Duration::from_millis(100)), SUSPECT),
+            Ok(())
+        );
+        // Not primary before: an election does not make it so.
+        assert!(settle(electing(), false, ago(Duration::from_millis(100)), SUSPECT).is_err());
+        // Never had evidence of a primary component.
+        assert!(settle(electing(), true, None, SUSPECT).is_err());
+    }
+
+    #[test]
+    fn an_election_outlasting_the_suspect_timeout_loses_the_primary_component() {
+        let verdict = Verdict::Electing("no leader".into());
+        let Some(long_ago) = ago(SUSPECT + Duration::from_secs(1)) else {
+            return; // the clock started less than six seconds ago: nothing to check
+        };
+        assert_eq!(
+            settle(verdict, true, Some(long_ago), SUSPECT),
+            Err("no leader".into())
+        );
+    }
+
+    #[test]
+    fn a_hard_verdict_is_never_softened() {
+        let verdict = Verdict::NonPrimary("no contact with leader 7 for 6s".into());
+        assert!(settle(verdict, true, ago(Duration::ZERO), SUSPECT).is_err());
+        let primary = Verdict::Primary { at: Instant::now() };
+        assert_eq!(settle(primary, false, None, SUSPECT), Ok(()));
+    }
 }

@@ -455,9 +455,10 @@ pub async fn leave(shared: &Shared) -> Result<(), String> {
 const HAND_OVER_WAIT: Duration = Duration::from_secs(2);
 
 /// A leader that removed itself would leave the others without one until
-/// their election timeout (`evs.suspect_timeout`): seconds without a primary
-/// component for a planned stop. Instead it names the most up-to-date other
-/// voter, which stands for election at once. Best effort: if no successor
+/// their election timeout (up to `evs.suspect_timeout`): seconds in which
+/// no commit is ordered, for a planned stop, and a lost primary component
+/// when the election takes longer still. Instead it names the most
+/// up-to-date other voter, which stands for election at once. Best effort: if no successor
 /// takes over in time, the leave goes on and the others elect one as usual.
 async fn hand_over_leadership(shared: &Shared, voters: &[MemberId]) {
     let me = shared.me;

@@ -225,8 +225,9 @@ fn graceful_leave_shrinks_the_membership() {
 }
 
 /// A leader that leaves names its successor first: the two that stay never
-/// see a moment without a primary component (without the hand-over they
-/// would, until their election timeout ran out).
+/// see a moment without a primary component. (Without the hand-over they
+/// wait for their election timeout with no leader, and lose the primary
+/// component when the election outlasts `evs.suspect_timeout`.)
 #[test]
 fn a_leaving_leader_hands_over_without_a_non_primary_moment() {
     let _serial = serial();

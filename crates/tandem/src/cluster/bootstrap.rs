@@ -14,7 +14,6 @@
 use super::{recover_position, Cluster, Node, ProviderKind};
 use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// One node, as far as choosing whom to bootstrap goes.
@@ -103,7 +102,11 @@ impl Cluster {
                 }
                 node.status("wsrep_last_committed").ok().and_then(|s| s.parse().ok())
             } else {
-                saved_seqno(&node).or(recover_position(&mariadbd, &node)?.and_then(|p| seqno_of(&p)))
+                match saved_seqno(&node) {
+                    Some(seqno) => Some(seqno),
+                    // Only when grastate.dat has none: a recovery starts InnoDB.
+                    None => recover_position(&mariadbd, &node)?.and_then(|p| seqno_of(&p)),
+                }
             };
             let (log_last, log_note) = match self.group_log(&node) {
                 Ok(Some(summary)) => match summary.untrusted {
@@ -154,7 +157,8 @@ impl Cluster {
         let option = |key: &str| {
             self.state().provider_options.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.clone())
         };
-        let dir = option("gcache.dir").map_or_else(|| node.datadir.clone(), PathBuf::from);
+        // Relative to the data directory, as the provider reads it.
+        let dir = option("gcache.dir").map_or_else(|| node.datadir.clone(), |d| node.datadir.join(d));
         let name = option("gcache.name").unwrap_or_else(|| "galera.cache".into());
         tandem_group::inspect_state(&dir, &name)
     }
