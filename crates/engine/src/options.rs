@@ -116,7 +116,13 @@ const KNOWN: &[(&str, &str, Kind)] = &[
 ];
 
 /// Keys that trigger an action instead of holding a value.
-const ACTIONS: &[(&str, Kind)] = &[("gmcast.isolate", Kind::Int), ("pc.bootstrap", Kind::Bool)];
+const ACTIONS: &[(&str, Kind)] =
+    &[("gmcast.isolate", Kind::Int), ("pc.bootstrap", Kind::Bool), ("socket.ssl_reload", Kind::Str)];
+
+/// The settings that ask for an encrypted group channel: `socket.ssl=YES`,
+/// or key material or a cipher list (Galera turns TLS on when it is given a
+/// key and certificate).
+const ASKS_FOR_TLS: &[&str] = &["socket.ssl_key", "socket.ssl_cert", "socket.ssl_ca", "socket.ssl_cipher"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum OptionError {
@@ -164,6 +170,9 @@ impl Options {
         for (key, value) in pairs {
             if let Some((_, kind)) = ACTIONS.iter().find(|(k, _)| *k == key) {
                 check(&key, &value, *kind)?;
+                if key == "socket.ssl_reload" {
+                    return Err(no_tls(&key, &value));
+                }
                 actions.extend(action(&key, &value));
                 continue;
             }
@@ -176,6 +185,7 @@ impl Options {
             }
             next.insert(key, value);
         }
+        refuse_encryption(&next)?;
         self.values = next;
         Ok(actions)
     }
@@ -207,6 +217,31 @@ impl Options {
     /// Galera's `key = value; ` rendering, sorted by key.
     pub fn render(&self) -> String {
         self.values.iter().map(|(k, v)| format!("{k} = {v}; ")).collect()
+    }
+}
+
+/// The group channel is not encrypted yet. A setting that asks for TLS is
+/// refused, at startup and at `SET`, rather than accepted and ignored: a DBA
+/// who turns encryption on must never get plaintext without knowing it.
+fn refuse_encryption(values: &BTreeMap<String, String>) -> Result<(), OptionError> {
+    let get = |key: &str| values.get(key).map(String::as_str).unwrap_or("");
+    if parse_bool(get("socket.ssl")) == Some(true) {
+        return Err(no_tls("socket.ssl", get("socket.ssl")));
+    }
+    match ASKS_FOR_TLS.iter().find(|key| !get(key).is_empty()) {
+        Some(key) => Err(no_tls(key, get(key))),
+        None => Ok(()),
+    }
+}
+
+fn no_tls(key: &str, value: &str) -> OptionError {
+    OptionError::BadValue {
+        key: key.into(),
+        value: value.into(),
+        why: "this Tandem build cannot encrypt the group channel yet (TLS is not implemented), and it will not \
+              replicate in plaintext while encryption is asked for. Remove the socket.ssl* settings to run \
+              unencrypted on a trusted network"
+            .into(),
     }
 }
 
@@ -369,10 +404,35 @@ mod tests {
     }
 
     #[test]
+    fn every_request_for_encryption_is_refused_and_changes_nothing() {
+        let mut o = Options::default();
+        o.set("gcache.size=1M").unwrap();
+        for asks in [
+            "socket.ssl=YES",
+            "socket.ssl=1",
+            "socket.ssl_key=/etc/mysql/key.pem",
+            "socket.ssl_cert=/etc/mysql/cert.pem",
+            "socket.ssl_ca=/etc/mysql/ca.pem",
+            "socket.ssl_cipher=AES128-SHA256",
+            "socket.ssl_reload=1",
+            "gcache.size=2M; socket.ssl_key=k.pem; socket.ssl_cert=c.pem",
+        ] {
+            let err = o.set(asks).expect_err(asks);
+            let text = err.to_string();
+            assert!(text.contains("cannot encrypt the group channel"), "{asks}: {text}");
+            assert!(text.contains("socket.ssl"), "{asks}: the setting is named: {text}");
+            assert_eq!(o.get("gcache.size"), "1M", "{asks}: all or nothing");
+        }
+        // Saying no, or leaving things as they are, is fine.
+        assert_eq!(o.set("socket.ssl=NO; socket.ssl_key=; socket.ssl_compression=YES"), Ok(vec![]));
+        assert_eq!(o.get("socket.ssl"), "NO");
+    }
+
+    #[test]
     fn escapes_and_periods_and_sizes() {
         let mut o = Options::default();
-        o.set(r"socket.ssl_cipher=a\;b").unwrap();
-        assert_eq!(o.get("socket.ssl_cipher"), "a;b");
+        o.set(r"evs.debug_log_mask=a\;b").unwrap();
+        assert_eq!(o.get("evs.debug_log_mask"), "a;b");
         assert_eq!(parse_period("PT0.5S"), Some(Duration::from_millis(500)));
         assert_eq!(parse_period("P1D"), Some(Duration::from_secs(86_400)));
         assert_eq!(parse_period("PT1H2M3S"), Some(Duration::from_secs(3723)));
