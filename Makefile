@@ -2,7 +2,7 @@
 # `make demo` and `make test` work on a fresh Debian 12 machine (as root).
 
 SHELL := /bin/bash
-PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy socat
+PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy socat tcpdump
 CARGO ?= cargo
 PROVIDER := target/release/libtandem.so
 TANDEM := target/release/tandem

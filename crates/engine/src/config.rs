@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use std::path::Path;
 
-use tandem_group::{GroupConfig, LogSettings, MemberInfo, Timeouts};
+use tandem_group::{GroupConfig, LogSettings, MemberInfo, Timeouts, TlsFiles, TlsSettings};
 
 use crate::node::Node;
 use crate::options::{OptionAction, Options};
@@ -92,8 +92,28 @@ impl Node {
             log,
             resume_at: (start.seqno >= 0).then_some(start.seqno),
             start_anew: None,
+            tls: tls_settings(&opts, &self.inner.config.data_dir),
         }
     }
+}
+
+/// `socket.ssl*` as the group's TLS settings; `None`: plaintext. Relative
+/// paths are taken from the data directory (the server's working
+/// directory, which Galera's are relative to); the CA defaults to the
+/// certificate file, as in Galera.
+pub(crate) fn tls_settings(opts: &Options, data_dir: &Path) -> Option<TlsSettings> {
+    if !opts.tls() {
+        return None;
+    }
+    let cert = opts.get("socket.ssl_cert");
+    let ca = match opts.get("socket.ssl_ca") {
+        "" => cert,
+        ca => ca,
+    };
+    Some(TlsSettings {
+        files: TlsFiles { cert: data_dir.join(cert), key: data_dir.join(opts.get("socket.ssl_key")), ca: data_dir.join(ca) },
+        dynamic: opts.bool("socket.dynamic"),
+    })
 }
 
 /// Smallest segment: purging a few KiB at a time is all overhead.
@@ -126,7 +146,7 @@ impl Node {
     pub fn set_options(&self, text: &str) -> Result<(), String> {
         let actions = {
             let mut options = self.inner.options.lock();
-            let actions = options.set(text).map_err(|e| e.to_string())?;
+            let actions = options.set_at_runtime(text).map_err(|e| e.to_string())?;
             self.inner.hot.update(&options);
             actions
         };
@@ -134,12 +154,22 @@ impl Node {
             match action {
                 OptionAction::FreezePurge(value) => self.freeze_purge(&value),
                 OptionAction::Bootstrap => self.bootstrap_now()?,
+                OptionAction::TlsReload => self.reload_tls()?,
                 OptionAction::Isolate(_) => {
                     log::warn!("Provider option action {action:?} is accepted but not supported yet")
                 }
             }
         }
         Ok(())
+    }
+
+    /// `socket.ssl_reload`: new connections use the re-read files.
+    fn reload_tls(&self) -> Result<(), String> {
+        let Some(group) = self.group() else { return Err("socket.ssl_reload: not connected to a cluster".into()) };
+        group.reload_tls().map_err(|e| {
+            log::error!("socket.ssl_reload failed, the certificate in use stays: {e}");
+            e.to_string()
+        })
     }
 
     /// `pc.bootstrap=YES`: a new primary component of this node alone.

@@ -256,4 +256,8 @@ impl GroupChannel for LocalMember {
     fn cache(&self) -> CacheStatus {
         CacheStatus::default()
     }
+
+    fn reload_tls(&self) -> Result<(), GroupError> {
+        Err(GroupError::Config("an in-process group has no channel to encrypt".into()))
+    }
 }

@@ -119,10 +119,11 @@ const KNOWN: &[(&str, &str, Kind)] = &[
 const ACTIONS: &[(&str, Kind)] =
     &[("gmcast.isolate", Kind::Int), ("pc.bootstrap", Kind::Bool), ("socket.ssl_reload", Kind::Str)];
 
-/// The settings that ask for an encrypted group channel: `socket.ssl=YES`,
-/// or key material or a cipher list (Galera turns TLS on when it is given a
-/// key and certificate).
-const ASKS_FOR_TLS: &[&str] = &["socket.ssl_key", "socket.ssl_cert", "socket.ssl_ca", "socket.ssl_cipher"];
+/// Read once, when the group channel opens: a `SET` of one of them would
+/// show a value that is not in force. (`socket.ssl_reload` re-reads the
+/// files they name.)
+const STARTUP_ONLY: &[&str] =
+    &["socket.ssl", "socket.ssl_key", "socket.ssl_cert", "socket.ssl_ca", "socket.ssl_cipher", "socket.dynamic"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum OptionError {
@@ -148,6 +149,8 @@ pub enum OptionAction {
     Bootstrap,
     /// `gcache.freeze_purge_at_seqno` was set: a seqno, `now` or -1.
     FreezePurge(String),
+    /// `socket.ssl_reload`: re-read the certificate and key files.
+    TlsReload,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -170,9 +173,6 @@ impl Options {
         for (key, value) in pairs {
             if let Some((_, kind)) = ACTIONS.iter().find(|(k, _)| *k == key) {
                 check(&key, &value, *kind)?;
-                if key == "socket.ssl_reload" {
-                    return Err(no_tls(&key, &value));
-                }
                 actions.extend(action(&key, &value));
                 continue;
             }
@@ -185,9 +185,29 @@ impl Options {
             }
             next.insert(key, value);
         }
-        refuse_encryption(&next)?;
+        check_tls(&next)?;
         self.values = next;
         Ok(actions)
+    }
+
+    /// `set` for a running node: the keys read only at startup are refused.
+    pub fn set_at_runtime(&mut self, input: &str) -> Result<Vec<OptionAction>, OptionError> {
+        for (key, value) in parse(input)? {
+            if STARTUP_ONLY.contains(&key.as_str()) && self.get(&key) != value {
+                return Err(OptionError::BadValue {
+                    key,
+                    value,
+                    why: "it is read only at startup (to use new certificate files, socket.ssl_reload=1)".into(),
+                });
+            }
+        }
+        self.set(input)
+    }
+
+    /// Whether the group channel is to be encrypted: `socket.ssl=YES`, or a
+    /// key and a certificate given (Galera turns TLS on for those alone).
+    pub fn tls(&self) -> bool {
+        self.bool("socket.ssl") || (!self.get("socket.ssl_key").is_empty() && !self.get("socket.ssl_cert").is_empty())
     }
 
     pub fn get(&self, key: &str) -> &str {
@@ -220,35 +240,51 @@ impl Options {
     }
 }
 
-/// The group channel is not encrypted yet. A setting that asks for TLS is
-/// refused, at startup and at `SET`, rather than accepted and ignored: a DBA
-/// who turns encryption on must never get plaintext without knowing it.
-fn refuse_encryption(values: &BTreeMap<String, String>) -> Result<(), OptionError> {
+/// A setting that asks for TLS must get it or be refused: never plaintext
+/// while encryption was asked for.
+fn check_tls(values: &BTreeMap<String, String>) -> Result<(), OptionError> {
     let get = |key: &str| values.get(key).map(String::as_str).unwrap_or("");
-    if parse_bool(get("socket.ssl")) == Some(true) {
-        return Err(no_tls("socket.ssl", get("socket.ssl")));
+    let cipher = get("socket.ssl_cipher");
+    if !cipher.is_empty() {
+        return Err(OptionError::BadValue {
+            key: "socket.ssl_cipher".into(),
+            value: cipher.into(),
+            why: "choosing TLS cipher suites is not supported yet; leave it empty for the TLS 1.3 and 1.2 \
+                  AEAD suites (see docs/security.md)"
+                .into(),
+        });
     }
-    match ASKS_FOR_TLS.iter().find(|key| !get(key).is_empty()) {
-        Some(key) => Err(no_tls(key, get(key))),
-        None => Ok(()),
+    let asks = parse_bool(get("socket.ssl")) == Some(true)
+        || ["socket.ssl_key", "socket.ssl_cert", "socket.ssl_ca"].iter().any(|k| !get(k).is_empty());
+    let missing: Vec<&str> = ["socket.ssl_cert", "socket.ssl_key"].into_iter().filter(|k| get(k).is_empty()).collect();
+    if asks && !missing.is_empty() {
+        let (key, value) = if parse_bool(get("socket.ssl")) == Some(true) {
+            ("socket.ssl", get("socket.ssl"))
+        } else {
+            ["socket.ssl_key", "socket.ssl_cert", "socket.ssl_ca"]
+                .into_iter()
+                .find(|k| !get(k).is_empty())
+                .map(|k| (k, get(k)))
+                .unwrap_or(("socket.ssl", ""))
+        };
+        return Err(OptionError::BadValue {
+            key: key.into(),
+            value: value.into(),
+            why: format!(
+                "TLS on the group channel needs a certificate and its key: {} not set. It will not run in \
+                 plaintext while encryption is asked for",
+                missing.join(" and ")
+            ),
+        });
     }
-}
-
-fn no_tls(key: &str, value: &str) -> OptionError {
-    OptionError::BadValue {
-        key: key.into(),
-        value: value.into(),
-        why: "this Tandem build cannot encrypt the group channel yet (TLS is not implemented), and it will not \
-              replicate in plaintext while encryption is asked for. Remove the socket.ssl* settings to run \
-              unencrypted on a trusted network"
-            .into(),
-    }
+    Ok(())
 }
 
 fn action(key: &str, value: &str) -> Option<OptionAction> {
     match key {
         "gmcast.isolate" => Some(OptionAction::Isolate(value.parse().unwrap_or(0))),
         "pc.bootstrap" if parse_bool(value) == Some(true) => Some(OptionAction::Bootstrap),
+        "socket.ssl_reload" if parse_bool(value) != Some(false) => Some(OptionAction::TlsReload),
         _ => None,
     }
 }
@@ -404,28 +440,48 @@ mod tests {
     }
 
     #[test]
-    fn every_request_for_encryption_is_refused_and_changes_nothing() {
+    fn tls_is_on_with_socket_ssl_or_a_key_and_certificate() {
+        let mut o = Options::default();
+        assert!(!o.tls());
+        o.set("socket.ssl_key=k.pem; socket.ssl_cert=c.pem").unwrap();
+        assert!(o.tls(), "Galera turns TLS on for a key and certificate alone");
+        let mut o = Options::default();
+        o.set("socket.ssl=YES; socket.ssl_key=k.pem; socket.ssl_cert=c.pem; socket.ssl_ca=ca.pem").unwrap();
+        assert!(o.tls());
+        assert_eq!(o.set("socket.ssl_reload=1"), Ok(vec![OptionAction::TlsReload]));
+        assert!(!o.render().contains("ssl_reload"), "an action, not a setting");
+    }
+
+    #[test]
+    fn asking_for_tls_without_a_key_pair_or_with_a_cipher_is_refused_and_changes_nothing() {
         let mut o = Options::default();
         o.set("gcache.size=1M").unwrap();
-        for asks in [
-            "socket.ssl=YES",
-            "socket.ssl=1",
-            "socket.ssl_key=/etc/mysql/key.pem",
-            "socket.ssl_cert=/etc/mysql/cert.pem",
-            "socket.ssl_ca=/etc/mysql/ca.pem",
-            "socket.ssl_cipher=AES128-SHA256",
-            "socket.ssl_reload=1",
-            "gcache.size=2M; socket.ssl_key=k.pem; socket.ssl_cert=c.pem",
+        for (asks, names) in [
+            ("socket.ssl=YES", "socket.ssl_cert and socket.ssl_key not set"),
+            ("socket.ssl=1; socket.ssl_cert=c.pem", "socket.ssl_key not set"),
+            ("socket.ssl_ca=/etc/mysql/ca.pem", "socket.ssl_cert and socket.ssl_key not set"),
+            ("socket.ssl_key=k.pem", "socket.ssl_cert not set"),
+            ("gcache.size=2M; socket.ssl_key=k.pem; socket.ssl_cert=c.pem; socket.ssl_cipher=AES128-SHA256", "cipher"),
         ] {
-            let err = o.set(asks).expect_err(asks);
-            let text = err.to_string();
-            assert!(text.contains("cannot encrypt the group channel"), "{asks}: {text}");
+            let text = o.set(asks).expect_err(asks).to_string();
+            assert!(text.contains(names), "{asks}: {text}");
             assert!(text.contains("socket.ssl"), "{asks}: the setting is named: {text}");
             assert_eq!(o.get("gcache.size"), "1M", "{asks}: all or nothing");
         }
-        // Saying no, or leaving things as they are, is fine.
         assert_eq!(o.set("socket.ssl=NO; socket.ssl_key=; socket.ssl_compression=YES"), Ok(vec![]));
         assert_eq!(o.get("socket.ssl"), "NO");
+    }
+
+    #[test]
+    fn tls_settings_are_startup_only() {
+        let mut o = Options::default();
+        o.set("socket.ssl=YES; socket.ssl_key=k.pem; socket.ssl_cert=c.pem").unwrap();
+        let text = o.set_at_runtime("socket.ssl_cert=other.pem").unwrap_err().to_string();
+        assert!(text.contains("read only at startup") && text.contains("socket.ssl_reload"), "{text}");
+        assert_eq!(o.get("socket.ssl_cert"), "c.pem");
+        assert!(o.set_at_runtime("socket.ssl=NO").is_err(), "no silent switch to plaintext");
+        assert_eq!(o.set_at_runtime("socket.ssl_cert=c.pem; gcache.size=2M"), Ok(vec![]), "unchanged values pass");
+        assert_eq!(o.set_at_runtime("socket.ssl_reload=1"), Ok(vec![OptionAction::TlsReload]));
     }
 
     #[test]

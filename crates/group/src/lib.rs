@@ -26,6 +26,7 @@ pub mod wire;
 
 pub use raft::{RaftGroup, RaftStarter};
 pub use store::inspect::{inspect as inspect_state, StateSummary};
+pub use transport::tls::{Tls, TlsError, TlsFiles};
 
 /// Identity of a member in the group. It survives restarts together with the
 /// member's durable log and vote (Raft's ordinary crash recovery); a member
@@ -211,6 +212,17 @@ pub struct GroupConfig {
     /// reason (a bootstrap whose local data has no saved position starts a
     /// new history, so the old log describes nothing it holds).
     pub start_anew: Option<String>,
+    /// Encrypt the group channel (`socket.ssl`); `None`: plaintext.
+    pub tls: Option<TlsSettings>,
+}
+
+/// TLS on the group channel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsSettings {
+    pub files: TlsFiles,
+    /// Accept plaintext peers too, and talk plaintext to a member that does
+    /// not speak TLS (`socket.dynamic`: a rolling switch-over).
+    pub dynamic: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -268,6 +280,10 @@ pub trait GroupChannel: Send + Sync + 'static {
     /// size. Never called with a lower position than before.
     fn release_upto(&self, position: i64);
     fn cache(&self) -> CacheStatus;
+    /// Re-reads the TLS certificate and key (`socket.ssl_reload`): new
+    /// connections use them. Fails, keeping the old ones, when a file is
+    /// wrong, or when the channel is not encrypted.
+    fn reload_tls(&self) -> Result<(), GroupError>;
 }
 
 /// A member whose durable state is open but not started yet: the engine

@@ -157,6 +157,8 @@ where
 {
     let buf = encode_frame(value)?;
     w.write_all(&buf).await?;
+    // A TLS stream may hold the record back until flushed.
+    w.flush().await?;
     Ok(())
 }
 
@@ -213,7 +215,8 @@ pub async fn write_preamble<W: AsyncWrite + Unpin>(w: &mut W) -> io::Result<()> 
     let mut buf = [0u8; 8];
     buf[..4].copy_from_slice(&MAGIC);
     buf[4..].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
-    w.write_all(&buf).await
+    w.write_all(&buf).await?;
+    w.flush().await
 }
 
 pub async fn read_preamble<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Preamble> {

@@ -77,6 +77,10 @@ struct UpArgs {
     /// Extra wsrep_provider_options item KEY=VAL; repeatable
     #[arg(long = "provider-option", value_name = "KEY=VAL", value_parser = cluster::config::parse_key_value)]
     provider_options: Vec<(String, String)>,
+    /// Encrypt the group channel: makes a CA and a certificate per node in
+    /// <dir>/tls and sets socket.ssl, socket.ssl_ca, socket.ssl_cert, socket.ssl_key
+    #[arg(long)]
+    tls: bool,
     /// Seconds each node may take to reach Synced
     #[arg(long, default_value_t = cluster::DEFAULT_SYNC_TIMEOUT.as_secs())]
     timeout: u64,
@@ -190,6 +194,7 @@ fn up(args: UpArgs) -> Result<()> {
         slave_threads: args.slave_threads,
         mysqld_options: args.extra_options,
         provider_options: args.provider_options,
+        tls: args.tls,
         sync_timeout: Duration::from_secs(args.timeout),
         verbose: true,
         ..ClusterSpec::new(args.dir.dir, usize::from(args.nodes), args.provider)

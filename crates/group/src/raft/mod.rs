@@ -237,6 +237,18 @@ impl GroupChannel for RaftGroup {
         }
     }
 
+    fn reload_tls(&self) -> Result<(), GroupError> {
+        let tls = self.shared.net.tls.tls().ok_or_else(|| {
+            GroupError::Config(
+                "socket.ssl_reload: the group channel is not encrypted (socket.ssl=NO)".into(),
+            )
+        })?;
+        tls.reload()
+            .map_err(|e| GroupError::Config(e.to_string()))?;
+        info!("Reloaded the TLS certificate and key: new connections use them");
+        Ok(())
+    }
+
     fn shutdown(&self) {
         self.shared.closed.store(true, Ordering::Release);
         // Held until the runtime is gone, so a concurrent second call returns

@@ -31,7 +31,8 @@ use crate::shared::Shared;
 use crate::store::checkpoint::choose_resume;
 use crate::store::log_store::DurableLog;
 use crate::store::{self, Opened};
-use crate::transport::NetCtx;
+use crate::transport::tls::Tls;
+use crate::transport::{NetCtx, TlsMode};
 use crate::wire::Hello;
 use crate::{
     detector, evict, join, submit, transport, GroupChannel, GroupConfig, GroupError, GroupStarter,
@@ -144,6 +145,7 @@ fn launch_member(
     sm: StateMachine,
 ) -> Result<Arc<RaftGroup>, GroupError> {
     let raft_config = Arc::new(config::raft_config(&config.cluster_name, &config.timeouts)?);
+    let tls = tls_mode(&config)?;
     let listener = bind(&config.listen_addr)?;
     let local_addr = listener
         .local_addr()
@@ -157,7 +159,7 @@ fn launch_member(
         member: me,
         info: config.me.clone(),
     };
-    let net = Arc::new(NetCtx::new(hello, suspect));
+    let net = Arc::new(NetCtx::new(hello, suspect, tls));
     let started = start_raft(
         &runtime,
         me,
@@ -400,4 +402,28 @@ fn spawn_tasks(
         runtime.spawn(join::join_loop(shared.clone(), local_addr));
     }
     Ok(())
+}
+
+/// The channel's encryption, its certificate loaded and checked now: a
+/// wrong file stops the start with its name rather than every connection.
+fn tls_mode(config: &GroupConfig) -> Result<TlsMode, GroupError> {
+    let Some(settings) = &config.tls else {
+        return Ok(TlsMode::Off);
+    };
+    let tls = Arc::new(Tls::load(&settings.files).map_err(|e| GroupError::Config(e.to_string()))?);
+    info!(
+        "The group channel is encrypted with TLS (certificate {}, CA {}){}",
+        settings.files.cert.display(),
+        settings.files.ca.display(),
+        if settings.dynamic {
+            "; plaintext peers accepted too (socket.dynamic=YES)"
+        } else {
+            ""
+        }
+    );
+    Ok(if settings.dynamic {
+        TlsMode::Dynamic(tls)
+    } else {
+        TlsMode::Required(tls)
+    })
 }

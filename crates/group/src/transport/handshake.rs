@@ -149,6 +149,28 @@ fn log_bad_hello(peer: SocketAddr, e: &WireError) {
     error!("Connection from {peer} sent a bad Tandem handshake ({e}); closing");
 }
 
+/// Tells a peer that reached us without the encryption we require why it is
+/// refused, in the plaintext handshake it speaks, so that it logs the reason
+/// too. Reads its preamble and hello first: closing with them unread would
+/// reset the connection before our answer reaches it.
+pub async fn refuse_unencrypted<S>(stream: &mut S, reason: &str)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    if !matches!(
+        wire::read_preamble(stream).await,
+        Ok(Preamble::Tandem { .. })
+    ) {
+        return; // not a Tandem peer: nothing it would understand
+    }
+    if wire::read_frame_limited::<_, Hello>(stream, wire::MAX_HELLO_BYTES)
+        .await
+        .is_ok()
+    {
+        refuse(stream, reason.to_string()).await;
+    }
+}
+
 /// Best effort: the peer may already be gone, and we drop it either way.
 async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, reason: String) {
     if wire::write_preamble(stream).await.is_ok() {

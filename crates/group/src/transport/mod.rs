@@ -6,15 +6,19 @@
 //! our own requests take pooled connections).
 
 pub mod handshake;
+mod refusals;
 pub mod server;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use log::debug;
+use log::{debug, error, warn};
 use tokio::net::TcpStream;
+
+use self::tls::{PeerStream, Tls};
 
 use crate::liveness::Liveness;
 use crate::raft::state_machine::lock;
@@ -64,20 +68,39 @@ impl fmt::Display for CallError {
 
 /// An established, handshaken connection to one member.
 pub struct Conn {
-    stream: TcpStream,
+    stream: PeerStream,
     peer: MemberId,
 }
 
 impl Conn {
     /// Whether the peer kept this idle connection open. A request on a
     /// connection the peer already closed would fail as "lost", which for a
-    /// forward means dropped payloads; checking first avoids that.
+    /// forward means dropped payloads; checking first avoids that. Idle
+    /// means nothing to read: any byte or EOF means the connection is out of
+    /// step or closed.
     fn is_open(&self) -> bool {
-        let mut probe = [0u8; 1];
-        // Idle means nothing to read: any byte or EOF means the connection
-        // is out of step or closed.
-        let idle = self.stream.try_read(&mut probe);
-        matches!(idle, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        self.stream.is_idle()
+    }
+}
+
+/// Whether the group channel is encrypted (`socket.ssl`, `socket.dynamic`).
+#[derive(Clone, Debug, Default)]
+pub enum TlsMode {
+    /// Plaintext both ways; a peer that starts a TLS handshake is refused.
+    #[default]
+    Off,
+    /// TLS both ways, peers verified against the CA; plaintext is refused.
+    Required(Arc<Tls>),
+    /// Dials with TLS, accepts both (`socket.dynamic`: a rolling switch-over).
+    Dynamic(Arc<Tls>),
+}
+
+impl TlsMode {
+    pub fn tls(&self) -> Option<&Arc<Tls>> {
+        match self {
+            TlsMode::Off => None,
+            TlsMode::Required(tls) | TlsMode::Dynamic(tls) => Some(tls),
+        }
     }
 }
 
@@ -89,16 +112,29 @@ pub struct NetCtx {
     pool: Mutex<HashMap<String, Vec<Conn>>>,
     pub liveness: Liveness,
     connect_timeout: Duration,
+    pub tls: TlsMode,
+    refusals: refusals::Refusals,
 }
 
 impl NetCtx {
-    pub fn new(hello: Hello, connect_timeout: Duration) -> Self {
+    pub fn new(hello: Hello, connect_timeout: Duration, tls: TlsMode) -> Self {
         NetCtx {
             me: hello.member,
             hello,
             pool: Mutex::new(HashMap::new()),
             liveness: Liveness::default(),
             connect_timeout,
+            tls,
+            refusals: refusals::Refusals::default(),
+        }
+    }
+
+    /// Logs a refused connection at error level, once per peer and kind of
+    /// refusal per minute (a refused peer retries every few seconds).
+    pub fn refused(&self, who: &str, kind: &str, line: impl FnOnce() -> String) {
+        match self.refusals.log_now(who, kind, std::time::Instant::now()) {
+            Some(left_out) => error!("{}{}", line(), refusals::repeats(left_out)),
+            None => debug!("{}", line()),
         }
     }
 
@@ -120,6 +156,7 @@ impl NetCtx {
         let exchange = async {
             use tokio::io::AsyncWriteExt;
             conn.stream.write_all(&frame).await?;
+            conn.stream.flush().await?;
             wire::read_frame::<_, Response>(&mut conn.stream).await
         };
         match tokio::time::timeout(timeout, exchange).await {
@@ -165,13 +202,33 @@ impl NetCtx {
     }
 
     async fn connect(&self, addr: &str) -> Result<Conn, CallError> {
-        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| CallError::Unreachable(format!("connect to {addr} timed out")))?
-            .map_err(|e| CallError::Unreachable(format!("connect to {addr}: {e}")))?;
-        // Heartbeats and small appends must not wait for Nagle.
-        stream.set_nodelay(true).map_err(CallError::unreachable)?;
-        let mut stream = stream;
+        let tcp = self.connect_tcp(addr).await?;
+        let mut stream = match self.tls.tls() {
+            None => PeerStream::Plain(tcp),
+            Some(tls) => match self.secure(tls, tcp, addr).await {
+                Ok(stream) => stream,
+                // A member not yet switched over to TLS closes on our
+                // ClientHello: during a rolling switch-over, talk plaintext.
+                Err(e) if matches!(self.tls, TlsMode::Dynamic(_)) && closed_on_hello(&e) => {
+                    warn!("Member at {addr} does not speak TLS yet: connecting in plaintext (socket.dynamic=YES)");
+                    PeerStream::Plain(self.connect_tcp(addr).await?)
+                }
+                Err(e) => {
+                    let hint = if closed_on_hello(&e) {
+                        " (does it have socket.ssl=YES?)"
+                    } else {
+                        ""
+                    };
+                    let why = format!("TLS handshake with {addr} failed: {e}{hint}");
+                    self.refused(
+                        addr,
+                        &refusals::reason_key("TLS handshake", &e.to_string()),
+                        || why.clone(),
+                    );
+                    return Err(CallError::Refused(why));
+                }
+            },
+        };
         let peer = handshake::dial(&mut stream, &self.hello, addr).await?;
         if peer == self.me {
             return Err(CallError::Myself);
@@ -179,4 +236,28 @@ impl NetCtx {
         debug!("Connected to member {peer} at {addr}");
         Ok(Conn { stream, peer })
     }
+
+    async fn connect_tcp(&self, addr: &str) -> Result<TcpStream, CallError> {
+        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| CallError::Unreachable(format!("connect to {addr} timed out")))?
+            .map_err(|e| CallError::Unreachable(format!("connect to {addr}: {e}")))?;
+        // Heartbeats and small appends must not wait for Nagle.
+        stream.set_nodelay(true).map_err(CallError::unreachable)?;
+        Ok(stream)
+    }
+
+    async fn secure(&self, tls: &Tls, tcp: TcpStream, addr: &str) -> std::io::Result<PeerStream> {
+        tokio::time::timeout(self.connect_timeout, tls.connect(tcp, addr))
+            .await
+            .map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer to our ClientHello")
+            })?
+    }
+}
+
+/// The peer hung up on our ClientHello: typically a member without TLS.
+fn closed_on_hello(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof};
+    matches!(e.kind(), UnexpectedEof | ConnectionReset | BrokenPipe)
 }

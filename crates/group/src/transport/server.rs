@@ -8,7 +8,9 @@ use std::time::Duration;
 use log::{debug, error, info, warn};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::handshake;
+use super::handshake::{self, HANDSHAKE_TIMEOUT};
+use super::tls::{self, Opening, PeerStream};
+use super::{refusals, NetCtx, TlsMode};
 use crate::raft::types::Snapshot;
 use crate::shared::Shared;
 use crate::wire::{self, Request, Response, WireError};
@@ -34,8 +36,11 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-async fn serve_conn(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
+async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
+    let _ = tcp.set_nodelay(true);
+    let Some(mut stream) = secure(&shared.net, tcp, peer).await else {
+        return;
+    };
     let cluster = shared.config.cluster_name.clone();
     let Some(hello) = handshake::accept(&mut stream, &cluster, shared.me, peer).await else {
         return;
@@ -66,6 +71,74 @@ async fn serve_conn(shared: Arc<Shared>, mut stream: TcpStream, peer: SocketAddr
         if let Err(e) = wire::write_frame(&mut stream, &resp).await {
             debug!("Connection from member {from} at {peer} closed while answering: {e}");
             return;
+        }
+    }
+}
+
+/// The connection as this member's TLS mode wants it; `None` (logged) when
+/// it is refused. Bounded like the handshake, so that a silent or slow peer
+/// cannot pin a task.
+async fn secure(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option<PeerStream> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, secure_within(net, tcp, peer)).await {
+        Ok(stream) => stream,
+        Err(_) => {
+            net.refused(&peer.ip().to_string(), "slow", || {
+                format!("Connection from {peer} did not complete its handshake in {HANDSHAKE_TIMEOUT:?}; closing")
+            });
+            None
+        }
+    }
+}
+
+async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option<PeerStream> {
+    let who = peer.ip().to_string();
+    let opening = match tls::opening(&tcp).await {
+        Ok(opening) => opening,
+        Err(e) => {
+            net.refused(&who, "silent", || {
+                format!("Connection from {peer} closed before its handshake: {e}")
+            });
+            return None;
+        }
+    };
+    match (&net.tls, opening) {
+        (TlsMode::Off, Opening::Plain) => Some(PeerStream::Plain(tcp)),
+        (TlsMode::Off, Opening::Tls) => {
+            net.refused(&who, "TLS to plaintext", || {
+                format!(
+                    "Connection from {peer} starts a TLS handshake, but this member does not encrypt \
+                     the group channel (socket.ssl=NO); closing"
+                )
+            });
+            None
+        }
+        (TlsMode::Required(_), Opening::Plain) => {
+            net.refused(&who, "plaintext to TLS", || {
+                format!(
+                    "Connection from {peer} did not start a TLS handshake, and this member requires TLS \
+                     (socket.ssl=YES); closing"
+                )
+            });
+            let mut plain = PeerStream::Plain(tcp);
+            handshake::refuse_unencrypted(&mut plain, "this member requires TLS (socket.ssl=YES)")
+                .await;
+            None
+        }
+        (TlsMode::Dynamic(_), Opening::Plain) => {
+            debug!("Accepting a plaintext connection from {peer} (socket.dynamic=YES)");
+            Some(PeerStream::Plain(tcp))
+        }
+        (TlsMode::Required(tls) | TlsMode::Dynamic(tls), Opening::Tls) => {
+            match tls.accept(tcp).await {
+                Ok(stream) => Some(stream),
+                Err(e) => {
+                    let why = e.to_string();
+                    net.refused(&who, &refusals::reason_key("TLS handshake", &why), || {
+                        format!("TLS handshake with {peer} failed: {why}; closing")
+                    });
+                    None
+                }
+            }
         }
     }
 }

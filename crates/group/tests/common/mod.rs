@@ -217,6 +217,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         log: Default::default(),
         resume_at: None,
         start_anew: None,
+        tls: None,
     }
 }
 

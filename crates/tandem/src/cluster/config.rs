@@ -81,9 +81,19 @@ pub fn cluster_address(state: &ClusterState) -> String {
     format!("gcomm://{}", members.join(","))
 }
 
-/// `base_port=P` followed by the user's items (a repeated key replaces ours).
+/// `base_port=P` (and the TLS files of a `--tls` cluster) followed by the
+/// user's items (a repeated key replaces ours).
 pub fn provider_options(state: &ClusterState, node: &Node) -> String {
     let mut items = vec![("base_port".to_string(), node.base_port.to_string())];
+    if state.tls {
+        let path = |p: std::path::PathBuf| p.display().to_string();
+        items.extend([
+            ("socket.ssl".to_string(), "YES".to_string()),
+            ("socket.ssl_ca".to_string(), path(super::certs::ca_file(&state.dir))),
+            ("socket.ssl_cert".to_string(), path(super::certs::cert_file(&state.dir, &node.name))),
+            ("socket.ssl_key".to_string(), path(super::certs::key_file(&state.dir, &node.name))),
+        ]);
+    }
     for (key, value) in &state.provider_options {
         match items.iter_mut().find(|(k, _)| k == key) {
             Some(item) => item.1 = value.clone(),

@@ -6,6 +6,7 @@
 //! numbered from 1 everywhere, as in their directory names.
 
 mod bootstrap;
+pub mod certs;
 pub mod config;
 pub mod mysql;
 mod node;
@@ -52,6 +53,8 @@ pub struct ClusterSpec {
     pub mysqld_options: Vec<(String, String)>,
     /// Extra `wsrep_provider_options` items after `base_port`.
     pub provider_options: Vec<(String, String)>,
+    /// Encrypt the group channel with certificates made for the cluster.
+    pub tls: bool,
     /// Per node: how long one node may take to reach Synced.
     pub sync_timeout: Duration,
     /// Report each node's progress on stderr (the CLI; tests keep quiet).
@@ -68,6 +71,7 @@ impl ClusterSpec {
             slave_threads: DEFAULT_SLAVE_THREADS,
             mysqld_options: Vec::new(),
             provider_options: Vec::new(),
+            tls: false,
             sync_timeout: DEFAULT_SYNC_TIMEOUT,
             verbose: false,
         }
@@ -113,6 +117,11 @@ impl Cluster {
         let ports = ports::allocate(spec.nodes)?;
         let state = new_state(&spec, dir, provider_path, &ports);
         check_socket_paths(&state)?;
+        if state.tls {
+            anyhow::ensure!(state.provider != ProviderKind::Standalone, "--tls needs a replicated cluster");
+            let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
+            certs::generate(&state.dir, &names)?;
+        }
         let mut cluster = Cluster {
             state,
             children: BTreeMap::new(),
@@ -468,6 +477,7 @@ fn new_state(
         slave_threads: spec.slave_threads,
         mysqld_options: spec.mysqld_options.clone(),
         provider_options: spec.provider_options.clone(),
+        tls: spec.tls,
         nodes: ports.iter().enumerate().map(node).collect(),
     }
 }

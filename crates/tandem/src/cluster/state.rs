@@ -59,6 +59,10 @@ pub struct ClusterState {
     pub mysqld_options: Vec<(String, String)>,
     /// Extra `wsrep_provider_options` items, in command-line order.
     pub provider_options: Vec<(String, String)>,
+    /// The group channel is encrypted with the certificates in `dir/tls`
+    /// (`up --tls`).
+    #[serde(default)]
+    pub tls: bool,
     pub nodes: Vec<Node>,
 }
 
@@ -154,6 +158,7 @@ pub(crate) fn sample_state(dir: &Path, nodes: usize) -> ClusterState {
         slave_threads: 4,
         mysqld_options: vec![("innodb_flush_log_at_trx_commit".into(), "2".into())],
         provider_options: vec![("gcache.size".into(), "32M".into())],
+        tls: false,
         nodes: (1..=nodes).map(node).collect(),
     }
 }

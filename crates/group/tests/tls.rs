@@ -1,0 +1,196 @@
+//! TLS on the group channel: members with certificates from the group's CA
+//! order together; a plaintext member, a member whose certificate comes
+//! from another CA, or an expired one is refused, with a log line on both
+//! sides, and the group keeps working. A reload picks up new files.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use rcgen::{
+    date_time_ymd, BasicConstraints, CertificateParams, CertifiedIssuer, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+};
+use tandem_group::{GroupChannel, Tls, TlsFiles, TlsSettings};
+
+/// A CA that signs member certificates into a directory.
+struct Ca {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    dir: PathBuf,
+    name: String,
+}
+
+impl Ca {
+    fn new(dir: &Path, name: &str) -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} test CA"));
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        std::fs::write(dir.join(format!("{name}-ca.pem")), issuer.pem()).unwrap();
+        Ca {
+            issuer,
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+        }
+    }
+
+    fn ca_file(&self) -> PathBuf {
+        self.dir.join(format!("{}-ca.pem", self.name))
+    }
+
+    /// A member certificate valid now (or, `expired`, only in 2020).
+    fn member(&self, member: &str, expired: bool) -> TlsFiles {
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, member);
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        if expired {
+            params.not_before = date_time_ymd(2019, 1, 1);
+            params.not_after = date_time_ymd(2020, 1, 1);
+        }
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let files = TlsFiles {
+            cert: self.dir.join(format!("{member}-cert.pem")),
+            key: self.dir.join(format!("{member}-key.pem")),
+            ca: self.ca_file(),
+        };
+        std::fs::write(&files.cert, cert.pem()).unwrap();
+        std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        files
+    }
+}
+
+fn with_tls(mut config: tandem_group::GroupConfig, files: TlsFiles) -> tandem_group::GroupConfig {
+    config.tls = Some(TlsSettings {
+        files,
+        dynamic: false,
+    });
+    config
+}
+
+#[test]
+fn members_with_the_groups_ca_order_together_and_strangers_are_refused() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "group");
+    let m1 = start(with_tls(
+        config("t1", CLUSTER, true, vec![]),
+        ca.member("t1", false),
+    ));
+    wait_primary(&m1);
+    let m2 = start(with_tls(
+        config("t2", CLUSTER, false, vec![m1.addr()]),
+        ca.member("t2", false),
+    ));
+    wait_primary(&m2);
+    submit(&m2, b"over-tls");
+    wait_delivered(&[&m1, &m2], b"over-tls");
+    assert!(
+        logged(&["The group channel is encrypted with TLS"]),
+        "the encryption is logged"
+    );
+
+    // A plaintext member: refused, and told why.
+    let plain = start(config("plain", CLUSTER, false, vec![m1.addr()]));
+    wait_until("the plaintext member refused on both sides", || {
+        logged(&["did not start a TLS handshake", "requires TLS"])
+            && logged(&["refused our connection", "requires TLS"])
+    });
+    assert!(
+        !plain.group.status().primary,
+        "the plaintext member never joined"
+    );
+    plain.group.shutdown();
+
+    // Another CA, and our CA's expired certificate: the handshake fails.
+    let other = Ca::new(dir.path(), "other");
+    let foreign = start(with_tls(
+        config("foreign", CLUSTER, false, vec![m1.addr()]),
+        other.member("foreign", false),
+    ));
+    let mut expired_files = ca.member("late", true);
+    expired_files.ca = ca.ca_file();
+    let expired = start(with_tls(
+        config("late", CLUSTER, false, vec![m1.addr()]),
+        expired_files,
+    ));
+    wait_until("both refused, with the reason", || {
+        logged(&["TLS handshake with", "failed", "UnknownIssuer"])
+            && logged(&["TLS handshake with", "failed", "certificate expired"])
+    });
+    assert!(
+        !foreign.group.status().primary && !expired.group.status().primary,
+        "neither joined"
+    );
+    foreign.group.shutdown();
+    expired.group.shutdown();
+
+    submit(&m1, b"still-working");
+    wait_delivered(&[&m1, &m2], b"still-working");
+    let view = m1.rec.last_view().expect("a view");
+    assert_eq!(
+        view.members.len(),
+        2,
+        "only the two members with the group's certificates: {view:?}"
+    );
+    m2.group.shutdown();
+    m1.group.shutdown();
+}
+
+#[test]
+fn a_wrong_file_is_named_and_a_reload_keeps_the_identity_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "reload");
+    let files = ca.member("r1", false);
+
+    let missing = TlsFiles {
+        key: dir.path().join("no-such-key.pem"),
+        ..files.clone()
+    };
+    let err = Tls::load(&missing).unwrap_err().to_string();
+    assert!(
+        err.contains("socket.ssl_key") && err.contains("no-such-key.pem"),
+        "{err}"
+    );
+
+    let not_pem = dir.path().join("garbage.pem");
+    std::fs::write(&not_pem, b"not a certificate").unwrap();
+    let err = Tls::load(&TlsFiles {
+        cert: not_pem.clone(),
+        ..files.clone()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("socket.ssl_cert") && err.contains("garbage.pem"),
+        "{err}"
+    );
+
+    let other = ca.member("r2", false);
+    let err = Tls::load(&TlsFiles {
+        key: other.key.clone(),
+        ..files.clone()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("does not go with"),
+        "a key of another certificate: {err}"
+    );
+
+    let tls = Tls::load(&files).expect("a good identity loads");
+    std::fs::write(&files.key, b"broken during a rotation").unwrap();
+    let err = tls.reload().unwrap_err().to_string();
+    assert!(err.contains("socket.ssl_key"), "{err}");
+    std::fs::copy(&other.key, &files.key).unwrap();
+    std::fs::copy(&other.cert, &files.cert).unwrap();
+    tls.reload().expect("the rotated pair loads");
+}
