@@ -33,11 +33,17 @@ pub trait Application: Send + Sync + 'static {
     fn connected(&self, view: &View) -> bool;
     fn view(&self, recv_ctx: usize, view: &View) -> bool;
     /// The server prepares to receive a state transfer; returns the request
-    /// (`method\0address`), or `None` if it cannot take one.
+    /// (`method\0address`; empty: no transfer wanted), or `None` if it
+    /// failed to prepare, which ends this node's join.
     fn sst_request(&self) -> Option<Vec<u8>>;
     fn apply(&self, recv_ctx: usize, job: &ApplyJob<'_>) -> Applied;
     /// Start sending our state to a joiner; must return quickly (the server
     /// runs the transfer in its own thread and reports with `sst_sent`).
     fn sst_donate(&self, recv_ctx: usize, request: &[u8], state: Gtid, bypass: bool) -> bool;
     fn synced(&self) -> bool;
+    /// Whether a peer at this address may connect to the group port (the
+    /// server's allowlist service, `wsrep_allowlist`). May block.
+    fn peer_allowed(&self, _ip: &str) -> bool {
+        true
+    }
 }

@@ -188,7 +188,16 @@ impl Node {
         let commands = inner.core.lock().on_view_delivered(vc);
         self.execute(commands);
         self.note_bootstrap_safety(vc);
+        self.announce_group(Some(vc.state_id.uuid));
         Step::Next
+    }
+
+    /// Tells the group channel which live group we are in: its handshake
+    /// refuses members of another group that shares the cluster name.
+    fn announce_group(&self, group: Option<crate::types::Uuid>) {
+        if let Some(channel) = self.inner.group.lock().clone() {
+            channel.announce_group(group.filter(|u| *u != crate::types::Uuid::NIL).map(|u| u.0));
+        }
     }
 
     /// grastate.dat says whether this node alone holds the primary component.
@@ -211,6 +220,7 @@ impl Node {
             inner.queue.release_hold();
             return Step::Fatal;
         }
+        self.announce_group(Some(admission.view.state_id.uuid));
         let step = match admission.plan {
             Plan::Found => self.found(ctx, &admission.view),
             Plan::Resume { position } => self.resume_at(ctx, &admission.view, position),
@@ -255,7 +265,17 @@ impl Node {
     fn receive_state(&self, vc: &ViewChange) -> Step {
         let inner = &self.inner;
         inner.core.lock().on_connected(&Plan::Transfer);
-        let request = inner.app.sst_request().unwrap_or_default();
+        // A server that failed to prepare (its SST script refused, a missing
+        // certificate, ...) cannot take a state: joining as if it had one
+        // would serve data it does not hold. Galera aborts here too.
+        let Some(request) = inner.app.sst_request() else {
+            // Galera's words: MariaDB's tests expect (and suppress) them.
+            log::error!(
+                "SST request callback failed. This is unrecoverable, restart required. (The server could not \
+                 prepare to receive a state transfer; its SST method's error is above.)"
+            );
+            return Step::RestartRequired;
+        };
         let position = if request.is_empty() || request.starts_with(b"trivial") {
             // wsrep_sst_method=skip: the data is declared to be at the view.
             log::info!("State transfer skipped at the server's request");
@@ -404,6 +424,7 @@ impl Node {
             members,
         };
         log::info!("Lost the primary component: non-primary view");
+        self.announce_group(None);
         self.inner.app.view(ctx, &view);
         self.inner.core.lock().on_non_primary_delivered();
         Step::Next

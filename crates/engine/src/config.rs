@@ -2,11 +2,12 @@
 //! the group channel's configuration.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use std::path::Path;
 
-use tandem_group::{GroupConfig, LogSettings, MemberInfo, Timeouts, TlsFiles, TlsSettings};
+use tandem_group::{Admission, GroupConfig, LogSettings, MemberInfo, PeerNames, Timeouts, TlsFiles, TlsPolicy, TlsSettings};
 
 use crate::node::Node;
 use crate::options::{OptionAction, Options};
@@ -93,7 +94,14 @@ impl Node {
             resume_at: (start.seqno >= 0).then_some(start.seqno),
             start_anew: None,
             tls: tls_settings(&opts, &self.inner.config.data_dir),
+            admission: Some(self.admission()),
         }
+    }
+
+    /// The server's allowlist, asked for each connection to the group port.
+    fn admission(&self) -> Admission {
+        let app = self.inner.app.clone();
+        Admission(Arc::new(move |ip| app.peer_allowed(&ip.to_string())))
     }
 }
 
@@ -113,6 +121,10 @@ pub(crate) fn tls_settings(opts: &Options, data_dir: &Path) -> Option<TlsSetting
     Some(TlsSettings {
         files: TlsFiles { cert: data_dir.join(cert), key: data_dir.join(opts.get("socket.ssl_key")), ca: data_dir.join(ca) },
         dynamic: opts.bool("socket.dynamic"),
+        policy: TlsPolicy {
+            peer_names: if opts.bool("socket.ssl_verify_peer_name") { PeerNames::Verified } else { PeerNames::Ignored },
+            ciphers: opts.get("socket.ssl_cipher").to_string(),
+        },
     })
 }
 

@@ -260,4 +260,10 @@ impl GroupChannel for LocalMember {
     fn reload_tls(&self) -> Result<(), GroupError> {
         Err(GroupError::Config("an in-process group has no channel to encrypt".into()))
     }
+
+    fn announce_group(&self, _group: Option<[u8; 16]>) {}
+
+    fn links(&self) -> Vec<tandem_group::Link> {
+        Vec::new() // in-process: no connections
+    }
 }

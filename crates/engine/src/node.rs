@@ -131,7 +131,7 @@ impl Node {
         let actions = options.set(&config.options).map_err(|e| e.to_string())?;
         // A wrong certificate or key file stops the start here, named.
         if let Some(tls) = crate::config::tls_settings(&options, &config.data_dir) {
-            tandem_group::Tls::load(&tls.files).map_err(|e| format!("TLS on the group channel: {e}"))?;
+            tandem_group::Tls::load_with(&tls.files, &tls.policy).map_err(|e| format!("TLS on the group channel: {e}"))?;
         }
         // `pc.bootstrap=YES` in the configuration means: bootstrap at connect.
         let bootstrap_at_connect = actions.contains(&crate::options::OptionAction::Bootstrap);

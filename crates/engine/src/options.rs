@@ -113,6 +113,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("socket.ssl_cipher", "", Kind::Str),
     ("socket.ssl_compression", "YES", Kind::Bool),
     ("socket.ssl_key", "", Kind::Str),
+    ("socket.ssl_verify_peer_name", "NO", Kind::Bool), // Tandem's: a dialled member's certificate names its address
 ];
 
 /// Keys that trigger an action instead of holding a value.
@@ -122,8 +123,15 @@ const ACTIONS: &[(&str, Kind)] =
 /// Read once, when the group channel opens: a `SET` of one of them would
 /// show a value that is not in force. (`socket.ssl_reload` re-reads the
 /// files they name.)
-const STARTUP_ONLY: &[&str] =
-    &["socket.ssl", "socket.ssl_key", "socket.ssl_cert", "socket.ssl_ca", "socket.ssl_cipher", "socket.dynamic"];
+const STARTUP_ONLY: &[&str] = &[
+    "socket.ssl",
+    "socket.ssl_key",
+    "socket.ssl_cert",
+    "socket.ssl_ca",
+    "socket.ssl_cipher",
+    "socket.ssl_verify_peer_name",
+    "socket.dynamic",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum OptionError {
@@ -236,7 +244,11 @@ impl Options {
 
     /// Galera's `key = value; ` rendering, sorted by key.
     pub fn render(&self) -> String {
-        self.values.iter().map(|(k, v)| format!("{k} = {v}; ")).collect()
+        // MariaDB's FLUSH SSL sets socket.ssl_reload only if it is listed.
+        let reload = self.tls().then_some(("socket.ssl_reload", "1"));
+        let mut shown: BTreeMap<&str, &str> = self.values.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        shown.extend(reload);
+        shown.iter().map(|(k, v)| format!("{k} = {v}; ")).collect()
     }
 }
 
@@ -245,14 +257,8 @@ impl Options {
 fn check_tls(values: &BTreeMap<String, String>) -> Result<(), OptionError> {
     let get = |key: &str| values.get(key).map(String::as_str).unwrap_or("");
     let cipher = get("socket.ssl_cipher");
-    if !cipher.is_empty() {
-        return Err(OptionError::BadValue {
-            key: "socket.ssl_cipher".into(),
-            value: cipher.into(),
-            why: "choosing TLS cipher suites is not supported yet; leave it empty for the TLS 1.3 and 1.2 \
-                  AEAD suites (see docs/security.md)"
-                .into(),
-        });
+    if let Err(why) = tandem_group::check_cipher_list(cipher) {
+        return Err(OptionError::BadValue { key: "socket.ssl_cipher".into(), value: cipher.into(), why });
     }
     let asks = parse_bool(get("socket.ssl")) == Some(true)
         || ["socket.ssl_key", "socket.ssl_cert", "socket.ssl_ca"].iter().any(|k| !get(k).is_empty());
@@ -406,7 +412,11 @@ mod tests {
         let text = o.render();
         assert!(text.starts_with("base_dir = .; base_host = ; base_port = 4567; "));
         assert!(text.contains("repl.max_ws_size = 2147483647; "));
-        assert!(text.ends_with("socket.ssl_key = ; "));
+        assert!(text.ends_with("socket.ssl_key = ; socket.ssl_verify_peer_name = NO; "));
+        assert!(!text.contains("socket.ssl_reload"), "no reload to offer without TLS");
+        let mut tls = Options::default();
+        tls.set("socket.ssl=YES; socket.ssl_key=k.pem; socket.ssl_cert=c.pem").unwrap();
+        assert!(tls.render().contains("socket.ssl_reload = 1; "), "listed, so that FLUSH SSL reaches us");
     }
 
     #[test]
@@ -449,11 +459,12 @@ mod tests {
         o.set("socket.ssl=YES; socket.ssl_key=k.pem; socket.ssl_cert=c.pem; socket.ssl_ca=ca.pem").unwrap();
         assert!(o.tls());
         assert_eq!(o.set("socket.ssl_reload=1"), Ok(vec![OptionAction::TlsReload]));
-        assert!(!o.render().contains("ssl_reload"), "an action, not a setting");
+        assert!(o.render().contains("socket.ssl_reload = 1; "), "an action, listed for FLUSH SSL");
+        assert!(o.render().matches("ssl_reload").count() == 1, "not stored as a setting");
     }
 
     #[test]
-    fn asking_for_tls_without_a_key_pair_or_with_a_cipher_is_refused_and_changes_nothing() {
+    fn asking_for_tls_without_a_key_pair_or_with_a_malformed_cipher_list_is_refused_and_changes_nothing() {
         let mut o = Options::default();
         o.set("gcache.size=1M").unwrap();
         for (asks, names) in [
@@ -461,14 +472,16 @@ mod tests {
             ("socket.ssl=1; socket.ssl_cert=c.pem", "socket.ssl_key not set"),
             ("socket.ssl_ca=/etc/mysql/ca.pem", "socket.ssl_cert and socket.ssl_key not set"),
             ("socket.ssl_key=k.pem", "socket.ssl_cert not set"),
-            ("gcache.size=2M; socket.ssl_key=k.pem; socket.ssl_cert=c.pem; socket.ssl_cipher=AES128-SHA256", "cipher"),
+            ("gcache.size=2M; socket.ssl_key=k.pem; socket.ssl_cert=c.pem; socket.ssl_cipher=AES128/SHA", "not a cipher name"),
         ] {
             let text = o.set(asks).expect_err(asks).to_string();
             assert!(text.contains(names), "{asks}: {text}");
             assert!(text.contains("socket.ssl"), "{asks}: the setting is named: {text}");
             assert_eq!(o.get("gcache.size"), "1M", "{asks}: all or nothing");
         }
-        assert_eq!(o.set("socket.ssl=NO; socket.ssl_key=; socket.ssl_compression=YES"), Ok(vec![]));
+        // A cipher we lack is not a malformed option: the provider reports it.
+        assert_eq!(o.set("socket.ssl_key=k.pem; socket.ssl_cert=c.pem; socket.ssl_cipher=AES256-SHA"), Ok(vec![]));
+        assert_eq!(o.set("socket.ssl=NO; socket.ssl_key=; socket.ssl_cert=; socket.ssl_cipher=; socket.ssl_compression=YES"), Ok(vec![]));
         assert_eq!(o.get("socket.ssl"), "NO");
     }
 

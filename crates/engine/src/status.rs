@@ -22,6 +22,7 @@ impl Node {
         let recv_queue = inner.queue.len() as i64;
         let last_committed = inner.apply.last_left();
         let cache = self.group().map(|g| g.cache()).unwrap_or_default();
+        let links = self.group().map(|g| g.links()).unwrap_or_default();
         let cached_downto = cache.replay_from.map_or(-1, |from| from.min(last_committed + 1));
         vec![
             ("local_state_uuid", Str(uuid.to_string())),
@@ -85,8 +86,21 @@ impl Node {
             ("gcache_pool_size", Int(cache.bytes as i64)),
             ("gcache_reach_seqnos", Int(if cached_downto < 0 { 0 } else { last_committed - cached_downto + 1 })),
             ("gcache_reach_seconds", Int(reach_seconds(self.inner.options.lock().size("gcache.size"), cache.append_rate))),
+            // Not Galera's: how each link of the group channel is carried.
+            ("group_links", Str(links_text(&links))),
         ]
     }
+}
+
+/// "node2 TLS, node3 plaintext": each other member and how the last
+/// connection with it went ("-": none yet).
+fn links_text(links: &[tandem_group::Link]) -> String {
+    let how = |l: &tandem_group::Link| match l.encrypted {
+        Some(true) => "TLS",
+        Some(false) => "plaintext",
+        None => "-",
+    };
+    links.iter().map(|l| format!("{} {}", l.name, how(l))).collect::<Vec<_>>().join(", ")
 }
 
 /// PXC's format: "52% complete, received seqno 1200 of 1001-1400"; empty

@@ -30,6 +30,9 @@ struct FakeServer {
     peers: Mutex<Vec<Arc<FakeServer>>>,
     /// As donor: the transfer fails (the donor's SST script exits non-zero).
     fail_donation: std::sync::atomic::AtomicBool,
+    /// As joiner: the server fails to prepare for a transfer (its SST
+    /// script refuses, a certificate is missing).
+    fail_prepare: std::sync::atomic::AtomicBool,
     /// How each of this node's applier loops ended.
     recv_ends: Mutex<Vec<RecvEnd>>,
 }
@@ -61,6 +64,9 @@ impl Application for FakeServer {
         true
     }
     fn sst_request(&self) -> Option<Vec<u8>> {
+        if self.fail_prepare.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         Some(b"fake\0joiner".to_vec())
     }
     fn apply(&self, _ctx: usize, job: &ApplyJob<'_>) -> Applied {
@@ -125,7 +131,22 @@ fn start_with_donor(
     all: &Mutex<Vec<Arc<FakeServer>>>,
     donors: &str,
 ) -> Member {
-    let server = Arc::new(FakeServer::default());
+    start_as(hub, name, Arc::new(FakeServer::default()), bootstrap, all, donors)
+}
+
+/// A joiner with a server prepared by the caller.
+fn start_server(hub: &Arc<LocalHub>, name: &str, server: Arc<FakeServer>, all: &Mutex<Vec<Arc<FakeServer>>>) -> Member {
+    start_as(hub, name, server, false, all, "")
+}
+
+fn start_as(
+    hub: &Arc<LocalHub>,
+    name: &str,
+    server: Arc<FakeServer>,
+    bootstrap: bool,
+    all: &Mutex<Vec<Arc<FakeServer>>>,
+    donors: &str,
+) -> Member {
     let hub2 = hub.clone();
     let data_dir = tempfile::Builder::new().prefix(&format!("tandem-node-{name}-")).tempdir().unwrap();
     let config = NodeConfig {
@@ -413,6 +434,26 @@ fn failed_state_transfer_ends_the_joiner_and_frees_the_donor() {
         })
     });
     assert_eq!(transact(&donor, 2, 2, 1), Status::Ok);
+    j.node().disconnect();
+    joiner.threads.into_iter().for_each(|t| t.join().unwrap());
+    stop(hub, members);
+}
+
+#[test]
+fn a_joiner_whose_server_cannot_prepare_for_a_transfer_never_joins() {
+    let (hub, members) = cluster(1);
+    assert_eq!(transact(&members[0].server, 1, 1, 1), Status::Ok);
+    let all = Mutex::new(vec![members[0].server.clone()]);
+    let server = Arc::new(FakeServer::default());
+    server.fail_prepare.store(true, std::sync::atomic::Ordering::Relaxed);
+    let joiner = start_server(&hub, "n1", server, &all);
+    let j = joiner.server.clone();
+    // Not "skipped": a server with no state must not pass for one that has it.
+    wait_until("joiner's receivers end", || j.recv_ends.lock().len() == 2);
+    assert!(j.recv_ends.lock().contains(&RecvEnd::RestartRequired), "{:?}", j.recv_ends.lock());
+    assert_eq!(*j.synced.lock(), 0, "never synced");
+    assert!(j.db.lock().is_empty());
+    assert_eq!(transact(&members[0].server, 2, 2, 1), Status::Ok, "the group goes on");
     j.node().disconnect();
     joiner.threads.into_iter().for_each(|t| t.join().unwrap());
     stop(hub, members);

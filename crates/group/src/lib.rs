@@ -26,7 +26,12 @@ pub mod wire;
 
 pub use raft::{RaftGroup, RaftStarter};
 pub use store::inspect::{inspect as inspect_state, StateSummary};
-pub use transport::tls::{Tls, TlsError, TlsFiles};
+pub use transport::tls::{PeerNames, Tls, TlsError, TlsFiles, TlsPolicy};
+
+/// Checks a `socket.ssl_cipher` list: `Err` says why it cannot be one.
+pub fn check_cipher_list(list: &str) -> Result<(), String> {
+    transport::ciphers::choose(list).map(|_| ())
+}
 
 /// Identity of a member in the group. It survives restarts together with the
 /// member's durable log and vote (Raft's ordinary crash recovery); a member
@@ -214,6 +219,20 @@ pub struct GroupConfig {
     pub start_anew: Option<String>,
     /// Encrypt the group channel (`socket.ssl`); `None`: plaintext.
     pub tls: Option<TlsSettings>,
+    /// Which addresses may connect to the group port (the server's
+    /// `wsrep_allowlist`); `None`: any.
+    pub admission: Option<Admission>,
+}
+
+/// Whether a peer at this address may connect: the server's allowlist. It
+/// may block (MariaDB reads a table), so it is called off the runtime.
+#[derive(Clone)]
+pub struct Admission(pub Arc<dyn Fn(std::net::IpAddr) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Admission(..)")
+    }
 }
 
 /// TLS on the group channel.
@@ -223,6 +242,8 @@ pub struct TlsSettings {
     /// Accept plaintext peers too, and talk plaintext to a member that does
     /// not speak TLS (`socket.dynamic`: a rolling switch-over).
     pub dynamic: bool,
+    /// Peer-name checks and cipher suites.
+    pub policy: TlsPolicy,
 }
 
 #[derive(Clone, Debug)]
@@ -252,6 +273,18 @@ pub struct GroupStatus {
     pub me: MemberId,
     pub primary: bool,
     pub leader: Option<MemberId>,
+}
+
+/// How this member last talked to another member of the membership.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// The other member's name (`wsrep_node_name`).
+    pub name: String,
+    /// Its group address.
+    pub addr: String,
+    /// `Some(true)`: TLS; `Some(false)`: plaintext; `None`: no connection
+    /// yet since this process started.
+    pub encrypted: Option<bool>,
 }
 
 /// What the engine asks of the group.
@@ -284,6 +317,13 @@ pub trait GroupChannel: Send + Sync + 'static {
     /// connections use them. Fails, keeping the old ones, when a file is
     /// wrong, or when the channel is not encrypted.
     fn reload_tls(&self) -> Result<(), GroupError>;
+    /// The group uuid of the primary component this member is in, `None`
+    /// when it is in none. Sent in the handshake: a member of another live
+    /// group with the same cluster name is refused.
+    fn announce_group(&self, group: Option<[u8; 16]>);
+    /// Each other member of the membership, and whether the last
+    /// connection with it (either way) was encrypted.
+    fn links(&self) -> Vec<Link>;
 }
 
 /// A member whose durable state is open but not started yet: the engine

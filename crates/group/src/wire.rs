@@ -24,7 +24,7 @@ use crate::{MemberId, MemberInfo};
 pub const MAGIC: [u8; 4] = *b"TNDM";
 /// Bumped on any incompatible change of the messages below (2: durable
 /// identities, log positions).
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 /// Hard cap on one frame; a peer announcing more is dropped.
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 /// Budget for the entries of one AppendEntries frame, leaving headroom for the
@@ -39,6 +39,9 @@ pub struct Hello {
     pub cluster: String,
     pub member: MemberId,
     pub info: MemberInfo,
+    /// The group uuid of the primary component the dialler is in, if any:
+    /// two live groups that share a cluster name must not merge.
+    pub group: Option<[u8; 16]>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -249,11 +252,13 @@ mod tests {
             cluster: "c".into(),
             member: 42,
             info: MemberInfo::default(),
+            group: Some([7; 16]),
         };
         let buf = encode_frame(&hello).unwrap();
         let back: Hello = block_on(read_frame(&mut &buf[..])).unwrap();
         assert_eq!(back.member, 42);
         assert_eq!(back.cluster, "c");
+        assert_eq!(back.group, Some([7; 16]));
     }
 
     #[test]

@@ -352,6 +352,7 @@ fn strangers_are_refused_and_the_group_keeps_working() {
         cluster: CLUSTER.into(),
         member: 4242,
         info: MemberInfo::default(),
+        group: None,
     };
     s.write_all(b"TNDM").unwrap();
     s.write_all(&PROTOCOL_VERSION.to_be_bytes()).unwrap();

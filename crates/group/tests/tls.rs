@@ -12,7 +12,7 @@ use rcgen::{
     date_time_ymd, BasicConstraints, CertificateParams, CertifiedIssuer, DnType,
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
 };
-use tandem_group::{GroupChannel, Tls, TlsFiles, TlsSettings};
+use tandem_group::{GroupChannel, PeerNames, Tls, TlsFiles, TlsSettings};
 
 /// A CA that signs member certificates into a directory.
 struct Ca {
@@ -23,7 +23,17 @@ struct Ca {
 
 impl Ca {
     fn new(dir: &Path, name: &str) -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        Ca::valid(dir, name, false)
+    }
+
+    /// A CA, valid now or (`expired`) only in 2020. Its key is written too,
+    /// for a member that uses the CA certificate as its own.
+    fn valid(dir: &Path, name: &str, expired: bool) -> Ca {
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        if expired {
+            params.not_before = date_time_ymd(2019, 1, 1);
+            params.not_after = date_time_ymd(2020, 1, 1);
+        }
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params
             .distinguished_name
@@ -31,6 +41,11 @@ impl Ca {
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
         std::fs::write(dir.join(format!("{name}-ca.pem")), issuer.pem()).unwrap();
+        std::fs::write(
+            dir.join(format!("{name}-ca-key.pem")),
+            issuer.key().serialize_pem(),
+        )
+        .unwrap();
         Ca {
             issuer,
             dir: dir.to_path_buf(),
@@ -42,10 +57,25 @@ impl Ca {
         self.dir.join(format!("{}-ca.pem", self.name))
     }
 
+    /// The CA's own certificate and key as a member's identity, the CA file
+    /// being that certificate (MariaDB's galera_ssl test does this).
+    fn as_member(&self) -> TlsFiles {
+        TlsFiles {
+            cert: self.ca_file(),
+            key: self.dir.join(format!("{}-ca-key.pem", self.name)),
+            ca: self.ca_file(),
+        }
+    }
+
     /// A member certificate valid now (or, `expired`, only in 2020).
     fn member(&self, member: &str, expired: bool) -> TlsFiles {
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        self.member_for(member, &["127.0.0.1", "localhost"], expired)
+    }
+
+    /// A member certificate valid for the addresses `names`.
+    fn member_for(&self, member: &str, names: &[&str], expired: bool) -> TlsFiles {
+        let names = names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let mut params = CertificateParams::new(names).unwrap();
         params.distinguished_name.push(DnType::CommonName, member);
         params.extended_key_usages = vec![
             ExtendedKeyUsagePurpose::ServerAuth,
@@ -68,8 +98,20 @@ impl Ca {
     }
 }
 
-fn with_tls(mut config: tandem_group::GroupConfig, files: TlsFiles) -> tandem_group::GroupConfig {
+fn with_tls(config: tandem_group::GroupConfig, files: TlsFiles) -> tandem_group::GroupConfig {
+    with_tls_names(config, files, PeerNames::Ignored)
+}
+
+fn with_tls_names(
+    mut config: tandem_group::GroupConfig,
+    files: TlsFiles,
+    peer_names: PeerNames,
+) -> tandem_group::GroupConfig {
     config.tls = Some(TlsSettings {
+        policy: tandem_group::TlsPolicy {
+            peer_names,
+            ciphers: String::new(),
+        },
         files,
         dynamic: false,
     });
@@ -122,9 +164,14 @@ fn members_with_the_groups_ca_order_together_and_strangers_are_refused() {
         config("late", CLUSTER, false, vec![m1.addr()]),
         expired_files,
     ));
+    let dialled = format!("TLS handshake with {} failed", m1.addr());
     wait_until("both refused, with the reason", || {
-        logged(&["TLS handshake with", "failed", "UnknownIssuer"])
-            && logged(&["TLS handshake with", "failed", "certificate expired"])
+        logged(&[&dialled, "UnknownIssuer"])
+            && logged(&["TLS handshake with", "certificate expired"])
+            && logged(&[
+                &format!("Member at {} refused our TLS certificate", m1.addr()),
+                "CertificateExpired",
+            ])
     });
     assert!(
         !foreign.group.status().primary && !expired.group.status().primary,
@@ -193,4 +240,80 @@ fn a_wrong_file_is_named_and_a_reload_keeps_the_identity_in_use() {
     std::fs::copy(&other.key, &files.key).unwrap();
     std::fs::copy(&other.cert, &files.cert).unwrap();
     tls.reload().expect("the rotated pair loads");
+}
+
+#[test]
+fn a_self_signed_certificate_in_the_ca_file_is_an_identity_but_not_when_expired() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "pinned");
+    let m1 = start(with_tls(
+        config("p1", CLUSTER, true, vec![]),
+        ca.as_member(),
+    ));
+    wait_primary(&m1);
+    let m2 = start(with_tls(
+        config("p2", CLUSTER, false, vec![m1.addr()]),
+        ca.as_member(),
+    ));
+    wait_primary(&m2);
+    submit(&m2, b"pinned");
+    wait_delivered(&[&m1, &m2], b"pinned");
+
+    // The same, expired: its dates are checked like any certificate's.
+    let stale = Ca::valid(dir.path(), "stale", true);
+    let mut files = stale.as_member();
+    files.ca = ca.ca_file();
+    let both = [ca.ca_file(), stale.ca_file()]
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect::<String>();
+    std::fs::write(dir.path().join("both.pem"), both).unwrap();
+    files.ca = dir.path().join("both.pem");
+    let late = start(with_tls(
+        config("p3", CLUSTER, false, vec![m1.addr()]),
+        files,
+    ));
+    wait_until("the expired self-signed member refused", || {
+        logged(&[
+            &format!("Member at {} refused our TLS certificate", m1.addr()),
+            "CertificateExpired",
+        ])
+    });
+    assert!(!late.group.status().primary, "it never joined");
+    late.group.shutdown();
+    m2.group.shutdown();
+    m1.group.shutdown();
+}
+
+#[test]
+fn peer_names_are_checked_only_when_asked() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "names");
+    // m1's certificate names another address than the one it listens at.
+    let m1 = start(with_tls(
+        config("n1", CLUSTER, true, vec![]),
+        ca.member_for("n1", &["10.9.9.9"], false),
+    ));
+    wait_primary(&m1);
+    let lenient = start(with_tls(
+        config("n2", CLUSTER, false, vec![m1.addr()]),
+        ca.member("n2", false),
+    ));
+    wait_primary(&lenient);
+    lenient.group.shutdown();
+
+    let strict = start(with_tls_names(
+        config("n3", CLUSTER, false, vec![m1.addr()]),
+        ca.member("n3", false),
+        PeerNames::Verified,
+    ));
+    let dialled = format!("TLS handshake with {} failed", m1.addr());
+    wait_until("the strict member refuses the misnamed certificate", || {
+        logged(&[&dialled, "not valid for name"])
+    });
+    assert!(!strict.group.status().primary, "it never joined");
+    strict.group.shutdown();
+    m1.group.shutdown();
 }

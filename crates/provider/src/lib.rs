@@ -68,6 +68,27 @@ pub extern "C" fn wsrep_deinit_allowlist_service_v1() {
     ALLOWLIST.store(std::ptr::null_mut(), Ordering::Release);
 }
 
+/// Asks the server's allowlist whether a peer at `ip` may connect to the
+/// group port. No service (or no list configured): allowed, as with Galera.
+/// The server's check may start a thread and read a table: call it off the
+/// async runtime.
+pub(crate) fn peer_allowed(ip: &str) -> bool {
+    let service = ALLOWLIST.load(Ordering::Acquire);
+    if service.is_null() {
+        return true;
+    }
+    // MariaDB reads the value as a C string: it must end in NUL.
+    let Ok(value) = std::ffi::CString::new(ip) else { return false };
+    let buf = wsrep_buf_t { ptr: value.as_ptr() as *const std::ffi::c_void, len: ip.len() };
+    // SAFETY: the server's static service struct stays valid until deinit,
+    // which comes after free() has stopped every thread of ours.
+    let service = unsafe { *service };
+    let Some(check) = service.allowlist_cb else { return true };
+    // SAFETY: a callback of the server, with its own context and a buffer
+    // that outlives the call.
+    unsafe { check(service.context, WSREP_ALLOWLIST_KEY_IP, &buf) == WSREP_OK }
+}
+
 static ISOLATION: AtomicI32 = AtomicI32::new(WSREP_NODE_ISOLATION_NOT_ISOLATED);
 
 /// Called from the server's fatal-signal handler: async-signal-safe, so it

@@ -80,13 +80,14 @@ impl Application for ServerApp {
     }
 
     fn sst_request(&self) -> Option<Vec<u8>> {
-        let cb = self.sst_request_cb?;
+        // No callback: the server wants no transfer (as with an empty request).
+        let Some(cb) = self.sst_request_cb else { return Some(vec![]) };
         let mut req: *mut c_void = std::ptr::null_mut();
         let mut len: usize = 0;
         // SAFETY: the server writes a malloc'ed buffer (or NULL) and its length.
         let rc = unsafe { cb(self.app_ctx as *mut c_void, &mut req, &mut len) };
         if rc != WSREP_CB_SUCCESS {
-            log::error!("The server failed to prepare for a state transfer");
+            log::debug!("sst_request_cb returned {rc}");
             return None;
         }
         if req.is_null() {
@@ -126,5 +127,9 @@ impl Application for ServerApp {
         let Some(cb) = self.synced_cb else { return true };
         // SAFETY: callback from init args.
         unsafe { cb(self.app_ctx as *mut c_void) == WSREP_CB_SUCCESS }
+    }
+
+    fn peer_allowed(&self, ip: &str) -> bool {
+        crate::peer_allowed(ip)
     }
 }

@@ -244,7 +244,12 @@ unsafe extern "C" fn recv(w: *mut wsrep_t, ctx: *mut c_void) -> wsrep_status_t {
             // will never get (its datadir is already emptied). Galera aborts
             // here too; init systems restart an aborted server (Debian's unit
             // has Restart=on-abort) and the new process asks for a new SST.
-            log::error!("Aborting: the joiner cannot continue without a state transfer");
+            log::error!("Will never receive state. Need to abort.");
+            // As Galera does: the server's crash handler would report an
+            // orderly abort as a crash (a backtrace, "got signal 6").
+            // SAFETY: restoring the default action of a signal is
+            // async-signal-safe and touches no Rust state.
+            unsafe { libc::signal(libc::SIGABRT, libc::SIG_DFL) };
             std::process::abort()
         }
     })

@@ -253,7 +253,7 @@ fn status(args: StatusArgs) -> Result<()> {
 }
 
 /// The wsrep fields shown per node, with their column titles.
-const STATUS_FIELDS: [(&str, &str); 8] = [
+const STATUS_FIELDS: [(&str, &str); 9] = [
     ("wsrep_cluster_size", "SIZE"),
     ("wsrep_cluster_status", "CLUSTER"),
     ("wsrep_local_state_comment", "STATE"),
@@ -264,6 +264,8 @@ const STATUS_FIELDS: [(&str, &str); 8] = [
     ("wsrep_local_cached_downto", "CACHED_DOWNTO"),
     ("wsrep_gcache_reach_seconds", "IST_REACH_S"),
     ("wsrep_provider_name", "PROVIDER"),
+    // Tandem's: each link of the group channel, TLS or plaintext.
+    ("wsrep_group_links", "LINKS"),
 ];
 
 fn status_table(cluster: &Cluster) -> String {

@@ -371,6 +371,11 @@ pub fn missing_acked(
     Ok(acked.difference(&present).copied().collect())
 }
 
+/// The last 20 lines of a log, for an assertion's message.
+pub fn tail(s: &str) -> String {
+    s.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

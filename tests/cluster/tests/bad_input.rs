@@ -52,8 +52,8 @@ fn bad_options_garbage_and_foreign_peers_are_refused_and_the_cluster_works_on() 
     Ok(())
 }
 
-/// The group channel is not encrypted yet: asking for TLS is refused, at
-/// startup and at `SET`, never accepted and ignored.
+/// Asking for TLS without what it needs is refused, at startup and at
+/// `SET`, never accepted and ignored (plaintext while TLS was asked for).
 #[test]
 fn asking_for_tls_without_its_files_is_refused_at_startup_and_at_set() -> anyhow::Result<()> {
     let mut c = up(2)?;
@@ -126,6 +126,46 @@ fn a_node_of_another_cluster_is_refused_with_a_clear_error() -> anyhow::Result<(
     Ok(())
 }
 
-fn tail(s: &str) -> String {
-    s.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+/// `wsrep_allowlist`: the server's list is asked for every connection to the
+/// group port. The cluster forms (its nodes are listed); a peer from an
+/// address not listed is refused, told why, and the cluster works on.
+#[test]
+fn an_address_outside_wsrep_allowlist_is_refused() -> anyhow::Result<()> {
+    let c = up_with(2, |spec| spec.mysqld_options.push(("wsrep_allowlist".into(), "127.0.0.1".into())))?;
+    let n1 = c.node(1).clone();
+    let rows = sql(&n1, "SELECT ip FROM mysql.wsrep_allowlist").map_err(anyhow::Error::msg)?;
+    assert_eq!(rows, "127.0.0.1", "the server stored the list");
+
+    // Loopback answers from any 127/8 address: come from one not listed.
+    let reply = hello_from("127.0.0.2", n1.base_port)?;
+    assert!(reply.contains("not in wsrep_allowlist"), "told why: {reply:?}");
+    wait_for("the refusal in node 1's log", Duration::from_secs(20), || {
+        Ok(error_log(&n1).contains("refused: 127.0.0.2 is not in this server's wsrep_allowlist"))
+    })?;
+
+    sql(&n1, "CREATE DATABASE listed; CREATE TABLE listed.t (id INT PRIMARY KEY); INSERT INTO listed.t VALUES (1)")
+        .map_err(anyhow::Error::msg)?;
+    let v = sql(c.node(2), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM listed.t").map_err(anyhow::Error::msg)?;
+    assert_eq!(v, "1");
+    Ok(())
+}
+
+/// Sends a Tandem handshake from source address `from`; returns the answer.
+fn hello_from(from: &str, port: u16) -> anyhow::Result<String> {
+    use tandem_group::wire::{self, Hello, PROTOCOL_VERSION};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(format!("{from}:0").parse()?)?;
+        let mut s = socket.connect(format!("127.0.0.1:{port}").parse()?).await?;
+        let hello = Hello { cluster: "tandem".into(), member: 99, info: Default::default(), group: None };
+        s.write_all(b"TNDM").await?;
+        s.write_all(&PROTOCOL_VERSION.to_be_bytes()).await?;
+        let frame = wire::encode_frame(&hello).map_err(|e| anyhow::anyhow!("{e}"))?;
+        s.write_all(&frame).await?;
+        let mut reply = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut reply)).await;
+        Ok(String::from_utf8_lossy(&reply).to_string())
+    })
 }

@@ -4,7 +4,12 @@
 //! - a TLS cluster resolves conflicts, survives a kill -9 with every
 //!   acknowledged commit kept, and rotates its certificates with
 //!   `socket.ssl_reload` while writes go on;
-//! - `socket.ssl=YES` with a missing file stops startup naming the file.
+//! - `socket.ssl=YES` with a missing file stops startup naming the file;
+//! - bad input on a TLS group port (random bytes, a truncated handshake, a
+//!   huge length prefix in plaintext and inside TLS, a slow-loris peer, a
+//!   plaintext peer, a certificate from another CA) is refused with a clear,
+//!   rate-limited line, and 1,000 such attempts leave the node's thread
+//!   count and memory where they were.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -74,13 +79,32 @@ fn marker_on_the_wire(tls: bool) -> anyhow::Result<usize> {
         ensure!(n == "60", "node {i} holds every row: {n}");
     }
     let seen = capture.stop()?;
+    // What `tandem cluster status` shows as LINKS: how each link is carried
+    // ("-": the two never talked; followers talk to the leader only).
+    let (yes, no) = if tls { ("TLS", "plaintext") } else { ("plaintext", "TLS") };
+    let mut carried = 0;
+    for i in 1..=3 {
+        let links = status(c.node(i), "wsrep_group_links")?;
+        ensure!(links.contains(yes) && !links.contains(no), "node {i}'s links: {links}");
+        carried += links.matches(yes).count();
+    }
+    ensure!(carried >= 4, "the leader's two links, seen from both ends");
     ensure!(seen.len() > 10_000, "the capture saw the replication traffic ({} bytes)", seen.len());
     if tls {
+        let dir = c.state().dir.clone();
         for i in 1..=3 {
-            ensure!(
-                error_log(c.node(i)).contains("The group channel is encrypted with TLS"),
-                "node {i} says it encrypts"
-            );
+            let log = error_log(c.node(i));
+            ensure!(log.contains("The group channel is encrypted with TLS"), "node {i} says it encrypts");
+            if i > 1 {
+                // Nodes 2 and 3 joined by SST: mariabackup's stream went
+                // through socat with OpenSSL and the node's certificate.
+                let cert = certs::cert_file(&dir, &c.node(i).name).display().to_string();
+                ensure!(
+                    log.contains(&format!("with cert='{cert}'")),
+                    "node {i}'s state transfer was encrypted:\n{}",
+                    tail(&log)
+                );
+            }
         }
     }
     Ok(occurrences(&seen, marker.as_bytes()))
@@ -175,5 +199,180 @@ fn tls_with_a_missing_key_file_stops_startup_naming_the_file() -> anyhow::Result
     ensure!(log.contains("socket.ssl_key") && log.contains("no-such-key.pem"), "the file is named:\n{log}");
     ensure!(status(c.node(1), "wsrep_cluster_size")? == "1", "the rest goes on");
     sql(c.node(1), "CREATE DATABASE fine").map_err(anyhow::Error::msg)?;
+    Ok(())
+}
+
+/// One kind of bad visitor of a TLS group port.
+#[derive(Clone, Copy, Debug)]
+enum Attempt {
+    RandomBytes,
+    TruncatedHandshake,
+    /// Our preamble, then a frame length of 4 GiB, in plaintext.
+    HugeLengthPlain,
+    /// The same inside TLS, with a certificate of the cluster's own CA.
+    HugeLengthInsideTls,
+    /// Connects and says nothing.
+    SlowLoris,
+    /// A TLS client whose certificate another CA signed.
+    ForeignCa,
+}
+
+const ATTEMPTS: [Attempt; 6] = [
+    Attempt::RandomBytes,
+    Attempt::TruncatedHandshake,
+    Attempt::HugeLengthPlain,
+    Attempt::HugeLengthInsideTls,
+    Attempt::SlowLoris,
+    Attempt::ForeignCa,
+];
+
+struct Visitor {
+    addr: String,
+    ours: std::sync::Arc<tandem_group::Tls>,
+    foreign: std::sync::Arc<tandem_group::Tls>,
+}
+
+impl Visitor {
+    async fn visit(&self, attempt: Attempt) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let Ok(tcp) = tokio::net::TcpStream::connect(&self.addr).await else { return };
+        let mut huge = b"TNDM".to_vec();
+        huge.extend_from_slice(&tandem_group::wire::PROTOCOL_VERSION.to_be_bytes());
+        huge.extend_from_slice(&u32::MAX.to_be_bytes());
+        let mut sink = Vec::new();
+        match attempt {
+            Attempt::RandomBytes => {
+                let mut tcp = tcp;
+                let junk: Vec<u8> = (0..2048).map(|_| rand::random::<u8>()).collect();
+                let _ = tcp.write_all(&junk).await;
+                let _ = tcp.read_to_end(&mut sink).await;
+            }
+            Attempt::TruncatedHandshake => {
+                let mut tcp = tcp;
+                let _ = tcp.write_all(b"TNDM\0").await;
+            }
+            Attempt::HugeLengthPlain => {
+                let mut tcp = tcp;
+                let _ = tcp.write_all(&huge).await;
+                let _ = tcp.read_to_end(&mut sink).await;
+            }
+            Attempt::HugeLengthInsideTls => {
+                if let Ok(mut s) = self.ours.connect(tcp, &self.addr).await {
+                    let _ = s.write_all(&huge).await;
+                    let _ = s.flush().await;
+                    let _ = s.read_to_end(&mut sink).await;
+                }
+            }
+            Attempt::SlowLoris => {
+                let mut tcp = tcp;
+                let _ = tcp.read_to_end(&mut sink).await; // until the node closes it
+            }
+            Attempt::ForeignCa => {
+                if let Ok(mut s) = self.foreign.connect(tcp, &self.addr).await {
+                    let _ = s.read_to_end(&mut sink).await;
+                }
+            }
+        }
+    }
+}
+
+/// (threads, resident KiB) of a process.
+fn threads_and_rss(pid: u32) -> anyhow::Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> anyhow::Result<u64> {
+        let line = status.lines().find(|l| l.starts_with(name)).with_context(|| format!("{name} in status"))?;
+        Ok(line.split_whitespace().nth(1).context("a value")?.parse()?)
+    };
+    Ok((field("Threads:")?, field("VmRSS:")?))
+}
+
+#[test]
+fn bad_input_on_a_tls_group_port_is_refused_and_a_thousand_attempts_leak_nothing() -> anyhow::Result<()> {
+    let c = up_with(3, |spec| spec.tls = true)?;
+    let n1 = c.node(1).clone();
+    let pid = n1.pid.context("node 1 runs")?;
+    let dir = c.state().dir.clone();
+    let ours = tandem_group::TlsFiles {
+        cert: certs::cert_file(&dir, &c.node(2).name),
+        key: certs::key_file(&dir, &c.node(2).name),
+        ca: certs::ca_file(&dir),
+    };
+    let elsewhere = tempfile::tempdir()?;
+    certs::generate(elsewhere.path(), &["intruder".to_string()])?;
+    let foreign = tandem_group::TlsFiles {
+        cert: certs::cert_file(elsewhere.path(), "intruder"),
+        key: certs::key_file(elsewhere.path(), "intruder"),
+        ca: certs::ca_file(elsewhere.path()),
+    };
+    let visitor = std::sync::Arc::new(Visitor {
+        addr: format!("127.0.0.1:{}", n1.base_port),
+        ours: std::sync::Arc::new(tandem_group::Tls::load(&ours)?),
+        foreign: std::sync::Arc::new(tandem_group::Tls::load(&foreign)?),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    // `rounds` attempts, cycling through the kinds, 200 at a time (a slow-loris
+    // visitor holds its batch for the 5 s handshake limit).
+    let attack = |rounds: usize| {
+        runtime.block_on(async {
+            let mut tasks = Vec::new();
+            for k in 0..rounds {
+                let visitor = visitor.clone();
+                tasks.push(tokio::spawn(async move { visitor.visit(ATTEMPTS[k % ATTEMPTS.len()]).await }));
+                if tasks.len() == 200 {
+                    for t in tasks.drain(..) {
+                        let _ = t.await;
+                    }
+                }
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
+        })
+    };
+
+    // Each kind once, to see its line; then a warm-up, so that pools and
+    // caches that grow once are grown before the measurement.
+    let log_from = error_log(&n1).len();
+    attack(ATTEMPTS.len());
+    std::thread::sleep(Duration::from_secs(2));
+    let lines = error_log(&n1)[log_from..].to_string();
+    // Random bytes, a truncated handshake and a plaintext length prefix are
+    // all plaintext to a TLS port: one line for the three (rate-limited).
+    for expected in [
+        "did not start a TLS handshake, and this member requires TLS",
+        "did not complete its handshake",
+        "failed: received fatal alert",
+        "exceeds the size limit",
+    ] {
+        ensure!(lines.contains(expected), "a clear line with '{expected}':\n{}", tail(&lines));
+    }
+    attack(200);
+    std::thread::sleep(Duration::from_secs(6));
+    let before = threads_and_rss(pid)?;
+
+    let log_from = error_log(&n1).len();
+    attack(1000);
+    // The slowest visitors are closed after the 5 s handshake limit.
+    std::thread::sleep(Duration::from_secs(8));
+    let after = threads_and_rss(pid)?;
+    eprintln!("node 1 before 1,000 refused attempts: {before:?} (threads, RSS KiB); after: {after:?}");
+    ensure!(after.0 <= before.0, "no thread left behind: {} then {}", before.0, after.0);
+    ensure!(
+        after.1 <= before.1 + 16 * 1024,
+        "memory stays put (a leak of 16 KiB per attempt would show): {} KiB then {} KiB",
+        before.1,
+        after.1
+    );
+    // Refusals are rate-limited: a scan does not flood the error log.
+    let flood = error_log(&n1)[log_from..].lines().filter(|l| l.contains("[ERROR]")).count();
+    ensure!(flood < 60, "{flood} error lines for 1,000 attempts");
+
+    for i in 1..=3 {
+        ensure!(status(c.node(i), "wsrep_local_state_comment")? == "Synced", "node {i} stays Synced");
+    }
+    sql(&n1, "CREATE DATABASE after_attack; CREATE TABLE after_attack.t (id INT PRIMARY KEY); INSERT INTO after_attack.t VALUES (1)")
+        .map_err(anyhow::Error::msg)?;
+    let v = sql(c.node(3), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM after_attack.t").map_err(anyhow::Error::msg)?;
+    ensure!(v == "1", "node 3 has the row: {v}");
     Ok(())
 }

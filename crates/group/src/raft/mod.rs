@@ -237,6 +237,24 @@ impl GroupChannel for RaftGroup {
         }
     }
 
+    fn links(&self) -> Vec<crate::Link> {
+        let m = self.shared.metrics();
+        let membership = m.membership_config.membership();
+        membership
+            .nodes()
+            .filter(|(id, _)| **id != self.shared.me)
+            .map(|(_, info)| crate::Link {
+                name: info.name.clone(),
+                addr: info.group_addr.clone(),
+                encrypted: self.shared.net.link_encrypted(&info.group_addr),
+            })
+            .collect()
+    }
+
+    fn announce_group(&self, group: Option<[u8; 16]>) {
+        self.shared.net.set_group(group);
+    }
+
     fn reload_tls(&self) -> Result<(), GroupError> {
         let tls = self.shared.net.tls.tls().ok_or_else(|| {
             GroupError::Config(

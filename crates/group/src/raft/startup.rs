@@ -158,8 +158,9 @@ fn launch_member(
         cluster: config.cluster_name.clone(),
         member: me,
         info: config.me.clone(),
+        group: None,
     };
-    let net = Arc::new(NetCtx::new(hello, suspect, tls));
+    let net = Arc::new(NetCtx::new(hello, suspect, tls, config.admission.clone()));
     let started = start_raft(
         &runtime,
         me,
@@ -410,7 +411,10 @@ fn tls_mode(config: &GroupConfig) -> Result<TlsMode, GroupError> {
     let Some(settings) = &config.tls else {
         return Ok(TlsMode::Off);
     };
-    let tls = Arc::new(Tls::load(&settings.files).map_err(|e| GroupError::Config(e.to_string()))?);
+    let tls = Arc::new(
+        Tls::load_with(&settings.files, &settings.policy)
+            .map_err(|e| GroupError::Config(e.to_string()))?,
+    );
     info!(
         "The group channel is encrypted with TLS (certificate {}, CA {}){}",
         settings.files.cert.display(),

@@ -10,8 +10,8 @@ use std::time::Duration;
 use log::error;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::CallError;
-use crate::wire::{self, Hello, HelloReply, Preamble, WireError, PROTOCOL_VERSION};
+use super::{CallError, NetCtx};
+use crate::wire::{self, Hello, HelloReply, Preamble, PROTOCOL_VERSION};
 use crate::MemberId;
 
 /// A peer that does not finish its handshake in this time is dropped, so a
@@ -60,55 +60,77 @@ where
     }
 }
 
+/// What the accepting member checks a hello against.
+pub struct Us<'a> {
+    pub cluster: &'a str,
+    pub member: MemberId,
+    /// The live group we are in, if any.
+    pub group: Option<[u8; 16]>,
+    /// Where refusals are logged (once per peer and reason per minute).
+    pub net: &'a NetCtx,
+}
+
+impl Us<'_> {
+    fn refused(&self, peer: SocketAddr, kind: &str, line: String) {
+        self.net.refused(&peer.ip().to_string(), kind, || line);
+    }
+}
+
 /// Listener side: check who is calling. `None` means the connection must be
 /// dropped (the reason has been logged).
-pub async fn accept<S>(
-    stream: &mut S,
-    cluster: &str,
-    me: MemberId,
-    peer: SocketAddr,
-) -> Option<Hello>
+pub async fn accept<S>(stream: &mut S, us: &Us<'_>, peer: SocketAddr) -> Option<Hello>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_inner(stream, cluster, me, peer)).await {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_inner(stream, us, peer)).await {
         Ok(hello) => hello,
         Err(_) => {
-            error!(
-                "Connection from {peer} did not complete the Tandem handshake \
-                 in {HANDSHAKE_TIMEOUT:?}; closing"
+            us.refused(
+                peer,
+                "slow handshake",
+                format!(
+                    "Connection from {peer} did not complete the Tandem handshake \
+                     in {HANDSHAKE_TIMEOUT:?}; closing"
+                ),
             );
             None
         }
     }
 }
 
-async fn accept_inner<S>(
-    stream: &mut S,
-    cluster: &str,
-    me: MemberId,
-    peer: SocketAddr,
-) -> Option<Hello>
+async fn accept_inner<S>(stream: &mut S, us: &Us<'_>, peer: SocketAddr) -> Option<Hello>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let version = match wire::read_preamble(stream).await {
         Ok(Preamble::Tandem { version }) => version,
         Ok(Preamble::BadMagic(bytes)) => {
-            error!(
-                "Connection from {peer} is not a Tandem peer (first bytes {bytes:02x?}); closing"
+            us.refused(
+                peer,
+                "not a Tandem peer",
+                format!(
+                    "Connection from {peer} is not a Tandem peer (first bytes {bytes:02x?}); closing"
+                ),
             );
             return None;
         }
         Err(e) => {
-            error!("Connection from {peer} closed during the handshake: {e}");
+            us.refused(
+                peer,
+                "closed in handshake",
+                format!("Connection from {peer} closed during the handshake: {e}"),
+            );
             return None;
         }
     };
     if version != PROTOCOL_VERSION {
-        error!(
-            "Connection from {peer} speaks Tandem protocol version {version}, \
-             we speak version {PROTOCOL_VERSION}; closing"
+        us.refused(
+            peer,
+            &format!("version {version}"),
+            format!(
+                "Connection from {peer} speaks Tandem protocol version {version}, \
+                 we speak version {PROTOCOL_VERSION}; closing"
+            ),
         );
         let reason = format!(
             "protocol version {version} is not supported, this member speaks {PROTOCOL_VERSION}"
@@ -119,15 +141,24 @@ where
     let hello: Hello = match wire::read_frame_limited(stream, wire::MAX_HELLO_BYTES).await {
         Ok(h) => h,
         Err(e) => {
-            log_bad_hello(peer, &e);
+            us.refused(
+                peer,
+                "bad hello",
+                format!("Connection from {peer} sent a bad Tandem handshake ({e}); closing"),
+            );
             return None;
         }
     };
+    let cluster = us.cluster;
     if hello.cluster != cluster {
-        error!(
-            "Refusing member {} ({}) from {peer}: it belongs to cluster '{}', \
-             this member to cluster '{cluster}'",
-            hello.member, hello.info.name, hello.cluster
+        us.refused(
+            peer,
+            &format!("cluster {}", hello.cluster),
+            format!(
+                "Refusing member {} ({}) from {peer}: it belongs to cluster '{}', \
+                 this member to cluster '{cluster}'",
+                hello.member, hello.info.name, hello.cluster
+            ),
         );
         let reason = format!(
             "cluster name mismatch: you are in cluster '{}', this member is in cluster '{cluster}'",
@@ -136,7 +167,27 @@ where
         refuse(stream, reason).await;
         return None;
     }
-    let reply = HelloReply::Accepted { member: me };
+    if let (Some(theirs), Some(ours)) = (hello.group, us.group) {
+        if theirs != ours {
+            let (theirs, ours) = (uuid_text(&theirs), uuid_text(&ours));
+            us.refused(
+                peer,
+                &format!("group {theirs}"),
+                format!(
+                    "Refusing member {} ({}) from {peer}: it is in group {theirs}, this member in \
+                     group {ours} (two clusters named '{cluster}'?)",
+                    hello.member, hello.info.name
+                ),
+            );
+            let reason = format!(
+                "group mismatch: you are in group {theirs}, this member is in group {ours} of cluster \
+                 '{cluster}'; a node leaves its group before joining another"
+            );
+            refuse(stream, reason).await;
+            return None;
+        }
+    }
+    let reply = HelloReply::Accepted { member: us.member };
     if wire::write_preamble(stream).await.is_err()
         || wire::write_frame(stream, &reply).await.is_err()
     {
@@ -145,15 +196,11 @@ where
     Some(hello)
 }
 
-fn log_bad_hello(peer: SocketAddr, e: &WireError) {
-    error!("Connection from {peer} sent a bad Tandem handshake ({e}); closing");
-}
-
-/// Tells a peer that reached us without the encryption we require why it is
-/// refused, in the plaintext handshake it speaks, so that it logs the reason
-/// too. Reads its preamble and hello first: closing with them unread would
-/// reset the connection before our answer reaches it.
-pub async fn refuse_unencrypted<S>(stream: &mut S, reason: &str)
+/// Tells a peer refused before the handshake (no encryption where we require
+/// it, an address not in the allowlist) why, in the handshake it speaks, so
+/// that it logs the reason too. Reads its preamble and hello first: closing
+/// with them unread would reset the connection before our answer reaches it.
+pub async fn refuse_peer<S>(stream: &mut S, reason: &str)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -176,4 +223,17 @@ async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, reason: String) {
     if wire::write_preamble(stream).await.is_ok() {
         let _ = wire::write_frame(stream, &HelloReply::Refused { reason }).await;
     }
+}
+
+/// A uuid as Galera prints it.
+fn uuid_text(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }

@@ -5,6 +5,7 @@
 //! several connections (openraft opens one client per replication stream, and
 //! our own requests take pooled connections).
 
+pub(crate) mod ciphers;
 pub mod handshake;
 mod refusals;
 pub mod server;
@@ -15,7 +16,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use log::{debug, error, warn};
+use log::debug;
 use tokio::net::TcpStream;
 
 use self::tls::{PeerStream, Tls};
@@ -114,10 +115,21 @@ pub struct NetCtx {
     connect_timeout: Duration,
     pub tls: TlsMode,
     refusals: refusals::Refusals,
+    pub admission: Option<crate::Admission>,
+    /// The live group this member is in, as the engine announced it.
+    group: Mutex<Option<[u8; 16]>>,
+    /// Per member group address: whether the last connection with it, in
+    /// either direction, was encrypted (`wsrep_group_links`).
+    links: Mutex<HashMap<String, bool>>,
 }
 
 impl NetCtx {
-    pub fn new(hello: Hello, connect_timeout: Duration, tls: TlsMode) -> Self {
+    pub fn new(
+        hello: Hello,
+        connect_timeout: Duration,
+        tls: TlsMode,
+        admission: Option<crate::Admission>,
+    ) -> Self {
         NetCtx {
             me: hello.member,
             hello,
@@ -126,14 +138,46 @@ impl NetCtx {
             connect_timeout,
             tls,
             refusals: refusals::Refusals::default(),
+            admission,
+            group: Mutex::new(None),
+            links: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Records a connection with the member listening at `addr`.
+    pub fn note_link(&self, addr: &str, encrypted: bool) {
+        lock(&self.links).insert(addr.to_string(), encrypted);
+    }
+
+    pub fn link_encrypted(&self, addr: &str) -> Option<bool> {
+        lock(&self.links).get(addr).copied()
+    }
+
+    pub fn set_group(&self, group: Option<[u8; 16]>) {
+        *lock(&self.group) = group;
+    }
+
+    pub fn group(&self) -> Option<[u8; 16]> {
+        *lock(&self.group)
     }
 
     /// Logs a refused connection at error level, once per peer and kind of
     /// refusal per minute (a refused peer retries every few seconds).
     pub fn refused(&self, who: &str, kind: &str, line: impl FnOnce() -> String) {
+        self.noted_at(log::Level::Error, who, kind, line);
+    }
+
+    /// [`NetCtx::refused`] at another level: an expected moment of a rolling
+    /// switch-over to TLS is a note, not an error.
+    pub fn noted_at(
+        &self,
+        level: log::Level,
+        who: &str,
+        kind: &str,
+        line: impl FnOnce() -> String,
+    ) {
         match self.refusals.log_now(who, kind, std::time::Instant::now()) {
-            Some(left_out) => error!("{}{}", line(), refusals::repeats(left_out)),
+            Some(left_out) => log::log!(level, "{}{}", line(), refusals::repeats(left_out)),
             None => debug!("{}", line()),
         }
     }
@@ -210,7 +254,9 @@ impl NetCtx {
                 // A member not yet switched over to TLS closes on our
                 // ClientHello: during a rolling switch-over, talk plaintext.
                 Err(e) if matches!(self.tls, TlsMode::Dynamic(_)) && closed_on_hello(&e) => {
-                    warn!("Member at {addr} does not speak TLS yet: connecting in plaintext (socket.dynamic=YES)");
+                    self.noted_at(log::Level::Info, addr, "plaintext fallback", || {
+                        format!("Member at {addr} does not speak TLS yet: connecting in plaintext (socket.dynamic=YES)")
+                    });
                     PeerStream::Plain(self.connect_tcp(addr).await?)
                 }
                 Err(e) => {
@@ -229,11 +275,33 @@ impl NetCtx {
                 }
             },
         };
-        let peer = handshake::dial(&mut stream, &self.hello, addr).await?;
+        let hello = Hello {
+            group: self.group(),
+            ..self.hello.clone()
+        };
+        let peer = match handshake::dial(&mut stream, &hello, addr).await {
+            // With TLS 1.3 a listener checks our certificate after we think
+            // the handshake done: its verdict arrives as an alert on the
+            // first read, here.
+            Err(CallError::Unreachable(e))
+                if stream.is_encrypted() && e.contains("received fatal alert") =>
+            {
+                let why = format!(
+                    "Member at {addr} refused our TLS certificate: {e} (is socket.ssl_cert signed by its \
+                     socket.ssl_ca, and valid now?)"
+                );
+                self.refused(addr, &refusals::reason_key("TLS certificate", &e), || {
+                    why.clone()
+                });
+                return Err(CallError::Refused(why));
+            }
+            other => other?,
+        };
         if peer == self.me {
             return Err(CallError::Myself);
         }
         debug!("Connected to member {peer} at {addr}");
+        self.note_link(addr, stream.is_encrypted());
         Ok(Conn { stream, peer })
     }
 

@@ -38,14 +38,30 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 
 async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
     let _ = tcp.set_nodelay(true);
+    let refusal = admission(&shared.net, peer).await;
     let Some(mut stream) = secure(&shared.net, tcp, peer).await else {
         return;
     };
+    // Refused by the allowlist: told so once the channel is up (inside TLS
+    // when TLS is on), so that the dialler logs why.
+    if let Some(reason) = refusal {
+        handshake::refuse_peer(&mut stream, &reason).await;
+        return;
+    }
     let cluster = shared.config.cluster_name.clone();
-    let Some(hello) = handshake::accept(&mut stream, &cluster, shared.me, peer).await else {
+    let me = handshake::Us {
+        cluster: &cluster,
+        member: shared.me,
+        group: shared.net.group(),
+        net: &shared.net,
+    };
+    let Some(hello) = handshake::accept(&mut stream, &me, peer).await else {
         return;
     };
     let from = hello.member;
+    shared
+        .net
+        .note_link(&hello.info.group_addr, stream.is_encrypted());
     debug!(
         "Accepted connection from member {from} ({}) at {peer}",
         hello.info.name
@@ -73,6 +89,27 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
             return;
         }
     }
+}
+
+/// Why the server's allowlist (`wsrep_allowlist`) refuses this peer, if it
+/// does. Galera asks on every accepted connection, before anything else.
+async fn admission(net: &NetCtx, peer: SocketAddr) -> Option<String> {
+    let admit = net.admission.clone()?;
+    let ip = peer.ip().to_canonical();
+    let allowed = tokio::task::spawn_blocking(move || (admit.0)(ip))
+        .await
+        .unwrap_or(false);
+    if allowed {
+        return None;
+    }
+    net.refused(&ip.to_string(), "allowlist", || {
+        format!(
+            "Connection from {peer} refused: {ip} is not in this server's wsrep_allowlist; closing"
+        )
+    });
+    Some(format!(
+        "your address {ip} is not in wsrep_allowlist of this member"
+    ))
 }
 
 /// The connection as this member's TLS mode wants it; `None` (logged) when
@@ -104,7 +141,10 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
     match (&net.tls, opening) {
         (TlsMode::Off, Opening::Plain) => Some(PeerStream::Plain(tcp)),
         (TlsMode::Off, Opening::Tls) => {
-            net.refused(&who, "TLS to plaintext", || {
+            // A note, not an error: during a rolling switch-over a member
+            // with socket.dynamic=YES tries TLS first, then plaintext. A
+            // member that requires TLS logs the failure on its side.
+            net.noted_at(log::Level::Info, &who, "TLS to plaintext", || {
                 format!(
                     "Connection from {peer} starts a TLS handshake, but this member does not encrypt \
                      the group channel (socket.ssl=NO); closing"
@@ -120,8 +160,7 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
                 )
             });
             let mut plain = PeerStream::Plain(tcp);
-            handshake::refuse_unencrypted(&mut plain, "this member requires TLS (socket.ssl=YES)")
-                .await;
+            handshake::refuse_peer(&mut plain, "this member requires TLS (socket.ssl=YES)").await;
             None
         }
         (TlsMode::Dynamic(_), Opening::Plain) => {

@@ -5,6 +5,13 @@
 //! Peers are verified against the CA only, not against the address they
 //! were dialled at, as Galera does: members are usually named by IP, and a
 //! certificate per address would make every re-addressing a re-issue.
+//! `socket.ssl_verify_peer_name=YES` (Tandem's) adds the address check for
+//! those who issue per-address certificates.
+//!
+//! A self-signed certificate that is itself in the CA file is accepted as
+//! a member's certificate (Galera's setups, and MariaDB's tests, use one
+//! certificate as both CA and identity). The peer still proves it holds
+//! the key, and its validity dates are still checked.
 //!
 //! The configuration is swapped whole by [`Tls::reload`] (`socket.ssl_reload`):
 //! new connections use the new certificate, established ones go on with the
@@ -19,13 +26,19 @@ use std::task::{Context, Poll, Waker};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+
+use super::ciphers;
+use log::info;
+use rustls::client::ResolvesClientCert;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
 use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig,
-    SignatureScheme,
+    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore,
+    ServerConfig, SignatureScheme,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -54,6 +67,26 @@ impl fmt::Display for TlsError {
 
 impl std::error::Error for TlsError {}
 
+/// Whether a dialled member's certificate must name the address it was
+/// dialled at (`socket.ssl_verify_peer_name`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PeerNames {
+    /// The CA's signature is enough (Galera's behaviour).
+    #[default]
+    Ignored,
+    /// The certificate must also be valid for the address: an IP address
+    /// SAN for an IP, a DNS name for a host name.
+    Verified,
+}
+
+/// How peers are checked and which suites are offered, beside the files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsPolicy {
+    pub peer_names: PeerNames,
+    /// `socket.ssl_cipher`, as Galera reads it (see `ciphers`).
+    pub ciphers: String,
+}
+
 /// The client and server sides of one loaded identity.
 struct Configs {
     client: Arc<ClientConfig>,
@@ -63,6 +96,7 @@ struct Configs {
 /// A member's TLS identity, reloadable.
 pub struct Tls {
     files: TlsFiles,
+    policy: TlsPolicy,
     configs: RwLock<Arc<Configs>>,
 }
 
@@ -78,16 +112,22 @@ impl Tls {
     /// Loads and checks the identity: every file readable and well-formed,
     /// the key matching the certificate.
     pub fn load(files: &TlsFiles) -> Result<Tls, TlsError> {
+        Tls::load_with(files, &TlsPolicy::default())
+    }
+
+    /// [`Tls::load`], with a policy other than Galera's defaults.
+    pub fn load_with(files: &TlsFiles, policy: &TlsPolicy) -> Result<Tls, TlsError> {
         Ok(Tls {
             files: files.clone(),
-            configs: RwLock::new(Arc::new(build(files)?)),
+            policy: policy.clone(),
+            configs: RwLock::new(Arc::new(build(files, policy)?)),
         })
     }
 
     /// Re-reads the files (`socket.ssl_reload`). On failure the identity in
     /// use stays, and the error says which file is wrong.
     pub fn reload(&self) -> Result<(), TlsError> {
-        let fresh = Arc::new(build(&self.files)?);
+        let fresh = Arc::new(build(&self.files, &self.policy)?);
         *self.configs.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         Ok(())
     }
@@ -121,27 +161,51 @@ impl Tls {
     }
 }
 
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+/// Our crypto provider, offering the suites `socket.ssl_cipher` picks.
+fn provider(ciphers: &str) -> Result<Arc<CryptoProvider>, TlsError> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    let choice = ciphers::choose(ciphers)
+        .map_err(|e| TlsError(format!("socket.ssl_cipher '{ciphers}': {e}")))?;
+    if !choice.unavailable.is_empty() {
+        // A note, as Galera's "SSL cipher list set to" is: with OpenSSL too,
+        // two current peers agree on a TLS 1.3 suite whatever the list says.
+        info!(
+            "socket.ssl_cipher: {} not available here (only AEAD suites with forward secrecy are); \
+             the TLS 1.3 suites stay on, as with Galera's OpenSSL",
+            choice.unavailable.join(", ")
+        );
+    }
+    if !choice.suites.is_empty() {
+        provider.cipher_suites = choice.suites;
+    }
+    Ok(Arc::new(provider))
 }
 
-fn build(files: &TlsFiles) -> Result<Configs, TlsError> {
+fn build(files: &TlsFiles, policy: &TlsPolicy) -> Result<Configs, TlsError> {
+    let names = policy.peer_names;
     let chain = read_certs(&files.cert, "socket.ssl_cert")?;
     let key = read_key(&files.key)?;
+    let anchors = read_certs(&files.ca, "socket.ssl_ca")?;
     let roots = Arc::new(read_roots(&files.ca)?);
-    let provider = provider();
+    let provider = provider(&policy.ciphers)?;
     let tls_error = |what: &str, e: rustls::Error| TlsError(format!("{what}: {e}"));
 
     let client_verifier =
         WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
             .build()
             .map_err(|e| TlsError(format!("socket.ssl_ca '{}': {e}", files.ca.display())))?;
+    let client_verifier = Arc::new(MemberAsClient {
+        inner: client_verifier,
+        anchors: anchors.clone(),
+    });
+    let identity = Arc::new(Identity(Arc::new(certified_key(
+        files, chain, key, &provider,
+    )?)));
     let mut server = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_error("TLS protocol versions", e))?
         .with_client_cert_verifier(client_verifier)
-        .with_single_cert(chain.clone(), key.clone_key())
-        .map_err(|e| key_mismatch(files, e))?;
+        .with_cert_resolver(identity.clone());
     // An idle pooled connection must have nothing to read: that is how a
     // dialler tells it is still open. Session tickets would break that, and
     // members reconnect rarely enough not to need resumption.
@@ -154,21 +218,73 @@ fn build(files: &TlsFiles) -> Result<Configs, TlsError> {
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_error("TLS protocol versions", e))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(CaOnly(server_verifier)))
-        .with_client_auth_cert(chain, key)
-        .map_err(|e| key_mismatch(files, e))?;
+        .with_custom_certificate_verifier(Arc::new(MemberAsServer {
+            inner: server_verifier,
+            anchors,
+            names,
+        }))
+        .with_client_cert_resolver(identity);
     Ok(Configs {
         client: Arc::new(client),
         server: Arc::new(server),
     })
 }
 
-fn key_mismatch(files: &TlsFiles, e: rustls::Error) -> TlsError {
-    TlsError(format!(
-        "socket.ssl_key '{}' does not go with socket.ssl_cert '{}': {e}",
-        files.key.display(),
-        files.cert.display()
-    ))
+/// The key and chain as one identity, after our own check that they belong
+/// together: the certificate must carry the key's public half, byte for
+/// byte. (rustls's own check parses the certificate with webpki, which
+/// refuses X.509 version 1; OpenSSL, and so Galera, loads those. We load
+/// them too, and say that Tandem peers will refuse them.)
+fn certified_key(
+    files: &TlsFiles,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, TlsError> {
+    let signing = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| TlsError(format!("socket.ssl_key '{}': {e}", files.key.display())))?;
+    let leaf = chain[0].as_ref();
+    let matches = signing.public_key().is_some_and(|spki| {
+        leaf.windows(spki.as_ref().len())
+            .any(|w| w == spki.as_ref())
+    });
+    if !matches {
+        return Err(TlsError(format!(
+            "socket.ssl_key '{}' does not go with socket.ssl_cert '{}': the certificate is for another key",
+            files.key.display(),
+            files.cert.display()
+        )));
+    }
+    if let Err(webpki::Error::UnsupportedCertVersion) = webpki::EndEntityCert::try_from(&chain[0]) {
+        info!(
+            "socket.ssl_cert '{}' is an X.509 version 1 certificate: loaded, but Tandem peers refuse it \
+             (they accept version 3 only); issue it as version 3",
+            files.cert.display()
+        );
+    }
+    Ok(CertifiedKey::new(chain, signing))
+}
+
+/// This member's one identity, on both sides of a handshake.
+#[derive(Debug)]
+struct Identity(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for Identity {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+impl ResolvesClientCert for Identity {
+    fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
 }
 
 fn read_file(path: &Path, option: &str) -> Result<Vec<u8>, TlsError> {
@@ -217,12 +333,36 @@ fn read_roots(path: &Path) -> Result<RootCertStore, TlsError> {
     Ok(roots)
 }
 
-/// Verifies a listener's certificate against the CA, not against the name
-/// it was dialled at (see the module comment).
-#[derive(Debug)]
-struct CaOnly(Arc<WebPkiServerVerifier>);
+/// The one verification error a member's certificate may be forgiven: a
+/// self-signed CA certificate presented as an identity, when that very
+/// certificate is in the CA file. webpki checks validity dates before it
+/// looks at the CA flag, so an expired one is still refused.
+fn pinned_self_signed(
+    anchors: &[CertificateDer<'static>],
+    end_entity: &CertificateDer<'_>,
+    error: &rustls::Error,
+) -> bool {
+    let rustls::Error::InvalidCertificate(CertificateError::Other(other)) = error else {
+        return false;
+    };
+    matches!(
+        other.0.downcast_ref::<webpki::Error>(),
+        Some(webpki::Error::CaUsedAsEndEntity)
+    ) && anchors
+        .iter()
+        .any(|anchor| anchor.as_ref() == end_entity.as_ref())
+}
 
-impl ServerCertVerifier for CaOnly {
+/// Verifies a listener's certificate against the CA and, when asked for,
+/// the address it was dialled at (see the module comment).
+#[derive(Debug)]
+struct MemberAsServer {
+    inner: Arc<WebPkiServerVerifier>,
+    anchors: Vec<CertificateDer<'static>>,
+    names: PeerNames,
+}
+
+impl ServerCertVerifier for MemberAsServer {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -233,13 +373,19 @@ impl ServerCertVerifier for CaOnly {
     ) -> Result<ServerCertVerified, rustls::Error> {
         // The chain and validity are checked before the name: a name error
         // means everything else held.
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        match self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
+            )) if self.names == PeerNames::Ignored => Ok(ServerCertVerified::assertion()),
+            Err(e) if pinned_self_signed(&self.anchors, end_entity, &e) => {
+                Ok(ServerCertVerified::assertion())
+            }
             other => other,
         }
     }
@@ -250,7 +396,7 @@ impl ServerCertVerifier for CaOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        self.inner.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -259,11 +405,72 @@ impl ServerCertVerifier for CaOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        self.inner.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// Verifies a dialler's certificate against the CA: a member must present
+/// one (mutual authentication).
+#[derive(Debug)]
+struct MemberAsClient {
+    inner: Arc<dyn ClientCertVerifier>,
+    anchors: Vec<CertificateDer<'static>>,
+}
+
+impl ClientCertVerifier for MemberAsClient {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        match self
+            .inner
+            .verify_client_cert(end_entity, intermediates, now)
+        {
+            Err(e) if pinned_self_signed(&self.anchors, end_entity, &e) => {
+                Ok(ClientCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
     }
 }
 

@@ -218,6 +218,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         resume_at: None,
         start_anew: None,
         tls: None,
+        admission: None,
     }
 }
 

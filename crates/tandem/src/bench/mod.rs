@@ -140,6 +140,11 @@ pub struct BenchArgs {
     /// Extra wsrep_provider_options item of Tandem only, e.g. gcache.fsync=YES; repeatable
     #[arg(long = "tandem-option", value_name = "KEY=VAL", value_parser = crate::cluster::config::parse_key_value)]
     tandem_options: Vec<(String, String)>,
+    /// TLS on the group channel of both providers (`tandem cluster up --tls`:
+    /// the same certificates, Galera's option names), and on SST. Compare
+    /// with a run without it for the cost of TLS
+    #[arg(long)]
+    tls: bool,
 }
 
 /// Three rounds of 6 s rather than one of 18 s: on this kind of VM the noise
@@ -332,6 +337,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             mysqld_options,
             provider_options: sizes.provider_options.clone(),
             tandem_options: args.tandem_options.clone(),
+            tls: args.tls,
         },
         cells: results,
         resources: Vec::new(),
@@ -501,6 +507,7 @@ fn start_targets(
             slave_threads: args.slave_threads,
             mysqld_options: mysqld_options.to_vec(),
             provider_options,
+            tls: args.tls && kind != ProviderKind::Standalone,
             ..ClusterSpec::new(dir.join(kind.to_string()), nodes, kind)
         };
         progress.start(&format!("{kind}: starting {nodes} node(s)"));

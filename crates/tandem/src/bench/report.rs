@@ -75,6 +75,12 @@ fn header(out: &mut String, r: &Results) {
     if !s.tandem_options.is_empty() {
         let _ = writeln!(out, "| Tandem's own options | {} |", code_list(&s.tandem_options));
     }
+    if s.tls {
+        let _ = writeln!(
+            out,
+            "| TLS | on for both providers: group channel (`socket.ssl=YES`, one CA, a certificate per node) and SST (`[sst] encrypt=4`) |"
+        );
+    }
     let _ = writeln!(
         out,
         "| Data | {} tables x {} rows (sysbench `oltp_common`) |",

@@ -64,6 +64,9 @@ pub struct Settings {
     /// `wsrep_provider_options` items of Tandem alone (`--tandem-option`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tandem_options: Vec<(String, String)>,
+    /// Both providers encrypted their group channel (`--tls`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -589,6 +592,7 @@ pub(crate) mod tests {
                 mysqld_options: vec![],
                 provider_options: vec![],
                 tandem_options: vec![],
+                tls: false,
             },
             cells,
             resources: vec![],

@@ -21,7 +21,24 @@ pub fn render_cnf(state: &ClusterState, node: &Node) -> String {
     for (key, value) in options {
         out.push_str(&format!("{key}={}\n", quote(&value)));
     }
+    if state.tls && state.provider != ProviderKind::Standalone {
+        out.push_str(&sst_encryption(state, node));
+    }
     out
+}
+
+/// A `--tls` cluster's state transfers are encrypted too: mariabackup's
+/// script streams through socat with OpenSSL (`encrypt=4`: both ends
+/// present a certificate and verify the other's against the CA), with the
+/// node's own certificate from the cluster's CA.
+fn sst_encryption(state: &ClusterState, node: &Node) -> String {
+    let path = |p: std::path::PathBuf| quote(&p.display().to_string());
+    format!(
+        "\n[sst]\nencrypt=4\ntca={}\ntcert={}\ntkey={}\n",
+        path(super::certs::ca_file(&state.dir)),
+        path(super::certs::cert_file(&state.dir, &node.name)),
+        path(super::certs::key_file(&state.dir, &node.name)),
+    )
 }
 
 /// The options every node gets, in a stable order (golden tests rely on it).
@@ -221,6 +238,22 @@ mod tests {
         let mut state = sample_state(Path::new("/d"), 1);
         state.provider_options = vec![("base_port".into(), "9".into()), ("x".into(), "y".into())];
         assert_eq!(provider_options(&state, &state.nodes[0]), "base_port=9;x=y");
+    }
+
+    #[test]
+    fn a_tls_cluster_encrypts_the_group_channel_and_the_state_transfers() {
+        let mut state = sample_state(Path::new("/d"), 2);
+        let plain = render_cnf(&state, &state.nodes[1]);
+        assert!(!plain.contains("[sst]") && !plain.contains("socket.ssl"), "{plain}");
+        state.tls = true;
+        let node = &state.nodes[1];
+        let cnf = render_cnf(&state, node);
+        let opts = provider_options(&state, node);
+        assert!(opts.contains("socket.ssl=YES;socket.ssl_ca=/d/tls/ca.pem"), "{opts}");
+        assert!(opts.contains(&format!("socket.ssl_key=/d/tls/{}-key.pem", node.name)), "{opts}");
+        let sst = cnf.split("\n[sst]\n").nth(1).expect("an [sst] section");
+        assert!(sst.starts_with("encrypt=4\ntca=/d/tls/ca.pem\n"), "{sst}");
+        assert!(sst.contains(&format!("tcert=/d/tls/{}-cert.pem", node.name)), "{sst}");
     }
 
     #[test]
