@@ -93,7 +93,8 @@ impl Node {
 }
 
 /// "node2 TLS, node3 plaintext": each other member and how the last
-/// connection with it went ("-": none yet).
+/// connection with it went ("-": none yet). Every member keeps one open to
+/// every other (the group crate's `mesh`).
 fn links_text(links: &[tandem_group::Link]) -> String {
     let how = |l: &tandem_group::Link| match l.encrypted {
         Some(true) => "TLS",

@@ -17,6 +17,7 @@ mod detector;
 mod evict;
 mod join;
 mod liveness;
+mod mesh;
 mod raft;
 mod shared;
 mod store;

@@ -79,6 +79,8 @@ pub enum Request {
     /// How far is your log? (Asked before a forced bootstrap, which must
     /// not start from a less advanced member.)
     LogPosition,
+    /// Keeps the connection open and the peer's liveness fresh (see `mesh`).
+    Keepalive,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -182,6 +182,24 @@ fn promoted_learners_count_for_quorum() {
     same_history(&[&m2, &m3]);
 }
 
+/// Every member keeps a connection to every other, followers included
+/// (Raft alone would only connect them to the leader): `wsrep_group_links`
+/// knows every pair, and an election does not start with handshakes.
+#[test]
+fn followers_keep_a_link_to_each_other() {
+    let _serial = serial();
+    let (m1, m2, m3) = three_voters();
+    wait_until("every member linked to both others", || {
+        [&m1, &m2, &m3].iter().all(|m| {
+            let links = m.group.links();
+            links.len() == 2 && links.iter().all(|l| l.encrypted == Some(false))
+        })
+    });
+    for m in [&m3, &m2, &m1] {
+        m.group.shutdown();
+    }
+}
+
 /// (d) Graceful leave shrinks the membership: a follower leaves, then the
 /// leader leaves, and the last member is still a primary component.
 #[test]

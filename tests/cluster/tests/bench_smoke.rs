@@ -1,8 +1,9 @@
 //! `tandem bench --quick` end to end: on one-node clusters, the command the
 //! benchmark doc comes from runs, measures every target, and writes a report
 //! whose figures are the ones it measured; on three-node clusters, the
-//! rejoin scenario and the 1-node cell are measured and reported. No figure
-//! is judged: timing is the benchmark's business, not a test's.
+//! rejoin scenario, the 1-node cell and the TLS cell are measured and
+//! reported. No figure is judged: timing is the benchmark's business, not a
+//! test's.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -127,7 +128,7 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
         .args([
             "bench", "--quick", "--nodes", "3", "--targets", "tandem,galera,standalone",
             "--workloads", "oltp_write_only", "--threads", "1", "--placements", "node1",
-            "--duration", "2", "--rejoin-writes", "500", "--rejoin-downtime", "2", "--dir",
+            "--duration", "2", "--rejoin-writes", "500", "--rejoin-downtime", "2", "--tls-cell", "--dir",
         ])
         .arg(tmp.path().join("w"))
         .arg("--tandem-path")
@@ -174,7 +175,31 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
     }
     assert!(md.contains("## 1-node cluster against standalone MariaDB"), "{md}");
     assert!(md.contains("RSS anon + file per node (MiB)"), "{md}");
+    tls_cell_measured(&results, &md, &tmp.path().join("w"))?;
     no_server_left(tmp.path())
+}
+
+/// `--tls-cell`: a TLS cluster of each provider ran next to the plaintext
+/// one, every run of the cell succeeded, and the report shows the ratios.
+fn tls_cell_measured(results: &Results, md: &str, dir: &Path) -> anyhow::Result<()> {
+    let t = results.tls_cell.as_ref().expect("--tls-cell was given");
+    assert_eq!(t.skipped, None);
+    assert_eq!(t.failed(), 0, "{t:?}");
+    for kind in [ProviderKind::Tandem, ProviderKind::Galera] {
+        let ratio = t.tls_ratio(kind).unwrap_or_else(|| panic!("{kind}: {t:?}"));
+        let (plain, tls) = (t.plain.as_ref().unwrap().of(kind).unwrap(), t.tls.as_ref().unwrap().of(kind).unwrap());
+        let row = format!("| {kind} | {:.0} | {:.0} | {ratio:.2} |", plain.tps, tls.tps);
+        assert!(md.contains(&row), "missing row {row} in\n{md}");
+    }
+    assert!(md.contains("## What TLS costs"), "{md}");
+    // The TLS cluster really was one: each Tandem node says so in its log.
+    for i in 1..=3 {
+        let log = std::fs::read_to_string(dir.join(format!("tandem-tls/node{i}/error.log")))?;
+        assert!(log.contains("The group channel is encrypted with TLS"), "tandem-tls node {i}");
+        let plain = std::fs::read_to_string(dir.join(format!("tandem/node{i}/error.log")))?;
+        assert!(!plain.contains("The group channel is encrypted with TLS"), "tandem node {i} is plaintext");
+    }
+    Ok(())
 }
 
 /// Every target has a successful figure in both cells of the 1-node section.

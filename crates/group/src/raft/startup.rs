@@ -398,6 +398,7 @@ fn spawn_tasks(
     runtime.spawn(submit::run(shared.clone(), queue_rx));
     runtime.spawn(detector::run(shared.clone()));
     runtime.spawn(evict::run(shared.clone()));
+    runtime.spawn(crate::mesh::run(shared.clone()));
     runtime.spawn(crate::store::purger::run(shared.clone()));
     if !shared.config.bootstrap {
         runtime.spawn(join::join_loop(shared.clone(), local_addr));

@@ -7,7 +7,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use log::error;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{CallError, NetCtx};
@@ -19,7 +18,14 @@ use crate::MemberId;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Dialer side: send our hello, return the id of the member that answered.
-pub async fn dial<S>(stream: &mut S, hello: &Hello, addr: &str) -> Result<MemberId, CallError>
+/// A refusal is logged through `net`, once per peer and reason per minute:
+/// we retry a refusing peer every few seconds.
+pub async fn dial<S>(
+    stream: &mut S,
+    hello: &Hello,
+    addr: &str,
+    net: &NetCtx,
+) -> Result<MemberId, CallError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -34,14 +40,18 @@ where
         .map_err(CallError::unreachable)?
     {
         Preamble::BadMagic(bytes) => {
-            error!("Peer {addr} is not a Tandem peer (it answered {bytes:02x?}); dropping it");
+            net.refused(addr, "not a Tandem peer", || {
+                format!("Peer {addr} is not a Tandem peer (it answered {bytes:02x?}); dropping it")
+            });
             return Err(CallError::Refused("not a Tandem peer".into()));
         }
         Preamble::Tandem { version } if version != PROTOCOL_VERSION => {
-            error!(
-                "Peer {addr} speaks Tandem protocol version {version}, \
-                 we speak version {PROTOCOL_VERSION}"
-            );
+            net.refused(addr, &format!("version {version}"), || {
+                format!(
+                    "Peer {addr} speaks Tandem protocol version {version}, \
+                     we speak version {PROTOCOL_VERSION}"
+                )
+            });
             return Err(CallError::Refused(format!(
                 "protocol version {version} != {PROTOCOL_VERSION}"
             )));
@@ -54,7 +64,10 @@ where
     {
         HelloReply::Accepted { member } => Ok(member),
         HelloReply::Refused { reason } => {
-            error!("Peer {addr} refused our connection: {reason}");
+            let key = super::refusals::reason_key("refused by peer", &reason);
+            net.refused(addr, &key, || {
+                format!("Peer {addr} refused our connection: {reason}")
+            });
             Err(CallError::Refused(reason))
         }
     }

@@ -279,7 +279,7 @@ impl NetCtx {
             group: self.group(),
             ..self.hello.clone()
         };
-        let peer = match handshake::dial(&mut stream, &hello, addr).await {
+        let peer = match handshake::dial(&mut stream, &hello, addr, self).await {
             // With TLS 1.3 a listener checks our certificate after we think
             // the handshake done: its verdict arrives as an alert on the
             // first read, here.

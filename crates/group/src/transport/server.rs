@@ -213,6 +213,7 @@ async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
         Request::LogPosition => Response::LogPosition {
             last: shared.log.vote_and_last().1,
         },
+        Request::Keepalive => Response::Done,
     }
 }
 

@@ -178,11 +178,19 @@ pub fn init_logging() {
 
 /// Whether some captured log line contains every one of `parts`.
 pub fn logged(parts: &[&str]) -> bool {
+    count_logged(parts) > 0
+}
+
+/// How many captured lines contain all of `parts`.
+pub fn count_logged(parts: &[&str]) -> usize {
     let Some(logger) = LOGGER.get() else {
-        return false;
+        return 0;
     };
     let lines = logger.lines.lock().unwrap_or_else(|p| p.into_inner());
-    lines.iter().any(|l| parts.iter().all(|p| l.contains(p)))
+    lines
+        .iter()
+        .filter(|l| parts.iter().all(|p| l.contains(p)))
+        .count()
 }
 
 // ---- cluster helpers -----------------------------------------------------

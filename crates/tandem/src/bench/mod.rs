@@ -22,6 +22,7 @@ pub mod results;
 mod runner;
 pub mod single_node;
 pub mod sysbench;
+pub mod tls_cell;
 pub mod transfer;
 
 use crate::cluster::prereq::{find_program, workspace_root};
@@ -145,6 +146,11 @@ pub struct BenchArgs {
     /// with a run without it for the cost of TLS
     #[arg(long)]
     tls: bool,
+    /// Also measure what TLS costs inside this run: a TLS cluster of each
+    /// replicated provider next to the plaintext one, oltp_write_only 16
+    /// threads spread over the nodes on all four, in rounds
+    #[arg(long, conflicts_with_all = ["tls", "no_matrix"])]
+    tls_cell: bool,
 }
 
 /// Three rounds of 6 s rather than one of 18 s: on this kind of VM the noise
@@ -273,7 +279,15 @@ pub fn run(args: BenchArgs) -> Result<()> {
     } else {
         single_node::matrix(&sizes.matrix.targets, sizes.matrix.rounds).runs().len()
     };
-    let mut progress = Progress::new(sizes.matrix.targets.len() + runs.len() + rejoin_runs + single_runs);
+    let tls_kinds: Vec<ProviderKind> = if args.tls_cell {
+        sizes.matrix.targets.iter().copied().filter(|&k| k != ProviderKind::Standalone).collect()
+    } else {
+        Vec::new()
+    };
+    let tls_runs = if tls_kinds.is_empty() { 0 } else { tls_cell::runs(&tls_kinds, sizes.matrix.rounds).len() };
+    let mut progress = Progress::new(
+        sizes.matrix.targets.len() + tls_kinds.len() + runs.len() + rejoin_runs + single_runs + tls_runs,
+    );
     let mut clusters = start_targets(&args, &sizes, &paths, &mysqld_options, &dir, &mut progress)?;
     let bench = Bench {
         sysbench: &sysbench,
@@ -334,7 +348,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             warmup_s: bench.warmup_s,
             duration_s: bench.duration_s,
             slave_threads: args.slave_threads,
-            mysqld_options,
+            mysqld_options: mysqld_options.clone(),
             provider_options: sizes.provider_options.clone(),
             tandem_options: args.tandem_options.clone(),
             tls: args.tls,
@@ -344,6 +358,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         elapsed_s: 0.0,
         rejoin: None,
         single_node: None,
+        tls_cell: None,
     };
     // Before the rejoin scenario restarts nodes (a restart resets the peak)
     // and the 1-node cell stops them.
@@ -358,6 +373,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
             cpu_s,
             transactions,
         });
+    }
+    // Before the rejoin and the 1-node cell change the plaintext clusters.
+    if !tls_kinds.is_empty() {
+        let cell = measure_tls_cell(&args, &sizes, &paths, &mysqld_options, &dir, &bench, &clusters, &mut progress);
+        out.tls_cell = Some(cell);
     }
     if let Some(plan) = &sizes.rejoin {
         out.rejoin = Some(rejoin::run(&bench, &mut clusters, plan, sizes.matrix.nodes, &mut progress));
@@ -379,8 +399,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         .filter(|m| m.error.is_some())
         .count()
         + out.rejoin.as_ref().map_or(0, |r| r.failed())
-        + out.single_node.as_ref().map_or(0, |s| s.failed());
-    let all_runs = runs.len() + rejoin_runs + single_runs;
+        + out.single_node.as_ref().map_or(0, |s| s.failed())
+        + out.tls_cell.as_ref().map_or(0, |t| t.failed());
+    let all_runs = runs.len() + rejoin_runs + single_runs + tls_runs;
     let _ = std::io::Write::write_all(
         &mut std::io::stdout(),
         format!(
@@ -492,34 +513,88 @@ fn start_targets(
 ) -> Result<Vec<(ProviderKind, Cluster)>> {
     let mut clusters = Vec::new();
     for &kind in &sizes.matrix.targets {
-        let (nodes, path) = match kind {
-            ProviderKind::Tandem => (sizes.matrix.nodes, paths.tandem.clone()),
-            ProviderKind::Galera => (sizes.matrix.nodes, paths.galera.clone()),
-            ProviderKind::Standalone => (1, None),
-        };
-        let provider_options = match kind {
-            ProviderKind::Standalone => Vec::new(),
-            ProviderKind::Tandem => [sizes.provider_options.clone(), args.tandem_options.clone()].concat(),
-            ProviderKind::Galera => sizes.provider_options.clone(),
-        };
-        let spec = ClusterSpec {
-            provider_path: path,
-            slave_threads: args.slave_threads,
-            mysqld_options: mysqld_options.to_vec(),
-            provider_options,
-            tls: args.tls && kind != ProviderKind::Standalone,
-            ..ClusterSpec::new(dir.join(kind.to_string()), nodes, kind)
-        };
-        progress.start(&format!("{kind}: starting {nodes} node(s)"));
-        let took = Instant::now();
-        let cluster = Cluster::up(spec).with_context(|| format!("starting the {kind} target"))?;
-        progress.finish(&format!(
-            "{kind}: {nodes} node(s) up in {:.0} s",
-            took.elapsed().as_secs_f64()
-        ));
-        clusters.push((kind, cluster));
+        let tls = args.tls && kind != ProviderKind::Standalone;
+        clusters.push((kind, start_target(args, sizes, paths, mysqld_options, dir, kind, tls, progress)?));
     }
     Ok(clusters)
+}
+
+/// One target's cluster, in `dir/<kind>` (`dir/<kind>-tls` for the TLS cell's).
+#[allow(clippy::too_many_arguments)]
+fn start_target(
+    args: &BenchArgs,
+    sizes: &Sizes,
+    paths: &TargetPaths,
+    mysqld_options: &[(String, String)],
+    dir: &Path,
+    kind: ProviderKind,
+    tls: bool,
+    progress: &mut Progress,
+) -> Result<Cluster> {
+    let (nodes, path) = match kind {
+        ProviderKind::Tandem => (sizes.matrix.nodes, paths.tandem.clone()),
+        ProviderKind::Galera => (sizes.matrix.nodes, paths.galera.clone()),
+        ProviderKind::Standalone => (1, None),
+    };
+    let provider_options = match kind {
+        ProviderKind::Standalone => Vec::new(),
+        ProviderKind::Tandem => [sizes.provider_options.clone(), args.tandem_options.clone()].concat(),
+        ProviderKind::Galera => sizes.provider_options.clone(),
+    };
+    let name = if tls && args.tls_cell { format!("{kind}-tls") } else { kind.to_string() };
+    let spec = ClusterSpec {
+        provider_path: path,
+        slave_threads: args.slave_threads,
+        mysqld_options: mysqld_options.to_vec(),
+        provider_options,
+        tls,
+        ..ClusterSpec::new(dir.join(&name), nodes, kind)
+    };
+    progress.start(&format!("{name}: starting {nodes} node(s)"));
+    let took = Instant::now();
+    let cluster = Cluster::up(spec).with_context(|| format!("starting the {name} target"))?;
+    progress.finish(&format!("{name}: {nodes} node(s) up in {:.0} s", took.elapsed().as_secs_f64()));
+    Ok(cluster)
+}
+
+/// Starts a TLS cluster of each replicated target, loads it, measures the
+/// TLS cell against the matrix's plaintext clusters, and stops it again.
+#[allow(clippy::too_many_arguments)]
+fn measure_tls_cell(
+    args: &BenchArgs,
+    sizes: &Sizes,
+    paths: &TargetPaths,
+    mysqld_options: &[(String, String)],
+    dir: &Path,
+    bench: &Bench,
+    plain: &[(ProviderKind, Cluster)],
+    progress: &mut Progress,
+) -> tls_cell::TlsCell {
+    let mut tls = Vec::new();
+    for &(kind, _) in plain.iter().filter(|c| c.0 != ProviderKind::Standalone) {
+        let started = start_target(args, sizes, paths, mysqld_options, dir, kind, true, progress)
+            .and_then(|cluster| {
+                progress.start(&format!("{kind}-tls: loading {} x {} rows", bench.data.tables, bench.data.table_size));
+                bench.load(kind, &cluster)?;
+                Ok(cluster)
+            });
+        match started {
+            Ok(cluster) => tls.push((kind, cluster)),
+            Err(e) => {
+                return tls_cell::TlsCell {
+                    skipped: Some(format!("the {kind} TLS cluster: {e:#}")),
+                    ..tls_cell::TlsCell::default()
+                }
+            }
+        }
+    }
+    let logs = bench.logs.join("tls-cell");
+    if let Err(e) = std::fs::create_dir_all(&logs) {
+        return tls_cell::TlsCell { skipped: Some(format!("{}: {e}", logs.display())), ..Default::default() };
+    }
+    let cell_bench = Bench { logs: &logs, ..*bench };
+    tls_cell::run(&cell_bench, plain, &tls, sizes.matrix.rounds, progress)
+    // `tls` drops here: its servers stop before the next scenario.
 }
 
 fn write_outputs(out: &Results, previous: Option<&Results>, doc: &Path, json: &Path) -> Result<()> {

@@ -27,6 +27,9 @@ pub struct Results {
     /// The 1-node cell; none with `--no-single-node` and in files from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub single_node: Option<SingleNode>,
+    /// The TLS cell (`--tls-cell`); none without it and in files from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_cell: Option<super::tls_cell::TlsCell>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -599,6 +602,7 @@ pub(crate) mod tests {
             elapsed_s: 60.0,
             rejoin: None,
             single_node: None,
+            tls_cell: None,
         }
     }
 
