@@ -301,11 +301,25 @@ mod tests {
                 b.enter(2, 1, None, None).unwrap();
             })
         };
-        thread::sleep(Duration::from_millis(10));
+        // Blocked on `a` until 1 leaves it, then on `b`: each wait is seen
+        // (the waiter registered), not assumed after a sleep.
+        until(|| a.sleeping() == 1);
+        assert_eq!(b.sleeping(), 0);
         a.leave(1);
-        thread::sleep(Duration::from_millis(10));
+        until(|| b.sleeping() == 1);
+        assert_eq!(a.sleeping(), 0, "it left a's queue");
+        assert!(!t.is_finished(), "2 cannot enter b before 1 leaves it");
         b.leave(1);
         t.join().unwrap();
+        assert_eq!(b.sleeping(), 0);
+    }
+
+    /// Spins until `cond` holds (a condition, not a time: a slow machine
+    /// only makes it take longer).
+    fn until(cond: impl Fn() -> bool) {
+        while !cond() {
+            thread::yield_now();
+        }
     }
 
     #[test]
