@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use tandem_group::GroupError;
 
 use crate::app::{ApplyJob, Applied};
 use crate::certification::Verdict;
@@ -227,15 +228,11 @@ impl Node {
         (result, ws)
     }
 
-    /// Sends `body` through the total order and waits for it to come back.
-    /// Gives up only once the node has been out of the primary component for
-    /// the suspect timeout; a write-set ordered after that is applied like a
-    /// remote one, so no node ever misses it.
-    pub(crate) fn replicate(&self, body: Body) -> Result<Reply, Status> {
-        self.replicate_body(body).0
-    }
-
-    /// As `replicate`, handing the body back to the caller.
+    /// Sends `body` through the total order and waits for it to come back,
+    /// handing the body back to the caller. Gives up only once the node has
+    /// been out of the primary component for the suspect timeout; a
+    /// write-set ordered after that is applied like a remote one, so no node
+    /// ever misses it.
     fn replicate_body(&self, body: Body) -> (Result<Reply, Status>, Body) {
         let inner = &self.inner;
         if !inner.core.lock().is_primary() {
@@ -396,18 +393,42 @@ impl Node {
     /// Causal read: wait until everything ordered cluster-wide before now is
     /// committed here (`upto == None`), or until `upto` is committed.
     pub fn sync_wait(&self, upto: Option<Gtid>, timeout: Option<Duration>) -> Result<Gtid, Status> {
+        let timeout = timeout.unwrap_or_else(|| self.inner.hot.causal_read_timeout());
+        let deadline = Instant::now() + timeout;
         let target = match upto {
             Some(g) => g.seqno,
-            None => match self.replicate(Body::Causal)? {
-                Reply::Causal(seqno) => seqno,
-                _ => return Err(Status::NodeFail),
-            },
+            None => self.causal_point(deadline)?,
         };
-        let timeout = timeout.unwrap_or_else(|| self.inner.hot.causal_read_timeout());
         Stats::add(&self.inner.stats.causal_reads, upto.is_none() as u64);
-        match self.inner.apply.wait_left(target, Some(timeout)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.inner.apply.wait_left(target, Some(left)) {
             Ok(()) => Ok(self.last_committed()),
             Err(Interrupted::TimedOut) | Err(Interrupted::Aborted) => Err(Status::TrxFail),
+        }
+    }
+
+    /// The seqno a causal read starting now must see committed: everything
+    /// the group ordered before now. The group's read barrier finds it
+    /// without ordering anything (no log entry per read): once it returns,
+    /// this member was handed every such write-set, so the last seqno it was
+    /// handed covers them. A barrier that fails while the group changes
+    /// leader is tried again until the deadline.
+    fn causal_point(&self, deadline: Instant) -> Result<Seqno, Status> {
+        let group = self.group().ok_or(Status::ConnFail)?;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match group.read_barrier(left) {
+                Ok(()) => return Ok(self.inner.core.lock().last_ordered),
+                Err(GroupError::NonPrimary | GroupError::Closed) => return Err(Status::ConnFail),
+                Err(e) if left.is_zero() || Instant::now() >= deadline => {
+                    log::warn!("Causal read: no read barrier before the timeout: {e}");
+                    return Err(Status::TrxFail);
+                }
+                Err(e) => {
+                    log::debug!("Causal read: read barrier failed, trying again: {e}");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
         }
     }
 

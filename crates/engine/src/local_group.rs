@@ -30,6 +30,9 @@ enum Input {
     /// Reconnect a member without telling it yet (see `heal_quietly`).
     HealQuietly(MemberId),
     ReportPrimary(MemberId),
+    /// Answers once everything sent before it was delivered: whether the
+    /// member is connected (a read barrier).
+    Barrier(MemberId, Sender<bool>),
     Stop,
 }
 
@@ -184,6 +187,9 @@ fn sequence(rx: Receiver<Input>) {
                     seat.replica.connectivity(Connectivity::Primary);
                 }
             }
+            Input::Barrier(id, reply) => {
+                let _ = reply.send(seats.get(&id).is_some_and(|s| !s.cut));
+            }
             Input::Stop => break,
         }
     }
@@ -265,5 +271,17 @@ impl GroupChannel for LocalMember {
 
     fn links(&self) -> Vec<tandem_group::Link> {
         Vec::new() // in-process: no connections
+    }
+
+    /// The sequencer delivers in the order it receives: once it reaches the
+    /// barrier, everything submitted before was delivered to every member.
+    fn read_barrier(&self, timeout: Duration) -> Result<(), GroupError> {
+        let (tx, rx) = channel();
+        self.hub.tx.lock().send(Input::Barrier(self.id, tx)).map_err(|_| GroupError::Closed)?;
+        match rx.recv_timeout(timeout) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(GroupError::NonPrimary),
+            Err(_) => Err(GroupError::Other(format!("no read barrier within {timeout:?}"))),
+        }
     }
 }

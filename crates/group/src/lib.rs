@@ -19,6 +19,7 @@ mod join;
 mod liveness;
 mod mesh;
 mod raft;
+mod read;
 mod shared;
 mod store;
 mod submit;
@@ -325,6 +326,10 @@ pub trait GroupChannel: Send + Sync + 'static {
     /// Each other member of the membership, and whether the last
     /// connection with it (either way) was encrypted.
     fn links(&self) -> Vec<Link>;
+    /// Returns once every payload ordered in the group before the call has
+    /// been handed to this member's replica ([`Replica::apply`]): the point
+    /// a causal read waits for, found without ordering anything.
+    fn read_barrier(&self, timeout: Duration) -> Result<(), GroupError>;
 }
 
 /// A member whose durable state is open but not started yet: the engine

@@ -40,6 +40,8 @@ pub struct Shared {
     pub checkpoints: Arc<Checkpoints>,
     /// What the application released (`GroupChannel::release_upto`).
     pub released: AtomicI64,
+    /// Read-index rounds shared by concurrent causal reads.
+    pub reads: crate::read::Rounds,
 }
 
 impl Shared {

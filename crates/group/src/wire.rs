@@ -81,6 +81,8 @@ pub enum Request {
     LogPosition,
     /// Keeps the connection open and the peer's liveness fresh (see `mesh`).
     Keepalive,
+    /// The leader's read index, for a causal read on a follower (see `read`).
+    ReadIndex,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -100,6 +102,10 @@ pub enum Response {
     },
     LogPosition {
         last: Option<LogId>,
+    },
+    /// Apply up to this log index, then read (see `read`).
+    ReadIndex {
+        index: u64,
     },
 }
 

@@ -200,6 +200,90 @@ fn followers_keep_a_link_to_each_other() {
     }
 }
 
+/// A read barrier returns once everything ordered before it was delivered
+/// here, on the leader and on followers, and orders nothing: the log does
+/// not grow, however many reads.
+#[test]
+fn read_barriers_see_every_earlier_order_and_append_nothing() {
+    let _serial = serial();
+    let (m1, m2, m3) = three_voters();
+    for (i, writer) in [&m1, &m2, &m3].into_iter().enumerate() {
+        let payload = format!("acked-{i}");
+        submit(writer, payload.as_bytes());
+        wait_delivered(&[writer], payload.as_bytes()); // acknowledged where written
+        for reader in [&m1, &m2, &m3] {
+            reader
+                .group
+                .read_barrier(Duration::from_secs(10))
+                .expect("read barrier");
+            assert!(
+                reader.rec.has_message(payload.as_bytes()),
+                "{} reads {payload} after its barrier",
+                reader.name
+            );
+        }
+    }
+    let logs = |ms: [&Member; 3]| ms.map(|m| m.group.cache().bytes);
+    let before = logs([&m1, &m2, &m3]);
+    assert!(
+        before.iter().all(|&b| b > 0),
+        "the logs hold the payloads: {before:?}"
+    );
+    for _ in 0..50 {
+        for m in [&m1, &m2, &m3] {
+            m.group
+                .read_barrier(Duration::from_secs(10))
+                .expect("read barrier");
+        }
+    }
+    assert_eq!(
+        logs([&m1, &m2, &m3]),
+        before,
+        "150 barriers wrote nothing to the logs"
+    );
+    for m in [&m3, &m2, &m1] {
+        m.group.shutdown();
+    }
+}
+
+/// A follower whose replica lags (its applier held) answers a read barrier
+/// only once it applied what the group had ordered before the barrier.
+#[test]
+fn a_read_barrier_waits_for_a_lagging_follower() {
+    let _serial = serial();
+    let (m1, m2, m3) = three_voters();
+    let leader = m1.group.status().leader.expect("a leader");
+    let follower = [&m1, &m2, &m3]
+        .into_iter()
+        .find(|m| m.id() != leader)
+        .expect("a follower");
+    follower.rec.journal().held = true;
+    submit(&m1, b"while-held");
+    let others: Vec<&Member> = [&m1, &m2, &m3]
+        .into_iter()
+        .filter(|m| m.id() != follower.id())
+        .collect();
+    wait_delivered(&others, b"while-held"); // committed: a majority has it
+    assert!(!follower.rec.has_message(b"while-held"), "held back");
+    let rec = follower.rec.clone();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        rec.journal().held = false;
+    });
+    follower
+        .group
+        .read_barrier(Duration::from_secs(10))
+        .expect("read barrier");
+    assert!(
+        follower.rec.has_message(b"while-held"),
+        "the barrier returned only after the apply"
+    );
+    release.join().unwrap();
+    for m in [&m3, &m2, &m1] {
+        m.group.shutdown();
+    }
+}
+
 /// (d) Graceful leave shrinks the membership: a follower leaves, then the
 /// leader leaves, and the last member is still a primary component.
 #[test]

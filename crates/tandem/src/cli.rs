@@ -25,7 +25,7 @@ enum Command {
     #[command(subcommand)]
     Cluster(ClusterCommand),
     /// sysbench on Tandem, Galera and standalone MariaDB side by side; writes docs/benchmarks.md
-    Bench(crate::bench::BenchArgs),
+    Bench(Box<crate::bench::BenchArgs>),
     /// MariaDB's galera MTR suites with Galera and with Tandem; writes docs/compatibility.md
     Mtr(crate::mtr::MtrArgs),
 }
@@ -183,7 +183,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Cluster(ClusterCommand::StartNode(args)) => start_node(args),
         Command::Cluster(ClusterCommand::StopNode(args)) => stop_node(args),
         Command::Cluster(ClusterCommand::Bootstrap(args)) => bootstrap(args),
-        Command::Bench(args) => crate::bench::run(args),
+        Command::Bench(args) => crate::bench::run(*args),
         Command::Mtr(args) => crate::mtr::run(args),
     }
 }

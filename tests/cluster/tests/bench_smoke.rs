@@ -128,7 +128,7 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
         .args([
             "bench", "--quick", "--nodes", "3", "--targets", "tandem,galera,standalone",
             "--workloads", "oltp_write_only", "--threads", "1", "--placements", "node1",
-            "--duration", "2", "--rejoin-writes", "500", "--rejoin-downtime", "2", "--tls-cell", "--dir",
+            "--duration", "2", "--rejoin-writes", "500", "--rejoin-downtime", "2", "--tls-cell", "--causal-cell", "--dir",
         ])
         .arg(tmp.path().join("w"))
         .arg("--tandem-path")
@@ -176,7 +176,23 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
     assert!(md.contains("## 1-node cluster against standalone MariaDB"), "{md}");
     assert!(md.contains("RSS anon + file per node (MiB)"), "{md}");
     tls_cell_measured(&results, &md, &tmp.path().join("w"))?;
+    causal_cell_measured(&results, &md);
     no_server_left(tmp.path())
+}
+
+/// `--causal-cell`: causal reads on node 2 were measured on both providers
+/// while node 1 wrote, and the report shows them.
+fn causal_cell_measured(results: &Results, md: &str) {
+    let c = results.causal_cell.as_ref().expect("--causal-cell was given");
+    assert_eq!(c.skipped, None);
+    assert_eq!(c.failed(), 0, "{c:?}");
+    for kind in [ProviderKind::Tandem, ProviderKind::Galera] {
+        let reads = c.reads.as_ref().unwrap().of(kind).unwrap_or_else(|| panic!("{kind}: {c:?}"));
+        let writes = c.writes.as_ref().unwrap().of(kind).unwrap_or_else(|| panic!("{kind}: {c:?}"));
+        assert!(reads.transactions > 0 && writes.transactions > 0, "{kind}: {reads:?} {writes:?}");
+        assert!(md.contains(&format!("| {kind} | {:.0} |", reads.tps)), "{kind} row in\n{md}");
+    }
+    assert!(md.contains("## Causal reads"), "{md}");
 }
 
 /// `--tls-cell`: a TLS cluster of each provider ran next to the plaintext

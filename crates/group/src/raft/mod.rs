@@ -251,6 +251,13 @@ impl GroupChannel for RaftGroup {
             .collect()
     }
 
+    fn read_barrier(&self, timeout: Duration) -> Result<(), GroupError> {
+        let shared = self.shared.clone();
+        self.run(timeout, async move {
+            crate::read::barrier(&shared, timeout).await
+        })
+    }
+
     fn announce_group(&self, group: Option<[u8; 16]>) {
         self.shared.net.set_group(group);
     }

@@ -200,6 +200,7 @@ fn launch_member(
         sm,
         checkpoints: opened.checkpoints,
         released: AtomicI64::new(i64::MIN),
+        reads: Default::default(),
     });
     let (queue, queue_rx) = mpsc::channel(submit::QUEUE_CAPACITY);
     if let Err(e) = spawn_tasks(&runtime, &shared, listener, queue_rx) {

@@ -72,6 +72,9 @@ pub struct StateMachine {
     checkpoints: Arc<Checkpoints>,
     /// A checkpoint is taken after about this many bytes of log.
     every_bytes: u64,
+    /// The log index applied last, published as soon as a batch is applied:
+    /// read barriers wait on it (openraft's metrics may report it later).
+    applied_index: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 fn now_ms() -> u64 {
@@ -111,12 +114,19 @@ impl StateMachine {
             applied.view = uniform_view(cp.membership.membership());
             applied.membership = cp.membership;
         }
+        let index = applied.last_applied.map_or(0, |l| l.index);
         Ok(StateMachine {
             replica,
             applied: Arc::new(Mutex::new(applied)),
             checkpoints,
             every_bytes: every_bytes.max(1),
+            applied_index: Arc::new(tokio::sync::watch::channel(index).0),
         })
+    }
+
+    /// Follows the log index applied last.
+    pub fn applied_index(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.applied_index.subscribe()
     }
 
     /// The next snapshot build returns the checkpoint at `index`, and
@@ -277,6 +287,10 @@ impl StateMachine {
         applied.view = uniform_view(meta.last_membership.membership());
         applied.current = Some(record.index());
         applied.since_checkpoint = 0;
+        drop(applied);
+        // A snapshot may move the applied index back (a forced bootstrap
+        // restarts on another history): readers wait for the new one.
+        self.applied_index.send_replace(record.index());
         Ok(())
     }
 
@@ -312,6 +326,9 @@ impl RaftStateMachine<GroupTypes> for StateMachine {
                 }
             }
             replica_call(|| batch.iter().for_each(|(entry, _)| self.apply_one(entry)));
+            if let Some((entry, _)) = batch.last() {
+                self.applied_index.send_replace(entry.log_id.index);
+            }
             replica_call(|| self.maybe_checkpoint())?;
             for responder in batch.into_iter().filter_map(|(_, r)| r) {
                 responder.send(());

@@ -214,6 +214,7 @@ async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
             last: shared.log.vote_and_last().1,
         },
         Request::Keepalive => Response::Done,
+        Request::ReadIndex => crate::read::handle_read_index(shared).await,
     }
 }
 

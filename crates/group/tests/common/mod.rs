@@ -28,6 +28,9 @@ pub struct Journal {
     pub connectivity: Vec<Connectivity>,
     pub snapshots: usize,
     pub restores: usize,
+    /// While set, the member's replica does not apply messages (a lagging
+    /// applier): its state machine waits.
+    pub held: bool,
 }
 
 #[derive(Clone, Default)]
@@ -86,6 +89,9 @@ struct Recorder(Recording);
 
 impl Replica for Recorder {
     fn apply(&mut self, event: Ordered<'_>) {
+        while self.0.journal().held {
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let event = match event {
             Ordered::Message { origin, payload } => Event::Message {
                 origin,

@@ -14,6 +14,7 @@
 //! kept next to it lets the next run report how far the ratios moved.
 
 mod environment;
+pub mod causal_cell;
 pub mod plan;
 pub mod procfs;
 pub mod rejoin;
@@ -151,6 +152,10 @@ pub struct BenchArgs {
     /// threads spread over the nodes on all four, in rounds
     #[arg(long, conflicts_with_all = ["tls", "no_matrix"])]
     tls_cell: bool,
+    /// Also measure causal reads: point selects with wsrep_sync_wait=1 on
+    /// node 2 while node 1 writes, on each replicated provider
+    #[arg(long)]
+    causal_cell: bool,
 }
 
 /// Three rounds of 6 s rather than one of 18 s: on this kind of VM the noise
@@ -285,8 +290,15 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Vec::new()
     };
     let tls_runs = if tls_kinds.is_empty() { 0 } else { tls_cell::runs(&tls_kinds, sizes.matrix.rounds).len() };
+    let causal_runs = if args.causal_cell {
+        let replicated: Vec<ProviderKind> =
+            sizes.matrix.targets.iter().copied().filter(|&k| k != ProviderKind::Standalone).collect();
+        causal_cell::runs(&replicated, sizes.matrix.rounds).len()
+    } else {
+        0
+    };
     let mut progress = Progress::new(
-        sizes.matrix.targets.len() + tls_kinds.len() + runs.len() + rejoin_runs + single_runs + tls_runs,
+        sizes.matrix.targets.len() + tls_kinds.len() + runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs,
     );
     let mut clusters = start_targets(&args, &sizes, &paths, &mysqld_options, &dir, &mut progress)?;
     let bench = Bench {
@@ -359,6 +371,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         rejoin: None,
         single_node: None,
         tls_cell: None,
+        causal_cell: None,
     };
     // Before the rejoin scenario restarts nodes (a restart resets the peak)
     // and the 1-node cell stops them.
@@ -378,6 +391,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if !tls_kinds.is_empty() {
         let cell = measure_tls_cell(&args, &sizes, &paths, &mysqld_options, &dir, &bench, &clusters, &mut progress);
         out.tls_cell = Some(cell);
+    }
+    if args.causal_cell {
+        let causal_logs = logs.join("causal-cell");
+        std::fs::create_dir_all(&causal_logs)?;
+        let causal_bench = Bench { logs: &causal_logs, ..bench };
+        out.causal_cell = Some(causal_cell::run(&causal_bench, &clusters, sizes.matrix.rounds, &mut progress));
     }
     if let Some(plan) = &sizes.rejoin {
         out.rejoin = Some(rejoin::run(&bench, &mut clusters, plan, sizes.matrix.nodes, &mut progress));
@@ -400,8 +419,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         .count()
         + out.rejoin.as_ref().map_or(0, |r| r.failed())
         + out.single_node.as_ref().map_or(0, |s| s.failed())
-        + out.tls_cell.as_ref().map_or(0, |t| t.failed());
-    let all_runs = runs.len() + rejoin_runs + single_runs + tls_runs;
+        + out.tls_cell.as_ref().map_or(0, |t| t.failed())
+        + out.causal_cell.as_ref().map_or(0, |c| c.failed());
+    let all_runs = runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs;
     let _ = std::io::Write::write_all(
         &mut std::io::stdout(),
         format!(

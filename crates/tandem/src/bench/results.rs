@@ -30,6 +30,9 @@ pub struct Results {
     /// The TLS cell (`--tls-cell`); none without it and in files from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_cell: Option<super::tls_cell::TlsCell>,
+    /// The causal-read cell (`--causal-cell`); none without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causal_cell: Option<super::causal_cell::CausalCell>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -603,6 +606,7 @@ pub(crate) mod tests {
             rejoin: None,
             single_node: None,
             tls_cell: None,
+            causal_cell: None,
         }
     }
 

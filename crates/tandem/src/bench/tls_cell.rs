@@ -20,11 +20,7 @@ use std::fmt::Write;
 
 /// The cell: writes from every node, where the group channel
 /// carries the most.
-pub const CELL: Cell = Cell {
-    workload: Workload::OltpWriteOnly,
-    threads: 16,
-    placement: Placement::Spread,
-};
+pub const CELL: Cell = Cell { workload: Workload::OltpWriteOnly, threads: 16, placement: Placement::Spread };
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct TlsCell {
@@ -93,11 +89,8 @@ pub fn run(
         tls: Some(CellResult { cell: CELL, runs: Vec::new() }),
     };
     for run in runs(&kinds, rounds) {
-        let (clusters, label, results) = if run.tls {
-            (tls, "TLS", out.tls.as_mut())
-        } else {
-            (plain, "plaintext", out.plain.as_mut())
-        };
+        let (clusters, label, results) =
+            if run.tls { (tls, "TLS", out.tls.as_mut()) } else { (plain, "plaintext", out.plain.as_mut()) };
         let what = format!("{} {label} {} (round {}/{rounds})", run.kind, CELL.label(), run.round + 1);
         progress.start(&what);
         let measured = match clusters.iter().find(|c| c.0 == run.kind) {

@@ -28,6 +28,9 @@ pub fn render(results: &Results, previous: Option<&Results>) -> String {
     if let Some(t) = &results.tls_cell {
         super::tls_cell::render(&mut out, t, results.settings.matrix.rounds);
     }
+    if let Some(c) = &results.causal_cell {
+        super::causal_cell::render(&mut out, c, results.settings.matrix.rounds);
+    }
     resources(&mut out, results);
     repeatability(&mut out, results, previous.and_then(|p| spread(p, results)));
     out
