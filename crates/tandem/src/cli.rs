@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
     about = "Tandem: a wsrep provider for MariaDB, and tools around it"
 )]
 pub struct Cli {
+    /// Run MariaDB, Galera and sysbench from this relocated tree (unpacked
+    /// from ../shared/tools/relocatable-bundle.sh) instead of the installed ones
+    #[arg(long, global = true, value_name = "DIR")]
+    basedir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -166,6 +170,12 @@ fn out(text: &str) {
 /// Entry point for `main`: errors become one readable message and exit code 1.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(dir) = &cli.basedir {
+        if let Err(e) = crate::basedir::reexec_with(dir) {
+            esay!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -36,7 +36,7 @@ impl Target<'_> {
 }
 
 pub fn prepare_args(target: &Target, threads: u32) -> Vec<String> {
-    let mut args = vec![Workload::OltpReadWrite.script().to_string()];
+    let mut args = vec![crate::basedir::sysbench_script(Workload::OltpReadWrite.script())];
     args.extend(target.common_args());
     args.push(format!("--threads={threads}"));
     args.push("prepare".into());
@@ -52,7 +52,7 @@ pub fn run_args(
     seconds: u32,
     seed: u32,
 ) -> Vec<String> {
-    let mut args = vec![workload.script().to_string()];
+    let mut args = vec![crate::basedir::sysbench_script(workload.script())];
     args.extend(target.common_args());
     args.extend([
         format!("--threads={threads}"),
@@ -71,7 +71,7 @@ pub fn run_args(
 /// A fixed amount of work: `events` transactions (one write-set each for the
 /// write workloads) from `threads` clients, however long they take.
 pub fn events_args(target: &Target, workload: Workload, threads: u32, events: u64, seed: u32) -> Vec<String> {
-    let mut args = vec![workload.script().to_string()];
+    let mut args = vec![crate::basedir::sysbench_script(workload.script())];
     args.extend(target.common_args());
     args.extend([
         format!("--threads={threads}"),
@@ -88,7 +88,7 @@ pub fn events_args(target: &Target, workload: Workload, threads: u32, events: u6
 /// `--rate`) for `seconds`, so that every target gets the same amount of work
 /// whatever its capacity (as long as the rate is below it).
 pub fn steady_args(target: &Target, workload: Workload, threads: u32, rate: u32, seconds: u32, seed: u32) -> Vec<String> {
-    let mut args = vec![workload.script().to_string()];
+    let mut args = vec![crate::basedir::sysbench_script(workload.script())];
     args.extend(target.common_args());
     args.extend([
         format!("--threads={threads}"),

@@ -85,7 +85,12 @@ fn base_options(state: &ClusterState, node: &Node) -> Vec<(String, String)> {
         // Same server settings, no replication: wsrep is off without a provider.
         pairs.retain(|(key, _)| !key.starts_with("wsrep_"));
     }
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    let mut options: Vec<(String, String)> = pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    // A relocated server (`--basedir`) is told where its own files are.
+    if let Some(dir) = crate::basedir::current() {
+        options.extend(crate::basedir::server_options(&dir));
+    }
+    options
 }
 
 /// Every node lists all members; a node ignores its own address when joining.

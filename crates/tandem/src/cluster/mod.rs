@@ -564,6 +564,9 @@ fn install_db(tools: &Tools, node: &Node) -> Result<()> {
     cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", node.datadir.display()))
         .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
+    if let Some(dir) = crate::basedir::current() {
+        cmd.arg(format!("--basedir={}", dir.display()));
+    }
     if is_root() {
         cmd.arg("--user=root");
     }

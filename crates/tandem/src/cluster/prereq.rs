@@ -64,7 +64,8 @@ pub fn resolve_provider(kind: ProviderKind, explicit: Option<&Path>) -> Result<P
         (_, Some(path), _) => path.to_path_buf(),
         (ProviderKind::Tandem, None, Some(path)) => path,
         (ProviderKind::Tandem, None, None) => default_tandem_provider()?,
-        (ProviderKind::Galera, None, _) => PathBuf::from(GALERA_PROVIDER),
+        (ProviderKind::Galera, None, _) => crate::basedir::current()
+            .map_or_else(|| PathBuf::from(GALERA_PROVIDER), |dir| crate::basedir::galera(&dir)),
         (ProviderKind::Standalone, None, _) => return Ok(PathBuf::from(NO_PROVIDER)),
     };
     check_provider_file(kind, &chosen)
