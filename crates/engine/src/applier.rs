@@ -62,6 +62,7 @@ impl Node {
         let end = loop {
             let Some(task) = self.inner.queue.pop() else { break RecvEnd::Closed };
             self.inner.stats.note_queue(self.inner.queue.len() as i64);
+            self.check_flow_control();
             match self.run(ctx, task) {
                 Step::Next => {}
                 Step::ExitThread if self.inner.receivers.load(Ordering::Acquire) > 1 => break RecvEnd::Closed,

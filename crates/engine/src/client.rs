@@ -123,6 +123,9 @@ impl Node {
         if trx.aborted.load(Ordering::Acquire) {
             return (Status::TrxFail, Ordered::NONE);
         }
+        if let Err(status) = self.wait_for_flow_control(Some(&trx.aborted)) {
+            return (status, Ordered::NONE);
+        }
         let ws = {
             let mut b = trx.body.lock();
             b.flags = trx_flags;
@@ -328,6 +331,7 @@ impl Node {
         trx.aborted.store(true, Ordering::Release);
         self.inner.commit.interrupt();
         self.inner.apply.interrupt();
+        self.inner.flow.wake_all();
         (Status::Ok, seqno)
     }
 
@@ -363,6 +367,9 @@ impl Node {
     /// order until `to_execute_end` so it runs alone.
     pub fn to_execute_start(&self, conn_id: u64, keys: Vec<Vec<Vec<u8>>>, data: Vec<u8>, trx_flags: u32) -> (Status, Ordered) {
         let keys = keys.into_iter().map(|parts| Key { parts, kind: KeyType::Exclusive }).collect();
+        if let Err(status) = self.wait_for_flow_control(None) {
+            return (status, Ordered::NONE);
+        }
         let ws = self.write_set(0, conn_id, trx_flags | flags::ISOLATION, keys, data);
         let (seqno, verdict) = match self.replicate_write_set(ws).0 {
             Ok(r) => r,

@@ -19,6 +19,13 @@ pub struct HotOptions {
     max_ws_size: std::sync::atomic::AtomicI64,
     suspect_ms: std::sync::atomic::AtomicU64,
     causal_read_ms: std::sync::atomic::AtomicU64,
+    fc_limit: std::sync::atomic::AtomicI64,
+    /// f64 bits.
+    fc_factor: std::sync::atomic::AtomicU64,
+    fc_single_primary: std::sync::atomic::AtomicBool,
+    recv_q_soft_limit: std::sync::atomic::AtomicU64,
+    /// The applier queue's bound, fixed at startup (`gcs.recv_q_hard_limit`).
+    recv_q_bound: std::sync::atomic::AtomicUsize,
 }
 
 impl HotOptions {
@@ -33,6 +40,31 @@ impl HotOptions {
         self.max_ws_size.store(options.int("repl.max_ws_size"), Ordering::Relaxed);
         self.suspect_ms.store(ms("evs.suspect_timeout"), Ordering::Relaxed);
         self.causal_read_ms.store(ms("repl.causal_read_timeout"), Ordering::Relaxed);
+        let float = |key| options.get(key).parse::<f64>().unwrap_or(0.0).to_bits();
+        self.fc_limit.store(options.int("gcs.fc_limit"), Ordering::Relaxed);
+        self.fc_factor.store(float("gcs.fc_factor"), Ordering::Relaxed);
+        let single = options.bool("gcs.fc_single_primary") || options.bool("gcs.fc_master_slave");
+        self.fc_single_primary.store(single, Ordering::Relaxed);
+        self.recv_q_soft_limit.store(float("gcs.recv_q_soft_limit"), Ordering::Relaxed);
+        if self.recv_q_bound.load(Ordering::Relaxed) == 0 {
+            self.recv_q_bound.store(recv_queue_bound(options), Ordering::Relaxed);
+        }
+    }
+
+    /// Flow control's settings as they are now (`gcs.fc_*`, `gcs.recv_q_*`).
+    pub fn flow_control(&self) -> crate::flow_control::Settings {
+        let float = |a: &std::sync::atomic::AtomicU64| f64::from_bits(a.load(Ordering::Relaxed));
+        crate::flow_control::Settings {
+            limit: self.fc_limit.load(Ordering::Relaxed),
+            factor: float(&self.fc_factor),
+            single_primary: self.fc_single_primary.load(Ordering::Relaxed),
+            queue_bound_bytes: self.recv_queue_bound(),
+            soft_fraction: float(&self.recv_q_soft_limit),
+        }
+    }
+
+    pub fn recv_queue_bound(&self) -> usize {
+        self.recv_q_bound.load(Ordering::Relaxed)
     }
 
     pub fn max_ws_size(&self) -> i64 {
@@ -45,6 +77,16 @@ impl HotOptions {
 
     pub fn causal_read_timeout(&self) -> Duration {
         Duration::from_millis(self.causal_read_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// The applier queue's bound in bytes: `gcs.recv_q_hard_limit` when set,
+/// else 64 MiB. Past it the group's delivery to this node waits (the rest
+/// stays in the log on disk) where Galera would abort the node.
+pub(crate) fn recv_queue_bound(options: &Options) -> usize {
+    match options.int("gcs.recv_q_hard_limit") {
+        n if n <= 0 || n == i64::MAX => crate::queue::DEFAULT_BOUND_BYTES,
+        n => usize::try_from(n).unwrap_or(usize::MAX).max(1 << 20),
     }
 }
 

@@ -349,6 +349,8 @@ impl NodeCore {
                 out.push(Command::Queue(Task::Synced { after: seqno }));
             }
             Outcome::MemberState { .. } => {}
+            // The shell's flow-control gate follows the ordered paused set.
+            Outcome::FlowControl { .. } => {}
             Outcome::Progress { member, committed } => {
                 if let Some(m) = state.member(member) {
                     if let Some((first, last)) = m.ist {

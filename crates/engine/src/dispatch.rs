@@ -6,20 +6,43 @@
 
 use tandem_group::{Connectivity, Ordered, Replica};
 
-use crate::group_state::GroupState;
+use crate::group_state::{GroupState, Outcome};
 use crate::node::Node;
+use crate::stats::Stats;
 
 /// The deterministic replica the group drives.
 pub(crate) struct NodeReplica {
     pub(crate) node: Node,
     pub(crate) state: GroupState,
+    /// Flow control as last handed to the node: (paused, by us, members).
+    pub(crate) flow_seen: (bool, bool, usize),
+}
+
+impl NodeReplica {
+    pub(crate) fn new(node: Node) -> NodeReplica {
+        NodeReplica { node, state: GroupState::default(), flow_seen: (false, false, 0) }
+    }
+
+    /// Tells the node's flow-control gate when the ordered state changed.
+    fn observe_flow_control(&mut self) {
+        let me = self.node.me();
+        let now = (self.state.paused(), self.state.paused_by.contains(&me), self.state.members.len());
+        if now != self.flow_seen {
+            self.flow_seen = now;
+            self.node.observe_flow_control(now.0, now.1, now.2);
+        }
+    }
 }
 
 impl Replica for NodeReplica {
     fn apply(&mut self, event: Ordered<'_>) {
         let outcome = self.state.apply(event);
+        if matches!(outcome, Outcome::FlowControl { pause: true, .. }) {
+            Stats::add(&self.node.inner.stats.flow_control_recv, 1);
+        }
         let commands = self.node.inner.core.lock().on_ordered(outcome, &self.state);
         self.node.execute(commands);
+        self.observe_flow_control();
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -30,6 +53,7 @@ impl Replica for NodeReplica {
         self.state = GroupState::decode(snapshot)?;
         let commands = self.node.inner.core.lock().on_restored(&self.state);
         self.node.execute(commands);
+        self.observe_flow_control();
         Ok(())
     }
 

@@ -49,6 +49,11 @@ pub struct GroupState {
     /// The seqno this history started from (its first view is one above).
     pub first_seqno: Seqno,
     pub cert: Certifier,
+    /// Members whose flow-control pause is in effect, sorted: replication is
+    /// paused on every node while this is not empty. Encoded after the rest
+    /// (see `encode`), so snapshots of builds without it still decode.
+    #[serde(skip)]
+    pub paused_by: Vec<Uuid>,
 }
 
 /// A primary configuration change, as ordered.
@@ -76,6 +81,8 @@ pub enum Outcome {
     MemberState { from: Sender, state: MemberState, seqno: Seqno },
     /// A member reported how far it has committed.
     Progress { member: Uuid, committed: Seqno },
+    /// A member paused replication (flow control) or lifted its pause.
+    FlowControl { from: Sender, pause: bool },
     /// Nothing for anyone to do (unreadable or stale messages, ...).
     Nothing,
 }
@@ -111,6 +118,8 @@ impl GroupState {
         let mut members: Vec<Member> =
             m.members.iter().map(|(&id, info)| self.member_from(id, info, founding, view_seqno)).collect();
         members.sort_by_key(|m| m.uuid);
+        // A member that left takes its pause with it: nobody could lift it.
+        self.paused_by.retain(|p| members.iter().any(|m| m.uuid == *p));
         let same = members.iter().map(|m| (m.uuid, m.incarnation)).eq(self.members.iter().map(|m| (m.uuid, m.incarnation)));
         self.members = members;
         if same {
@@ -219,6 +228,7 @@ impl GroupState {
             }
             Body::ViewBump => self.next_view(),
             Body::Rejoin { position } => self.apply_rejoin(from, position),
+            Body::FlowControl { pause } => self.apply_flow_control(from, pause),
         }
     }
 
@@ -234,7 +244,25 @@ impl GroupState {
         m.incarnation = from.incarnation;
         m.state = MemberState::Joiner;
         m.ist = range;
+        // The process that asked for a pause is gone.
+        self.paused_by.retain(|p| *p != from.uuid);
         self.next_view()
+    }
+
+    fn apply_flow_control(&mut self, from: Sender, pause: bool) -> Outcome {
+        match (self.paused_by.binary_search(&from.uuid), pause) {
+            (Err(at), true) => self.paused_by.insert(at, from.uuid),
+            (Ok(at), false) => {
+                self.paused_by.remove(at);
+            }
+            _ => {} // a repeat
+        }
+        Outcome::FlowControl { from, pause }
+    }
+
+    /// Whether replication is paused by flow control.
+    pub fn paused(&self) -> bool {
+        !self.paused_by.is_empty()
     }
 
     fn apply_write_set(&mut self, from: Sender, token: u64, ws: WriteSet) -> Outcome {
@@ -299,12 +327,23 @@ impl GroupState {
             .map(|m| m.uuid)
     }
 
+    /// The state, then the paused set: a build that does not know the
+    /// paused set reads the state and ignores the bytes after it.
     pub fn encode(&self) -> Vec<u8> {
-        bincode::serialize(self).expect("encode group state")
+        let mut out = bincode::serialize(self).expect("encode group state");
+        bincode::serialize_into(&mut out, &self.paused_by).expect("encode paused set");
+        out
     }
 
     pub fn decode(bytes: &[u8]) -> Result<GroupState, String> {
-        bincode::deserialize(bytes).map_err(|e| format!("corrupt group snapshot: {e}"))
+        let mut rest = bytes;
+        let mut state: GroupState =
+            bincode::deserialize_from(&mut rest).map_err(|e| format!("corrupt group snapshot: {e}"))?;
+        if !rest.is_empty() {
+            state.paused_by =
+                bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (flow control): {e}"))?;
+        }
+        Ok(state)
     }
 }
 

@@ -121,6 +121,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
         1 => (1u8..=4).prop_map(|from| Event::Bytes(from as u64, msg(from, Body::ViewBump))),
         1 => (1u8..=4, 0u32..4, -1i64..8).prop_map(|(from, inc, pos)| Event::Bytes(from as u64, msg_of(from, inc, Body::Rejoin { position: pos }))),
         1 => (1u8..=4, 0u32..4).prop_map(|(from, inc)| Event::Bytes(from as u64, msg_of(from, inc, Body::State(MemberState::Synced)))),
+        2 => (1u8..=4, any::<bool>()).prop_map(|(from, pause)| Event::Bytes(from as u64, msg(from, Body::FlowControl { pause }))),
     ]
 }
 
@@ -236,4 +237,68 @@ fn a_new_history_remembers_where_it_started() {
     let mut fresh = GroupState::default();
     fresh.apply(Ordered::Membership(membership(&[1])));
     assert_eq!(fresh.first_seqno, 0);
+}
+
+#[test]
+fn flow_control_pauses_until_every_member_that_asked_lets_go() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    add(&mut s, &[1, 2], 2, 0, Gtid::UNDEFINED);
+    add(&mut s, &[1, 2, 3], 3, 0, Gtid::UNDEFINED);
+    let seqno = s.seqno;
+    let fc = |s: &mut GroupState, from: u8, pause: bool| {
+        s.apply(Ordered::Message { origin: from as u64, payload: &msg(from, Body::FlowControl { pause }) })
+    };
+    let Outcome::FlowControl { from, pause: true } = fc(&mut s, 3, true) else { panic!("a flow-control outcome") };
+    assert_eq!(from.uuid, Uuid([3; 16]));
+    assert!(s.paused());
+    fc(&mut s, 2, true);
+    fc(&mut s, 2, true); // a repeat changes nothing
+    assert_eq!(s.paused_by, vec![Uuid([2; 16]), Uuid([3; 16])]);
+    fc(&mut s, 3, false);
+    assert!(s.paused(), "node 2 still holds the group");
+    fc(&mut s, 2, false);
+    assert!(!s.paused());
+    assert_eq!(s.seqno, seqno, "flow control consumes no seqno");
+}
+
+#[test]
+fn a_member_that_leaves_or_restarts_takes_its_pause_with_it() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    add(&mut s, &[1, 2], 2, 1, Gtid::UNDEFINED);
+    add(&mut s, &[1, 2, 3], 3, 1, Gtid::UNDEFINED);
+    for from in [2u8, 3] {
+        s.apply(Ordered::Message { origin: from as u64, payload: &msg_of(from, 1, Body::FlowControl { pause: true }) });
+    }
+    s.apply(Ordered::Membership(membership(&[1, 2])));
+    assert_eq!(s.paused_by, vec![Uuid([2; 16])], "node 3 left");
+    // A pause of the dead incarnation, ordered late, is ignored; the new one's counts.
+    s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, 2, Body::Rejoin { position: 0 }) });
+    assert!(!s.paused(), "node 2 restarted");
+    s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, 1, Body::FlowControl { pause: true }) });
+    assert!(!s.paused());
+    s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, 2, Body::FlowControl { pause: true }) });
+    assert!(s.paused());
+}
+
+#[test]
+fn snapshots_carry_the_paused_set_and_older_snapshots_still_decode() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    add(&mut s, &[1, 2], 2, 0, Gtid::UNDEFINED);
+    s.apply(Ordered::Message { origin: 2, payload: &msg(2, Body::FlowControl { pause: true }) });
+    let back = GroupState::decode(&s.encode()).unwrap();
+    assert_eq!(back, s);
+    assert!(back.paused());
+    // A build without flow control wrote the state alone.
+    let older = bincode::serialize(&s).unwrap();
+    let back = GroupState::decode(&older).unwrap();
+    assert!(!back.paused());
+    assert_eq!(back.seqno, s.seqno);
+    // A damaged tail is an error, not an empty set.
+    let mut damaged = s.encode();
+    damaged.push(0xff);
+    damaged.truncate(older.len() + 3);
+    assert!(GroupState::decode(&damaged).is_err());
 }

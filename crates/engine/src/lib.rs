@@ -17,6 +17,8 @@ pub mod client;
 pub mod config;
 pub mod core;
 pub mod dispatch;
+pub mod flow_control;
+mod flow_gate;
 pub mod group_state;
 pub mod local_group;
 pub mod message;

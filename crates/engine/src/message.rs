@@ -43,6 +43,11 @@ pub enum Body {
     /// every member delivers a view, the one that admits the new incarnation.
     /// `position` is where its local data is (for IST accounting).
     Rejoin { position: Seqno },
+    /// Flow control: the sender's receive queue is over its limit and every
+    /// member pauses replication (`pause`), or it is back under the lower
+    /// limit and its pause is lifted. Appended last, so messages of older
+    /// builds decode unchanged.
+    FlowControl { pause: bool },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

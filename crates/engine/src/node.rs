@@ -21,7 +21,7 @@ use crate::client::LocalTrxs;
 use crate::config::{parse_cluster_address, HotOptions};
 use crate::core::{Command, NodeCore};
 use crate::dispatch::NodeReplica;
-use crate::group_state::GroupState;
+use crate::flow_gate::FlowGate;
 use crate::message::{Body, Envelope, JoinInfo};
 use crate::monitor::Monitor;
 use crate::options::Options;
@@ -66,6 +66,8 @@ pub(crate) struct Inner {
     pub(crate) incarnation: AtomicU32,
     pub(crate) group: Mutex<Option<Arc<dyn GroupChannel>>>,
     pub(crate) queue: TaskQueue,
+    /// Flow control: the gate writers wait at while the group is paused.
+    pub(crate) flow: FlowGate,
     pub(crate) waiters: Waiters,
     send_order: Mutex<()>,
     pub(crate) apply: Monitor,
@@ -137,6 +139,7 @@ impl Node {
         let bootstrap_at_connect = actions.contains(&crate::options::OptionAction::Bootstrap);
         let position = config.start_position.seqno;
         let core = NodeCore::new(Uuid::NIL, 0, config.start_position, String::new());
+        let queue_bound = crate::config::recv_queue_bound(&options);
         let inner = Inner {
             app,
             hot: HotOptions::from(&options),
@@ -145,7 +148,8 @@ impl Node {
             me: RwLock::new(Uuid::NIL),
             incarnation: AtomicU32::new(0),
             group: Mutex::new(None),
-            queue: TaskQueue::default(),
+            queue: TaskQueue::with_bound(queue_bound),
+            flow: FlowGate::default(),
             waiters: Waiters::default(),
             send_order: Mutex::new(()),
             apply: Monitor::new(position),
@@ -213,7 +217,7 @@ impl Node {
             if bootstrap { ", bootstrapping a new cluster" } else { "" }
         );
         let app = JoinInfo { incarnation, position: start }.encode();
-        let replica = NodeReplica { node: self.clone(), state: GroupState::default() };
+        let replica = NodeReplica::new(self.clone());
         let group = starter.start(app, Box::new(replica)).map_err(|e| ConnectError::Failed(e.to_string()))?;
         *self.inner.group.lock() = Some(group);
         self.start_ticker();
@@ -263,6 +267,7 @@ impl Node {
         self.inner.core.lock().close();
         self.inner.sst_done.notify_all();
         self.inner.waiters.wake_all();
+        self.inner.flow.wake_all();
         self.stop_ticker();
         if let Some(group) = self.inner.group.lock().take() {
             if let Err(e) = group.leave(Duration::from_secs(5)) {
@@ -338,6 +343,7 @@ impl Node {
                 std::thread::sleep(TICK);
                 let commands = node.inner.core.lock().on_tick(node.now_ms(), node.inner.apply.last_left());
                 node.execute(commands);
+                node.tick_flow_control();
             }
         });
         match spawned {
@@ -362,6 +368,7 @@ impl Node {
     /// `FLUSH STATUS`.
     pub fn reset_stats(&self) {
         self.inner.stats.reset();
+        self.inner.flow.reset();
     }
 
     /// Whether this node still has to tell the group it is synced.
@@ -419,6 +426,7 @@ impl Node {
                 // Remote, or local whose client gave up: apply like any other.
                 if !taken && apply {
                     inner.queue.push(Task::Apply { seqno, verdict, ws });
+                    self.check_flow_control();
                 }
             }
             Command::Reply { token, reply } => {
@@ -426,7 +434,10 @@ impl Node {
             }
             Command::Queue(task) => inner.queue.push(task),
             Command::Admit(admission) => inner.queue.push_front(Task::Connect(admission)),
-            Command::WakeWaiters => inner.waiters.wake_all(),
+            Command::WakeWaiters => {
+                inner.waiters.wake_all();
+                inner.flow.wake_all();
+            }
             Command::ReportProgress => {
                 let _ = self.submit(Body::Progress(self.safe_seqno()));
             }

@@ -12,7 +12,11 @@ enum Kind {
     Str,
     Bool,
     Int,
+    /// An integer, 0 or more.
+    Count,
     Float,
+    /// A number from 0 to 1.
+    Fraction,
     /// ISO-8601 duration (`PT30S`).
     Period,
     /// Bytes with an optional K/M/G/T suffix.
@@ -64,14 +68,14 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("gcache.size", "128M", Kind::Size), // log bytes kept
     ("gcomm.thread_prio", "", Kind::Str),
     ("gcs.fc_debug", "0", Kind::Int),
-    ("gcs.fc_factor", "1.0", Kind::Float),
-    ("gcs.fc_limit", "16", Kind::Int),
+    ("gcs.fc_factor", "1.0", Kind::Fraction),
+    ("gcs.fc_limit", "16", Kind::Count),
     ("gcs.fc_master_slave", "no", Kind::Bool),
     ("gcs.fc_single_primary", "no", Kind::Bool),
     ("gcs.max_packet_size", "64500", Kind::Int),
     ("gcs.max_throttle", "0.25", Kind::Float),
-    ("gcs.recv_q_hard_limit", "9223372036854775807", Kind::Int),
-    ("gcs.recv_q_soft_limit", "0.25", Kind::Float),
+    ("gcs.recv_q_hard_limit", "9223372036854775807", Kind::Count),
+    ("gcs.recv_q_soft_limit", "0.25", Kind::Fraction),
     ("gcs.stateless", "no", Kind::Bool),
     ("gcs.sync_donor", "no", Kind::Bool),
     ("gmcast.listen_addr", "tcp://0.0.0.0:4567", Kind::Str), // group listen address
@@ -131,6 +135,8 @@ const STARTUP_ONLY: &[&str] = &[
     "socket.ssl_cipher",
     "socket.ssl_verify_peer_name",
     "socket.dynamic",
+    // The applier queue is sized once.
+    "gcs.recv_q_hard_limit",
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -202,10 +208,15 @@ impl Options {
     pub fn set_at_runtime(&mut self, input: &str) -> Result<Vec<OptionAction>, OptionError> {
         for (key, value) in parse(input)? {
             if STARTUP_ONLY.contains(&key.as_str()) && self.get(&key) != value {
+                let why = if key.starts_with("socket.") {
+                    "it is read only at startup (to use new certificate files, socket.ssl_reload=1)"
+                } else {
+                    "it is read only at startup"
+                };
                 return Err(OptionError::BadValue {
                     key,
                     value,
-                    why: "it is read only at startup (to use new certificate files, socket.ssl_reload=1)".into(),
+                    why: why.into(),
                 });
             }
         }
@@ -342,7 +353,9 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
         Kind::Str => true,
         Kind::Bool => parse_bool(value).is_some(),
         Kind::Int => value.parse::<i64>().is_ok(),
+        Kind::Count => value.parse::<i64>().is_ok_and(|n| n >= 0),
         Kind::Float => value.parse::<f64>().is_ok(),
+        Kind::Fraction => value.parse::<f64>().is_ok_and(|f| (0.0..=1.0).contains(&f)),
         Kind::Period => parse_period(value).is_some(),
         Kind::Size => parse_size(value).is_some(),
         Kind::SeqnoOrNow => value.eq_ignore_ascii_case("now") || value.parse::<i64>().is_ok_and(|n| n >= -1),
@@ -439,6 +452,10 @@ mod tests {
         assert!(matches!(o.set("a=b=c"), Err(OptionError::Syntax(_))));
         assert!(matches!(o.set("evs.suspect_timeout=soon"), Err(OptionError::BadValue { .. })));
         assert!(matches!(o.set("gcs.fc_limit=many"), Err(OptionError::BadValue { .. })));
+        assert!(matches!(o.set("gcs.fc_limit=-1"), Err(OptionError::BadValue { .. })));
+        assert!(matches!(o.set("gcs.fc_factor=1.5"), Err(OptionError::BadValue { .. })));
+        assert!(matches!(o.set("gcs.recv_q_soft_limit=-0.1"), Err(OptionError::BadValue { .. })));
+        assert_eq!(o.set("gcs.fc_limit=100;gcs.fc_factor=0.8"), Ok(vec![]));
     }
 
     #[test]

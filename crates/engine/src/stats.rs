@@ -27,6 +27,15 @@ pub struct Stats {
     pub deps_distance_sum: AtomicI64,
     pub deps_distance_n: AtomicI64,
     pub recv_queue_max: AtomicI64,
+    /// Most write-set bytes the queue held since `FLUSH STATUS`.
+    pub recv_queue_bytes_max: AtomicI64,
+    /// Queue lengths seen by the appliers since `FLUSH STATUS`: sum, count, least.
+    pub recv_queue_sum: AtomicI64,
+    pub recv_queue_samples: AtomicI64,
+    pub recv_queue_min: AtomicI64,
+    /// Flow-control pauses this node asked for, and pauses ordered (its own included).
+    pub flow_control_sent: AtomicU64,
+    pub flow_control_recv: AtomicU64,
     pub desync_count: AtomicI64,
 }
 
@@ -40,8 +49,30 @@ impl Stats {
         self.deps_distance_n.fetch_add(1, Relaxed);
     }
 
-    pub fn note_queue(&self, len: i64) {
+    /// The queue's level after every push and pop.
+    pub fn note_queue_peak(&self, len: i64, bytes: i64) {
         self.recv_queue_max.fetch_max(len, Relaxed);
+        self.recv_queue_bytes_max.fetch_max(bytes, Relaxed);
+    }
+
+    /// The queue's length as an applier takes work (the average and minimum).
+    pub fn note_queue(&self, len: i64) {
+        self.recv_queue_sum.fetch_add(len, Relaxed);
+        // The first sample after a reset sets the minimum.
+        if self.recv_queue_samples.fetch_add(1, Relaxed) == 0 {
+            self.recv_queue_min.store(len, Relaxed);
+        } else {
+            self.recv_queue_min.fetch_min(len, Relaxed);
+        }
+    }
+
+    /// (least, average) queue length since `FLUSH STATUS`.
+    pub fn queue_min_avg(&self) -> (i64, f64) {
+        let n = self.recv_queue_samples.load(Relaxed);
+        if n == 0 {
+            return (0, 0.0);
+        }
+        (self.recv_queue_min.load(Relaxed), self.recv_queue_sum.load(Relaxed) as f64 / n as f64)
     }
 
     /// `FLUSH STATUS`: Galera resets the averages and maxima, not the totals.
@@ -49,6 +80,10 @@ impl Stats {
         self.deps_distance_sum.store(0, Relaxed);
         self.deps_distance_n.store(0, Relaxed);
         self.recv_queue_max.store(0, Relaxed);
+        self.recv_queue_bytes_max.store(0, Relaxed);
+        self.recv_queue_sum.store(0, Relaxed);
+        self.recv_queue_samples.store(0, Relaxed);
+        self.recv_queue_min.store(0, Relaxed);
     }
 
     pub fn deps_distance(&self) -> f64 {

@@ -20,6 +20,9 @@ impl Node {
             (core.state, core.group_uuid(), incoming, core.members.len(), core.desyncs, core.is_primary(), core.ist_range())
         };
         let recv_queue = inner.queue.len() as i64;
+        let (queue_min, queue_avg) = s.queue_min_avg();
+        let flow = inner.flow.status(&inner.hot.flow_control());
+        let yes_no = |b: bool| Str(if b { "true" } else { "false" }.into());
         let last_committed = inner.apply.last_left();
         let cache = self.group().map(|g| g.cache()).unwrap_or_default();
         let links = self.group().map(|g| g.links()).unwrap_or_default();
@@ -48,15 +51,15 @@ impl Node {
             ("local_send_queue_avg", Double(0.0)),
             ("local_recv_queue", Int(recv_queue)),
             ("local_recv_queue_max", Int(s.recv_queue_max.load(Relaxed).max(1))),
-            ("local_recv_queue_min", Int(0)),
-            ("local_recv_queue_avg", Double(0.0)),
+            ("local_recv_queue_min", Int(queue_min)),
+            ("local_recv_queue_avg", Double(queue_avg)),
             ("local_cached_downto", Int(cached_downto)),
-            ("flow_control_paused_ns", Int(0)),
-            ("flow_control_paused", Double(0.0)),
-            ("flow_control_sent", Int(0)),
-            ("flow_control_recv", Int(0)),
-            ("flow_control_active", Str("false".into())),
-            ("flow_control_requested", Str("false".into())),
+            ("flow_control_paused_ns", Int(i64::try_from(flow.paused_ns).unwrap_or(i64::MAX))),
+            ("flow_control_paused", Double(flow.paused_fraction)),
+            ("flow_control_sent", Int(get(&s.flow_control_sent))),
+            ("flow_control_recv", Int(get(&s.flow_control_recv))),
+            ("flow_control_active", yes_no(flow.active)),
+            ("flow_control_requested", yes_no(flow.requested)),
             ("cert_deps_distance", Double(s.deps_distance())),
             ("apply_oooe", Double(0.0)),
             ("apply_oool", Double(0.0)),
@@ -86,6 +89,11 @@ impl Node {
             ("gcache_pool_size", Int(cache.bytes as i64)),
             ("gcache_reach_seqnos", Int(if cached_downto < 0 { 0 } else { last_committed - cached_downto + 1 })),
             ("gcache_reach_seconds", Int(reach_seconds(self.inner.options.lock().size("gcache.size"), cache.append_rate))),
+            // PXC's: the queue lengths that pause and resume replication.
+            ("flow_control_interval", Str(flow.limits.interval_text())),
+            // Not Galera's: the write-set bytes waiting for the appliers.
+            ("local_recv_queue_bytes", Int(inner.queue.bytes() as i64)),
+            ("local_recv_queue_bytes_max", Int(s.recv_queue_bytes_max.load(Relaxed))),
             // Not Galera's: how each link of the group channel is carried.
             ("group_links", Str(links_text(&links))),
         ]

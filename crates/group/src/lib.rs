@@ -315,6 +315,11 @@ pub trait GroupChannel: Send + Sync + 'static {
     /// size. Never called with a lower position than before.
     fn release_upto(&self, position: i64);
     fn cache(&self) -> CacheStatus;
+    /// Entries in this member's log not yet handed to its replica: the part
+    /// of the receive queue the group still holds (flow control counts it).
+    fn undelivered(&self) -> u64 {
+        0
+    }
     /// Re-reads the TLS certificate and key (`socket.ssl_reload`): new
     /// connections use them. Fails, keeping the old ones, when a file is
     /// wrong, or when the channel is not encrypted.

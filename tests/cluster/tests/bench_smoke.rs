@@ -128,7 +128,7 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
         .args([
             "bench", "--quick", "--nodes", "3", "--targets", "tandem,galera,standalone",
             "--workloads", "oltp_write_only", "--threads", "1", "--placements", "node1",
-            "--duration", "2", "--rejoin-writes", "500", "--rejoin-downtime", "2", "--tls-cell", "--causal-cell", "--dir",
+            "--duration", "2", "--rejoin-writes", "500", "--rejoin-downtime", "2", "--tls-cell", "--causal-cell", "--fc-cell", "--dir",
         ])
         .arg(tmp.path().join("w"))
         .arg("--tandem-path")
@@ -177,7 +177,23 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
     assert!(md.contains("RSS anon + file per node (MiB)"), "{md}");
     tls_cell_measured(&results, &md, &tmp.path().join("w"))?;
     causal_cell_measured(&results, &md);
+    fc_cell_measured(&results, &md);
     no_server_left(tmp.path())
+}
+
+/// `--fc-cell`: the slow-node scenario ran on both providers, the writers
+/// were paused by the slow node, and the report shows a row for each.
+fn fc_cell_measured(results: &Results, md: &str) {
+    let c = results.fc_cell.as_ref().expect("--fc-cell was given");
+    assert_eq!(c.skipped, None);
+    assert_eq!(c.failed(), 0, "{c:?}");
+    let section = md.split("## Flow control: a slow node").nth(1).unwrap_or_else(|| panic!("no section in\n{md}"));
+    for kind in [ProviderKind::Tandem, ProviderKind::Galera] {
+        let run = c.runs.iter().find(|r| r.target == Some(kind)).unwrap_or_else(|| panic!("{kind}: {c:?}"));
+        assert!(run.writes_per_s > 0.0 && run.pauses_sent > 0 && run.paused_fraction > 0.0, "{kind}: {run:?}");
+        let row = format!("| {kind} | ");
+        assert!(section.contains(&row) && !section.contains(&format!("{row}failed")), "{kind} row in\n{md}");
+    }
 }
 
 /// `--causal-cell`: causal reads on node 2 were measured on both providers

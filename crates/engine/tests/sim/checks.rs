@@ -110,6 +110,10 @@ fn digest(outcome: &Outcome) -> (Option<Seqno>, u64) {
             (6, member, committed).hash(&mut h);
             None
         }
+        Outcome::FlowControl { from, pause } => {
+            (7, from.uuid, from.incarnation, pause).hash(&mut h);
+            None
+        }
         Outcome::Nothing => None,
     };
     (seqno, h.finish())

@@ -237,6 +237,11 @@ impl GroupChannel for RaftGroup {
         }
     }
 
+    fn undelivered(&self) -> u64 {
+        let last = self.shared.log.vote_and_last().1.map_or(0, |l| l.index);
+        last.saturating_sub(self.shared.sm.delivered())
+    }
+
     fn links(&self) -> Vec<crate::Link> {
         let m = self.shared.metrics();
         let membership = m.membership_config.membership();

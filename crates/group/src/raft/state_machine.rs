@@ -75,6 +75,9 @@ pub struct StateMachine {
     /// The log index applied last, published as soon as a batch is applied:
     /// read barriers wait on it (openraft's metrics may report it later).
     applied_index: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The entry handed to the replica last: ahead of `applied_index`
+    /// within a batch (flow control counts what is not handed over yet).
+    delivered: Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn now_ms() -> u64 {
@@ -121,7 +124,13 @@ impl StateMachine {
             checkpoints,
             every_bytes: every_bytes.max(1),
             applied_index: Arc::new(tokio::sync::watch::channel(index).0),
+            delivered: Arc::new(std::sync::atomic::AtomicU64::new(index)),
         })
+    }
+
+    /// The log index handed to the replica last.
+    pub fn delivered(&self) -> u64 {
+        self.delivered.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Follows the log index applied last.
@@ -170,6 +179,8 @@ impl StateMachine {
     /// sees both at the same log position. `applied` itself is only held for
     /// bookkeeping, never across a call into the replica.
     fn apply_one(&self, entry: &Entry) {
+        self.delivered
+            .store(entry.log_id.index, std::sync::atomic::Ordering::Relaxed);
         let mut replica = lock(&self.replica);
         match &entry.payload {
             EntryPayload::Blank => {}
@@ -291,6 +302,8 @@ impl StateMachine {
         // A snapshot may move the applied index back (a forced bootstrap
         // restarts on another history): readers wait for the new one.
         self.applied_index.send_replace(record.index());
+        self.delivered
+            .store(record.index(), std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

@@ -15,6 +15,7 @@
 
 mod environment;
 pub mod causal_cell;
+pub mod fc_cell;
 pub mod plan;
 pub mod procfs;
 pub mod rejoin;
@@ -156,6 +157,11 @@ pub struct BenchArgs {
     /// node 2 while node 1 writes, on each replicated provider
     #[arg(long)]
     causal_cell: bool,
+    /// Also measure flow control: the last node applies slowly (one applier,
+    /// a table without primary key there) while node 1 writes; the writers'
+    /// throughput, the slow node's lag and the time paused, per provider
+    #[arg(long)]
+    fc_cell: bool,
 }
 
 /// Three rounds of 6 s rather than one of 18 s: on this kind of VM the noise
@@ -297,8 +303,22 @@ pub fn run(args: BenchArgs) -> Result<()> {
     } else {
         0
     };
+    let fc_runs = if args.fc_cell {
+        let replicated: Vec<ProviderKind> =
+            sizes.matrix.targets.iter().copied().filter(|&k| k != ProviderKind::Standalone).collect();
+        fc_cell::runs(&replicated, sizes.matrix.rounds).len()
+    } else {
+        0
+    };
     let mut progress = Progress::new(
-        sizes.matrix.targets.len() + tls_kinds.len() + runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs,
+        sizes.matrix.targets.len()
+            + tls_kinds.len()
+            + runs.len()
+            + rejoin_runs
+            + single_runs
+            + tls_runs
+            + causal_runs
+            + fc_runs,
     );
     let mut clusters = start_targets(&args, &sizes, &paths, &mysqld_options, &dir, &mut progress)?;
     let bench = Bench {
@@ -372,6 +392,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         single_node: None,
         tls_cell: None,
         causal_cell: None,
+        fc_cell: None,
     };
     // Before the rejoin scenario restarts nodes (a restart resets the peak)
     // and the 1-node cell stops them.
@@ -398,6 +419,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let causal_bench = Bench { logs: &causal_logs, ..bench };
         out.causal_cell = Some(causal_cell::run(&causal_bench, &clusters, sizes.matrix.rounds, &mut progress));
     }
+    if args.fc_cell {
+        out.fc_cell = Some(fc_cell::run(&bench, &clusters, sizes.matrix.rounds, &mut progress));
+    }
     if let Some(plan) = &sizes.rejoin {
         out.rejoin = Some(rejoin::run(&bench, &mut clusters, plan, sizes.matrix.nodes, &mut progress));
     }
@@ -420,8 +444,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         + out.rejoin.as_ref().map_or(0, |r| r.failed())
         + out.single_node.as_ref().map_or(0, |s| s.failed())
         + out.tls_cell.as_ref().map_or(0, |t| t.failed())
-        + out.causal_cell.as_ref().map_or(0, |c| c.failed());
-    let all_runs = runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs;
+        + out.causal_cell.as_ref().map_or(0, |c| c.failed())
+        + out.fc_cell.as_ref().map_or(0, |c| c.failed());
+    let all_runs = runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs + fc_runs;
     let _ = std::io::Write::write_all(
         &mut std::io::stdout(),
         format!(

@@ -33,6 +33,9 @@ pub struct Results {
     /// The causal-read cell (`--causal-cell`); none without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub causal_cell: Option<super::causal_cell::CausalCell>,
+    /// The flow-control cell (`--fc-cell`); none without it.
+    #[serde(default)]
+    pub fc_cell: Option<super::fc_cell::FcCell>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -607,6 +610,7 @@ pub(crate) mod tests {
             single_node: None,
             tls_cell: None,
             causal_cell: None,
+            fc_cell: None,
         }
     }
 

@@ -31,6 +31,9 @@ pub fn render(results: &Results, previous: Option<&Results>) -> String {
     if let Some(c) = &results.causal_cell {
         super::causal_cell::render(&mut out, c, results.settings.matrix.rounds);
     }
+    if let Some(c) = &results.fc_cell {
+        super::fc_cell::render(&mut out, c, results.settings.matrix.rounds);
+    }
     resources(&mut out, results);
     repeatability(&mut out, results, previous.and_then(|p| spread(p, results)));
     out
@@ -123,7 +126,8 @@ and the retry are listed under the workload's table.
 * **cert fail**: increase of `wsrep_local_cert_failures`, summed over nodes and rounds (certification conflicts).
 * **drain**: the longest of the rounds.
 * **node 1**: every client on node 1; **spread**: clients split evenly over all nodes.
-* Tandem has no flow control yet: a slow applier is not throttled as under Galera, which shows as drain.
+* Both providers run with their default flow control (`gcs.fc_limit=16`): a node whose appliers fall behind
+  pauses the writers; what is left queued when the clients stop shows as drain.
 
 ";
 

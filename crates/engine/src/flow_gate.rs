@@ -1,0 +1,270 @@
+//! The shell of flow control: the gate local writers wait at while the group
+//! is paused, the time it was closed, and this node's own requests, fed to
+//! the pure decision in [`crate::flow_control`]. The group's paused set is
+//! ordered state (`GroupState::paused_by`); the gate follows it as this node
+//! applies it, so a write-set submitted after a pause is ordered by the
+//! sender that saw the pause first (see `Node::submit_write_set`).
+
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::client::Status;
+use crate::core::LocalState;
+use crate::flow_control::{FlowControl, Level, Limits, Settings};
+use crate::message::Body;
+use crate::node::Node;
+use crate::stats::Stats;
+
+#[derive(Debug)]
+struct GateState {
+    fc: FlowControl,
+    /// Members of the primary view (the limit grows with them).
+    members: usize,
+    /// Replication is paused: some member's pause is in effect.
+    closed_since: Option<Instant>,
+    /// Time closed, spells that ended; since the start and since `FLUSH STATUS`.
+    closed_ns: u64,
+    closed_ns_at_reset: u64,
+    reset_at: Instant,
+}
+
+#[derive(Debug)]
+pub(crate) struct FlowGate {
+    state: Mutex<GateState>,
+    opened: Condvar,
+    /// Held from a decision to its message's submission: appliers and the
+    /// group's delivery decide concurrently, and a continue submitted after
+    /// the pause decided after it would leave the group running while this
+    /// node waits for its pause (until the repeat).
+    sending: Mutex<()>,
+}
+
+impl Default for FlowGate {
+    fn default() -> Self {
+        let state = GateState {
+            fc: FlowControl::default(),
+            members: 1,
+            closed_since: None,
+            closed_ns: 0,
+            closed_ns_at_reset: 0,
+            reset_at: Instant::now(),
+        };
+        FlowGate { state: Mutex::new(state), opened: Condvar::new(), sending: Mutex::new(()) }
+    }
+}
+
+/// What `SHOW STATUS` shows of flow control.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct GateStatus {
+    pub paused_ns: u64,
+    /// Fraction of the time since `FLUSH STATUS` the gate was closed.
+    pub paused_fraction: f64,
+    pub active: bool,
+    pub requested: bool,
+    pub limits: Limits,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl FlowGate {
+    /// The group's ordered flow-control state after an event: whether
+    /// replication is paused, whether a pause of ours is in effect, and the
+    /// view's size. Returns a message to send (a pause of ours got dropped
+    /// or is no longer wanted).
+    pub fn observe(&self, paused: bool, mine: bool, members: usize, now_ms: u64) -> Option<bool> {
+        let mut s = self.state.lock();
+        s.members = members.max(1);
+        match (s.closed_since, paused) {
+            (None, true) => s.closed_since = Some(Instant::now()),
+            (Some(since), false) => {
+                s.closed_ns += nanos(since.elapsed());
+                s.closed_since = None;
+                self.opened.notify_all();
+            }
+            _ => {}
+        }
+        s.fc.on_ordered(mine, now_ms)
+    }
+
+    /// Whether a queue at `level` could change what this node asks for: only
+    /// then is it worth finding out whether this node may pause the group.
+    pub fn may_act(&self, level: Level, settings: &Settings) -> bool {
+        let s = self.state.lock();
+        s.fc.requested() || Limits::new(settings, s.members).over_upper(level)
+    }
+
+    pub fn on_queue(&self, level: Level, settings: &Settings, eligible: bool, now_ms: u64) -> Option<bool> {
+        let mut s = self.state.lock();
+        let limits = Limits::new(settings, s.members);
+        s.fc.on_queue(level, &limits, eligible, now_ms)
+    }
+
+    pub fn on_tick(&self, eligible: bool, now_ms: u64) -> Option<bool> {
+        self.state.lock().fc.on_tick(eligible, now_ms)
+    }
+
+    #[cfg(test)]
+    pub fn is_closed_for_tests(&self) -> bool {
+        self.state.lock().closed_since.is_some()
+    }
+
+    /// Waits up to `timeout` for the gate to open; true if it is open.
+    pub fn wait_open(&self, timeout: Duration) -> bool {
+        let mut s = self.state.lock();
+        if s.closed_since.is_some() {
+            self.opened.wait_for(&mut s, timeout);
+        }
+        s.closed_since.is_none()
+    }
+
+    /// Wakes every waiter to re-check why it waits (a BF abort, closing).
+    pub fn wake_all(&self) {
+        self.opened.notify_all();
+    }
+
+    /// `FLUSH STATUS`: the paused fraction starts over; the total does not.
+    pub fn reset(&self) {
+        let mut s = self.state.lock();
+        let open_spell = s.closed_since.map_or(0, |since| nanos(since.elapsed()));
+        s.closed_ns_at_reset = s.closed_ns + open_spell;
+        s.reset_at = Instant::now();
+    }
+
+    pub fn status(&self, settings: &Settings) -> GateStatus {
+        let s = self.state.lock();
+        let paused_ns = s.closed_ns + s.closed_since.map_or(0, |since| nanos(since.elapsed()));
+        let window = nanos(s.reset_at.elapsed()).max(1);
+        GateStatus {
+            paused_ns,
+            paused_fraction: (paused_ns.saturating_sub(s.closed_ns_at_reset)) as f64 / window as f64,
+            active: s.closed_since.is_some(),
+            requested: s.fc.requested(),
+            limits: Limits::new(settings, s.members),
+        }
+    }
+}
+
+impl Node {
+    /// The applier queue changed: ask the group to pause or go on if the
+    /// queue crossed a limit.
+    pub(crate) fn check_flow_control(&self) {
+        let inner = &self.inner;
+        // What the group ordered that this node has not even queued yet is
+        // behind too: on busy cores the delivery to a slow node lags.
+        let undelivered = self.group().map_or(0, |g| g.undelivered() as usize);
+        let level = Level { write_sets: inner.queue.len() + undelivered, bytes: inner.queue.bytes() };
+        inner.stats.note_queue_peak(level.write_sets as i64, level.bytes as i64);
+        let settings = inner.hot.flow_control();
+        if !inner.flow.may_act(level, &settings) {
+            return;
+        }
+        let eligible = self.may_pause_group();
+        let _sending = inner.flow.sending.lock();
+        let message = inner.flow.on_queue(level, &settings, eligible, self.now_ms());
+        self.send_flow_control(message);
+    }
+
+    /// Every tick: repeats what a leader change lost, and lets go of a pause
+    /// this node may no longer hold.
+    pub(crate) fn tick_flow_control(&self) {
+        let eligible = self.may_pause_group();
+        let _sending = self.inner.flow.sending.lock();
+        let message = self.inner.flow.on_tick(eligible, self.now_ms());
+        self.send_flow_control(message);
+    }
+
+    /// The ordered state changed (see `NodeReplica`).
+    pub(crate) fn observe_flow_control(&self, paused: bool, mine: bool, members: usize) {
+        let _sending = self.inner.flow.sending.lock();
+        let message = self.inner.flow.observe(paused, mine, members, self.now_ms());
+        self.send_flow_control(message);
+    }
+
+    /// As in Galera, only a synced member of the primary component holds the
+    /// group back: a node catching up or desynced by the operator lags alone.
+    fn may_pause_group(&self) -> bool {
+        let core = self.inner.core.lock();
+        core.state == LocalState::Synced && core.is_primary() && core.is_live()
+    }
+
+    fn send_flow_control(&self, message: Option<bool>) {
+        let Some(pause) = message else { return };
+        let level = (self.inner.queue.len(), self.inner.queue.bytes());
+        log::debug!(
+            "Flow control: {} (receive queue {} write-sets, {} bytes)",
+            if pause { "pause" } else { "continue" },
+            level.0,
+            level.1
+        );
+        if pause {
+            Stats::add(&self.inner.stats.flow_control_sent, 1);
+        }
+        if let Err(e) = self.submit(Body::FlowControl { pause }) {
+            log::debug!("Flow control message not submitted (repeated on the next tick): {e}");
+        }
+    }
+
+    /// Before a local write-set goes to the group: waits while flow control
+    /// pauses replication. Gives up when the transaction is BF aborted (an
+    /// applier, perhaps the one the group waits for, needs its locks), when
+    /// this node leaves the primary component or closes.
+    pub(crate) fn wait_for_flow_control(&self, aborted: Option<&AtomicBool>) -> Result<(), Status> {
+        let inner = &self.inner;
+        while !inner.flow.wait_open(Duration::from_millis(100)) {
+            if aborted.is_some_and(|a| a.load(Ordering::Acquire)) {
+                return Err(Status::TrxFail);
+            }
+            if inner.closing.load(Ordering::Acquire) || !inner.core.lock().is_primary() {
+                return Err(Status::ConnFail);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn the_gate_follows_the_ordered_state_and_counts_its_closed_time() {
+        let gate = Arc::new(FlowGate::default());
+        assert!(!gate.is_closed_for_tests());
+        assert_eq!(gate.observe(true, false, 3, 0), None, "someone else's pause");
+        assert!(gate.is_closed_for_tests());
+        let waiter = {
+            let gate = gate.clone();
+            std::thread::spawn(move || while !gate.wait_open(Duration::from_secs(5)) {})
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "a writer waits while the group is paused");
+        gate.observe(false, false, 3, 1);
+        waiter.join().unwrap();
+        let status = gate.status(&Settings::default());
+        assert!(status.paused_ns >= 20_000_000, "{status:?}");
+        assert!(!status.active);
+        gate.reset();
+        assert!(gate.status(&Settings::default()).paused_fraction < 0.5);
+    }
+
+    #[test]
+    fn only_a_queue_over_the_limit_or_a_pending_request_is_worth_a_look() {
+        let gate = FlowGate::default();
+        let settings = Settings { limit: 4, single_primary: true, ..Settings::default() };
+        assert!(!gate.may_act(Level { write_sets: 4, bytes: 0 }, &settings));
+        assert!(gate.may_act(Level { write_sets: 5, bytes: 0 }, &settings));
+        assert_eq!(gate.on_queue(Level { write_sets: 5, bytes: 0 }, &settings, true, 0), Some(true));
+        assert!(gate.may_act(Level { write_sets: 0, bytes: 0 }, &settings), "to lift the pause");
+        assert!(gate.status(&settings).requested);
+        // Our pause ordered, then dropped by a view while still wanted.
+        assert_eq!(gate.observe(true, true, 3, 1), None);
+        assert_eq!(gate.observe(false, false, 3, 2), Some(true));
+    }
+}
