@@ -35,6 +35,9 @@ struct GateState {
 pub(crate) struct FlowGate {
     state: Mutex<GateState>,
     opened: Condvar,
+    /// `state.closed_since.is_some()`, readable without the lock: every
+    /// commit checks it, and the group is rarely paused.
+    closed: AtomicBool,
     /// Held from a decision to its message's submission: appliers and the
     /// group's delivery decide concurrently, and a continue submitted after
     /// the pause decided after it would leave the group running while this
@@ -52,7 +55,12 @@ impl Default for FlowGate {
             closed_ns_at_reset: 0,
             reset_at: Instant::now(),
         };
-        FlowGate { state: Mutex::new(state), opened: Condvar::new(), sending: Mutex::new(()) }
+        FlowGate {
+            state: Mutex::new(state),
+            opened: Condvar::new(),
+            closed: AtomicBool::new(false),
+            sending: Mutex::new(()),
+        }
     }
 }
 
@@ -88,6 +96,7 @@ impl FlowGate {
             }
             _ => {}
         }
+        self.closed.store(paused, Ordering::Release);
         s.fc.on_ordered(mine, now_ms)
     }
 
@@ -115,6 +124,9 @@ impl FlowGate {
 
     /// Waits up to `timeout` for the gate to open; true if it is open.
     pub fn wait_open(&self, timeout: Duration) -> bool {
+        if !self.closed.load(Ordering::Acquire) {
+            return true;
+        }
         let mut s = self.state.lock();
         if s.closed_since.is_some() {
             self.opened.wait_for(&mut s, timeout);

@@ -201,14 +201,12 @@ fn measure_slow(bench: &Bench, kind: ProviderKind, writer: &Node, slow: &Node, r
     })
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+/// Median of the values (NaN for none).
+fn median(values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
     }
+    super::results::median(&super::results::sorted(values.into_iter()))
 }
 
 /// The report's section.

@@ -20,6 +20,7 @@ pub mod plan;
 pub mod procfs;
 pub mod rejoin;
 pub mod report;
+pub mod rejoin_results;
 pub mod results;
 mod runner;
 pub mod single_node;
