@@ -5,6 +5,7 @@
 //! minority can never vote the majority out. One member at a time: each
 //! removal is a membership change and produces a new view everywhere.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,17 +24,29 @@ pub async fn run(shared: Arc<Shared>) {
         .timeouts
         .heartbeat
         .clamp(Duration::from_millis(10), Duration::from_secs(1));
-    let mut leader_since: Option<Instant> = None;
+    // When this leader first saw each member in the membership: a member
+    // is silent only since then, whatever the acks say (a new leader has no
+    // ack history, a member that just joined has not been asked yet).
+    let mut seen: HashMap<MemberId, Instant> = HashMap::new();
     loop {
         tokio::time::sleep(period).await;
         let m = shared.metrics();
         if m.state != ServerState::Leader {
-            leader_since = None;
+            seen.clear();
             continue;
         }
-        // A new leader has no ack history yet: count silence from now.
-        let since = *leader_since.get_or_insert_with(Instant::now);
-        if let Some(victim) = silent_member(&shared, &m, since) {
+        let now = Instant::now();
+        let members: Vec<MemberId> = m
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, _)| *id)
+            .collect();
+        seen.retain(|id, _| members.contains(id));
+        for id in &members {
+            seen.entry(*id).or_insert(now);
+        }
+        if let Some(victim) = silent_member(&shared, &m, &seen) {
             evict(&shared, victim).await;
         }
     }
@@ -43,7 +56,7 @@ pub async fn run(shared: Arc<Shared>) {
 fn silent_member(
     shared: &Shared,
     m: &Metrics,
-    leader_since: Instant,
+    seen: &HashMap<MemberId, Instant>,
 ) -> Option<(MemberId, Duration)> {
     if !shared.is_primary() {
         return None;
@@ -53,16 +66,32 @@ fn silent_member(
         return None;
     }
     let acks = m.heartbeat.as_ref()?;
-    let inactive = shared.config.timeouts.inactive;
-    m.membership_config
-        .membership()
-        .nodes()
-        .map(|(id, _)| *id)
-        .filter(|id| *id != shared.me)
-        .map(|id| {
-            let acked = acks.get(&id).and_then(|a| a.as_ref()).map(|t| t.elapsed());
-            let silent = acked.unwrap_or(Duration::MAX).min(leader_since.elapsed());
-            (id, silent)
+    let acked = |id: &MemberId| acks.get(id).and_then(|a| a.as_ref()).map(|t| t.elapsed());
+    first_silent(
+        m.membership_config
+            .membership()
+            .nodes()
+            .map(|(id, _)| *id)
+            .filter(|id| *id != shared.me)
+            .map(|id| (id, acked(&id), seen.get(&id).map(|t| t.elapsed()))),
+        shared.config.timeouts.inactive,
+    )
+}
+
+/// Each member with how long ago it last acked (none: never) and how long
+/// this leader has known it (none: not yet, so not silent).
+fn first_silent(
+    members: impl Iterator<Item = (MemberId, Option<Duration>, Option<Duration>)>,
+    inactive: Duration,
+) -> Option<(MemberId, Duration)> {
+    members
+        .map(|(id, acked, known)| {
+            (
+                id,
+                acked
+                    .unwrap_or(Duration::MAX)
+                    .min(known.unwrap_or(Duration::ZERO)),
+            )
         })
         .find(|(_, silent)| *silent > inactive)
 }
@@ -82,5 +111,52 @@ async fn evict(shared: &Shared, (member, silent): (MemberId, Duration)) {
     match join::remove_member(shared, member).await {
         Response::Done => warn!("Member {member} ({name}) evicted from the group"),
         other => error!("Could not evict member {member} ({name}): {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INACTIVE: Duration = Duration::from_secs(15);
+
+    fn secs(s: u64) -> Option<Duration> {
+        Some(Duration::from_secs(s))
+    }
+
+    #[test]
+    fn a_member_that_just_joined_is_not_silent_however_long_we_have_led() {
+        // Joined 0 s ago, never acked yet: the leader has led for an hour.
+        assert_eq!(
+            first_silent([(7, None, secs(0))].into_iter(), INACTIVE),
+            None
+        );
+        assert_eq!(
+            first_silent([(7, None, None)].into_iter(), INACTIVE),
+            None,
+            "not even seen yet"
+        );
+    }
+
+    #[test]
+    fn silence_counts_from_the_last_ack_or_from_when_we_first_saw_the_member() {
+        let members = [
+            (1, secs(1), secs(3600)),
+            (2, None, secs(20)),
+            (3, secs(30), secs(3600)),
+        ];
+        assert_eq!(
+            first_silent(members.into_iter(), INACTIVE),
+            Some((2, Duration::from_secs(20)))
+        );
+        // An old ack of a member that left and came back counts only from its return.
+        assert_eq!(
+            first_silent([(3, secs(3600), secs(5))].into_iter(), INACTIVE),
+            None
+        );
+        assert_eq!(
+            first_silent([(3, secs(3600), secs(16))].into_iter(), INACTIVE),
+            Some((3, Duration::from_secs(16)))
+        );
     }
 }

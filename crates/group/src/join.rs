@@ -56,11 +56,25 @@ pub async fn ask_leader(
     start: Option<String>,
     req: &Request,
 ) -> Result<(), AskError> {
-    let mut target = start.or_else(|| shared.leader().map(|(_, addr)| addr));
+    // Metrics that still name us the leader after we stepped down (a leaving
+    // leader's hand-over) are stale: dialing our own address would only
+    // meet ourselves, or, with a certificate we cannot verify, fail outright.
+    let mut target = start.or_else(|| {
+        shared
+            .leader()
+            .filter(|(id, _)| *id != shared.me)
+            .map(|(_, addr)| addr)
+    });
     for hop in 0..MAX_HOPS {
         let Some(addr) = target.take() else {
             return Err(AskError::Transient("no leader known".into()));
         };
+        if hop > 0 && addr == shared.config.me.group_addr {
+            // A peer with stale knowledge sent us back to ourselves.
+            return Err(AskError::Transient(format!(
+                "the leader address {addr} is our own: waiting for a new leader"
+            )));
+        }
         match shared
             .net
             .call(&addr, None, req, shared.request_timeout())
@@ -445,6 +459,7 @@ pub async fn leave(shared: &Shared) -> Result<(), String> {
         return Ok(());
     }
     info!("Member {me} ({}) leaving the group", shared.config.me.name);
+    shared.net.set_leaving();
     if m.current_leader == Some(me) {
         hand_over_leadership(shared, &voters).await;
     }

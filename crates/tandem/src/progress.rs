@@ -26,11 +26,14 @@ impl Progress {
         }
     }
 
-    /// Shows what is running now (terminal only: a log gets the result instead).
+    /// Shows what is running now. A log gets a line too: when a step hangs,
+    /// the log's last line names it.
     pub fn start(&mut self, what: &str) {
+        let line = self.line(what);
         if self.terminal {
-            let line = self.line(what);
             self.draw(&line);
+        } else {
+            let _ = writeln!(std::io::stderr(), "{line} ...");
         }
     }
 

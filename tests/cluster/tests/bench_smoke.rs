@@ -5,8 +5,10 @@
 //! reported. No figure is judged: timing is the benchmark's business, not a
 //! test's.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 use tandem::bench::results::{RejoinVariant, Results};
 use tandem::bench::transfer::Transfer;
 use tandem::cluster::ProviderKind;
@@ -28,8 +30,9 @@ fn tandem_bin() -> PathBuf {
 fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let (doc, json) = (tmp.path().join("bench.md"), tmp.path().join("bench.json"));
-    let out = Command::new(tandem_bin())
-        // Two short rounds: the rounds path is what the full bench runs.
+    let mut bench = Command::new(tandem_bin());
+    // Two short rounds: the rounds path is what the full bench runs.
+    bench
         .args(["bench", "--quick", "--nodes", "1", "--rounds", "2", "--duration", "3", "--dir"])
         .arg(tmp.path().join("w"))
         .arg("--tandem-path")
@@ -37,10 +40,8 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
         .arg("--doc")
         .arg(&doc)
         .arg("--json")
-        .arg(&json)
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "tandem bench failed:\n{stderr}");
+        .arg(&json);
+    run_bench(bench, tmp.path(), Duration::from_secs(15 * 60))?;
 
     let results: Results = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
     let targets = [
@@ -124,7 +125,8 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
 fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let (doc, json) = (tmp.path().join("bench.md"), tmp.path().join("bench.json"));
-    let out = Command::new(tandem_bin())
+    let mut bench = Command::new(tandem_bin());
+    bench
         .args([
             "bench", "--quick", "--nodes", "3", "--targets", "tandem,galera,standalone",
             "--workloads", "oltp_write_only", "--threads", "1", "--placements", "node1",
@@ -136,10 +138,9 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
         .arg("--doc")
         .arg(&doc)
         .arg("--json")
-        .arg(&json)
-        .output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "tandem bench failed:\n{stderr}");
+        .arg(&json);
+    // About 4 minutes here; CI's whole budget must survive a hang.
+    run_bench(bench, tmp.path(), Duration::from_secs(20 * 60))?;
 
     let results: Results = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
     let rejoin = results.rejoin.as_ref().expect("rejoin section");
@@ -252,6 +253,54 @@ fn single_node_measured(results: &Results, targets: &[ProviderKind], rounds: usi
 }
 
 /// Every server the bench started is gone.
+/// Runs a bench to its end, or kills it and every server it started once
+/// `limit` has passed. Its progress lines go to the real stderr as they come
+/// (libtest captures only its own prints), so a CI log that ends in a hang
+/// still says which step hung, and with the step's elapsed time.
+fn run_bench(mut bench: Command, dir: &Path, limit: Duration) -> anyhow::Result<()> {
+    let mut child = bench.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
+    let stderr = child.stderr.take().expect("piped");
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let echo = {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = writeln!(std::io::stderr(), "bench | {line}");
+                lines.lock().unwrap().push(line);
+            }
+        })
+    };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            kill_servers_under(dir);
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    if status.is_some() {
+        // Past the limit a grandchild could still hold the pipe: no join then.
+        let _ = echo.join();
+    }
+    let said = lines.lock().unwrap().join("\n");
+    match status {
+        Some(status) => assert!(status.success(), "tandem bench failed ({status}):\n{said}"),
+        None => panic!("tandem bench still running after {} s: killed, with its servers\n{said}", limit.as_secs()),
+    }
+    Ok(())
+}
+
+/// The servers a killed bench leaves behind run in their own sessions.
+fn kill_servers_under(dir: &Path) {
+    let _ = Command::new("pkill").args(["-KILL", "-f", &dir.display().to_string()]).status();
+    std::thread::sleep(Duration::from_secs(1));
+}
+
 fn no_server_left(dir: &Path) -> anyhow::Result<()> {
     let leftovers = Command::new("pgrep")
         .args(["-f", &dir.display().to_string()])

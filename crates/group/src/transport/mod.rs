@@ -121,6 +121,8 @@ pub struct NetCtx {
     /// Per member group address: whether the last connection with it, in
     /// either direction, was encrypted (`wsrep_group_links`).
     links: Mutex<HashMap<String, bool>>,
+    /// Set once this member leaves the group (a clean shutdown).
+    leaving: std::sync::atomic::AtomicBool,
 }
 
 impl NetCtx {
@@ -141,7 +143,17 @@ impl NetCtx {
             admission,
             group: Mutex::new(None),
             links: Mutex::new(HashMap::new()),
+            leaving: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// From now on refusals are notes: a member on its way out that meets a
+    /// peer refusing it (say, its certificate was just replaced by one the
+    /// others do not trust) has nothing left to fix before it is gone, and
+    /// the others notice the leave anyway. The line itself is still written.
+    pub fn set_leaving(&self) {
+        self.leaving
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Records a connection with the member listening at `addr`.
@@ -164,7 +176,13 @@ impl NetCtx {
     /// Logs a refused connection at error level, once per peer and kind of
     /// refusal per minute (a refused peer retries every few seconds).
     pub fn refused(&self, who: &str, kind: &str, line: impl FnOnce() -> String) {
-        self.noted_at(log::Level::Error, who, kind, line);
+        if self.leaving.load(std::sync::atomic::Ordering::Acquire) {
+            self.noted_at(log::Level::Info, who, kind, || {
+                format!("{} (while this member leaves the group)", line())
+            });
+        } else {
+            self.noted_at(log::Level::Error, who, kind, line);
+        }
     }
 
     /// [`NetCtx::refused`] at another level: an expected moment of a rolling

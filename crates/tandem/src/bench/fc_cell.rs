@@ -158,7 +158,7 @@ fn measure_slow(bench: &Bench, kind: ProviderKind, writer: &Node, slow: &Node, r
                      NOW(6) + INTERVAL {seconds} SECOND; WHILE NOW(6) < stop DO UPDATE tandem_fc.t SET k = k + 1 \
                      WHERE id = 1 + (n * {WRITERS} + {w}) * 7 % {ROWS}; SET n = n + 1; END WHILE; SELECT n; END//"
                 );
-                let rows = writer.sql_with_timeout(&loop_sql, Duration::from_secs(u64::from(seconds) + 600))?;
+                let rows = writer.sql_with_timeout(&loop_sql, Duration::from_secs(u64::from(seconds) + 120))?;
                 let n = rows.into_iter().flatten().next().context("no count")?;
                 Ok(n.trim().parse()?)
             })

@@ -385,6 +385,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             provider_options: sizes.provider_options.clone(),
             tandem_options: args.tandem_options.clone(),
             tls: args.tls,
+            tandem_flow_control: true,
         },
         cells: results,
         resources: Vec::new(),

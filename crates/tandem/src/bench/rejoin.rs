@@ -25,13 +25,22 @@ pub const THREADS: u32 = 16;
 /// What the survivors may take to notice a killed node and leave it out of
 /// the view (Galera's evs.inactive_timeout is 15 s by default).
 const EVICT_TIMEOUT: Duration = Duration::from_secs(120);
-/// An SST of a large data set on 2 cores takes minutes; a hung node must
-/// still not hang the bench.
-const SYNC_TIMEOUT: Duration = Duration::from_secs(1800);
 /// The time to Synced is read at this resolution.
 const POLL: Duration = Duration::from_millis(100);
-/// Writing N write-sets at a few hundred per second at worst.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// An SST of a large data set on 2 cores takes minutes; a hung node must
+/// still not hang the bench, and a small run (the smoke test's 500 writes)
+/// must not wait half an hour to say so.
+fn sync_timeout(writes: u64, data_mib: Option<f64>) -> Duration {
+    // 30 write-sets or 5 MiB of SST a second at worst.
+    let sst_s = data_mib.map_or(1500, |mib| (mib / 5.0) as u64);
+    Duration::from_secs((300 + writes / 30 + sst_s).min(1800))
+}
+
+/// Writing N write-sets at 30 per second at worst (a few hundred is usual).
+fn write_timeout(writes: u64) -> Duration {
+    Duration::from_secs(120 + writes / 30)
+}
 const LOG_TAIL_LINES: usize = 30;
 
 /// What to run, from the command line.
@@ -114,6 +123,7 @@ pub fn run(
         .iter()
         .find(|c| c.0 != ProviderKind::Standalone)
         .and_then(|c| data_mib(c.1.node(1)).ok());
+    let sync_limit = sync_timeout(plan.writes, out.data_mib);
     // A target whose node did not come back after a failed run: its later runs are not attempted.
     let mut broken: Vec<(ProviderKind, String)> = Vec::new();
     for (variant, round, kind) in plan.runs(&targets) {
@@ -141,11 +151,10 @@ pub fn run(
                 .find(|c| c.0 == kind)
                 .expect("started")
                 .1;
-            let seed = 1000 + variant as u32 * 10 + round;
-            match once(bench, kind, cluster, variant, plan, round, seed) {
+            match once(bench, kind, cluster, variant, plan, round, sync_limit) {
                 Ok(run) => run,
                 Err(e) => {
-                    if let Err(again) = restore(kind, cluster) {
+                    if let Err(again) = restore(kind, cluster, sync_limit) {
                         broken.push((kind, format!("node {nodes} did not come back after an earlier failure: {again:#}")));
                     }
                     failed(format!("{e:#}"))
@@ -174,8 +183,9 @@ fn once(
     variant: RejoinVariant,
     plan: &Plan,
     round: u32,
-    seed: u32,
+    sync_limit: Duration,
 ) -> Result<RejoinRun> {
+    let seed = 1000 + variant as u32 * 10 + round;
     let n = cluster.len();
     runner::wait_ready(kind, cluster, runner::READY_TIMEOUT)?;
     runner::drain(kind, cluster)?;
@@ -205,7 +215,7 @@ fn once(
         ),
         _ => (
             sysbench::events_args(&target, Workload::OltpWriteOnly, THREADS, plan.writes, seed),
-            WRITE_TIMEOUT,
+            write_timeout(plan.writes),
         ),
     };
     let sysbench_log = bench.logs.join(format!(
@@ -222,7 +232,7 @@ fn once(
 
     let started = Instant::now();
     cluster.start(n)?;
-    wait_synced(cluster, n, SYNC_TIMEOUT)?;
+    wait_synced(cluster, n, sync_limit)?;
     let synced_s = started.elapsed().as_secs_f64();
     let excerpt =
         transfer::log_since(&log, offset).with_context(|| format!("reading {}", log.display()))?;
@@ -315,14 +325,14 @@ fn wait_synced(cluster: &mut Cluster, i: usize, timeout: Duration) -> Result<()>
 
 /// After a failed run: the node back in the cluster, so the next run (and
 /// the 1-node cell) start from a whole cluster.
-fn restore(kind: ProviderKind, cluster: &mut Cluster) -> Result<()> {
+fn restore(kind: ProviderKind, cluster: &mut Cluster, sync_limit: Duration) -> Result<()> {
     let n = cluster.len();
     if !cluster.is_running(n) {
         // A start that failed may have left a dead pid behind.
         cluster.stop(n)?;
         cluster.start(n)?;
     }
-    cluster.wait_synced(n, SYNC_TIMEOUT)?;
+    cluster.wait_synced(n, sync_limit)?;
     runner::wait_ready(kind, cluster, runner::READY_TIMEOUT)?;
     runner::drain(kind, cluster)?;
     Ok(())

@@ -75,6 +75,11 @@ pub struct Settings {
     /// Both providers encrypted their group channel (`--tls`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tls: bool,
+    /// The Tandem measured had flow control (false in results from before
+    /// it): without it a slow applier is not throttled, so the ratios of the
+    /// two kinds of run are not comparable.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tandem_flow_control: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -448,6 +453,7 @@ pub(crate) mod tests {
                 provider_options: vec![],
                 tandem_options: vec![],
                 tls: false,
+                tandem_flow_control: true,
             },
             cells,
             resources: vec![],

@@ -1,5 +1,6 @@
 //! `docs/benchmarks.md`: every figure comes from a `Results`, nothing is typed in.
 
+mod goals;
 mod rejoin;
 
 pub use rejoin::LARGE_REJOIN;
@@ -17,6 +18,11 @@ pub fn render(results: &Results, previous: Option<&Results>) -> String {
         let _ = writeln!(out, "The main matrix was not run (`--no-matrix`).\n");
     } else {
         summary(&mut out, results);
+    }
+    if !results.cells.is_empty() || results.single_node.is_some() {
+        goals::render(&mut out, results);
+    }
+    if !results.cells.is_empty() {
         per_workload(&mut out, results);
     }
     if let Some(r) = &results.rejoin {
@@ -103,6 +109,13 @@ fn header(out: &mut String, r: &Results) {
         s.warmup_s, s.duration_s, s.matrix.rounds
     );
     out.push_str(METHOD);
+    out.push_str(if r.settings.tandem_flow_control {
+        "* Both providers run with their default flow control (`gcs.fc_limit=16`): a node whose appliers fall behind\n  \
+         pauses the writers; what is left queued when the clients stop shows as drain.\n\n"
+    } else {
+        "* Tandem had no flow control when these figures were taken (it has since, issue 10): a slow applier was not\n  \
+         throttled as under Galera, which shows as drain.\n\n"
+    });
 }
 
 const METHOD: &str = "\
@@ -126,9 +139,6 @@ and the retry are listed under the workload's table.
 * **cert fail**: increase of `wsrep_local_cert_failures`, summed over nodes and rounds (certification conflicts).
 * **drain**: the longest of the rounds.
 * **node 1**: every client on node 1; **spread**: clients split evenly over all nodes.
-* Both providers run with their default flow control (`gcs.fc_limit=16`): a node whose appliers fall behind
-  pauses the writers; what is left queued when the clients stop shows as drain.
-
 ";
 
 fn summary(out: &mut String, r: &Results) {
@@ -680,6 +690,18 @@ mod tests {
         assert!(md.contains("| Target | Peak RSS per node (MiB) | CPU s | Transactions | CPU s per 1000 trx |"), "{md}");
         assert!(md.contains("| tandem | 997 / 936 / 935 | 1147.9 | 6120139 | 0.188 |"), "{md}");
         assert!(md.contains("| node 1 | 1 | 1886 | 762 | 864 | 1.13 |"), "{md}");
+    }
+
+    #[test]
+    fn only_runs_that_had_flow_control_say_both_providers_ran_with_it() {
+        let old: Results = serde_json::from_str(crate::bench::results::tests::RUN7).unwrap();
+        assert!(!old.settings.tandem_flow_control, "results from before flow control");
+        let md = render(&old, None);
+        assert!(md.contains("* Tandem had no flow control when these figures were taken"), "{md}");
+        assert!(!md.contains("Both providers run with their default flow control"), "{md}");
+        let md = render(&sample([120.0, 80.0]), None);
+        assert!(md.contains("* Both providers run with their default flow control (`gcs.fc_limit=16`)"), "{md}");
+        assert!(!md.contains("Tandem had no flow control"), "{md}");
     }
 
     /// `tandem bench --quick` on this machine, with every section.
