@@ -249,6 +249,11 @@ impl Node {
         }
     }
 
+    /// One option's value as it is now.
+    pub fn option(&self, key: &str) -> String {
+        self.inner.options.lock().get(key).to_string()
+    }
+
     pub fn options_text(&self) -> String {
         self.inner.options.lock().render()
     }

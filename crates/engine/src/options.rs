@@ -85,6 +85,10 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("gmcast.segment", "0", Kind::Int),
     ("gmcast.time_wait", "PT5S", Kind::Period),
     ("gmcast.version", "0", Kind::Int),
+    ("health.address", "", Kind::Str), // Tandem's: HTTP health check and /metrics (host:port)
+    ("health.agent_address", "", Kind::Str), // Tandem's: HAProxy agent check (host:port)
+    ("health.donor_available", "no", Kind::Bool), // Tandem's: a donor/desynced node passes the checks
+    ("health.lag_drain", "1000", Kind::Count), // Tandem's: write-sets behind at which the agent drains
     ("ist.recv_addr", "", Kind::Str),
     ("ist.recv_bind", "", Kind::Str),
     ("pc.announce_timeout", "PT3S", Kind::Period),
@@ -137,6 +141,9 @@ const STARTUP_ONLY: &[&str] = &[
     "socket.dynamic",
     // The applier queue is sized once.
     "gcs.recv_q_hard_limit",
+    // The listeners open at init.
+    "health.address",
+    "health.agent_address",
 ];
 
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,26 @@ use crate::stats::{get, StatValue};
 /// Protocol versions we report; the server requires proto_ver <= 4 in views.
 pub const PROTOCOL_VERSION: i64 = 4;
 
+/// What a health check asks, cheaper than the whole status list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Readiness {
+    pub state: crate::core::LocalState,
+    pub primary: bool,
+    /// Write-sets ordered by the group that this node has not applied:
+    /// queued for its appliers, or not even delivered to it yet.
+    pub lag: u64,
+}
+
 impl Node {
+    pub fn readiness(&self) -> Readiness {
+        let (state, primary) = {
+            let core = self.inner.core.lock();
+            (core.state, core.is_primary())
+        };
+        let undelivered = self.group().map_or(0, |g| g.undelivered());
+        Readiness { state, primary, lag: self.inner.queue.len() as u64 + undelivered }
+    }
+
     pub fn status(&self) -> Vec<(&'static str, StatValue)> {
         use StatValue::{Double, Int, Str};
         let inner = &self.inner;

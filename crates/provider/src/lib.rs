@@ -5,6 +5,7 @@
 
 mod convert;
 mod guard;
+mod health;
 mod logger;
 mod recover;
 mod server_app;

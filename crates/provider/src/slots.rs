@@ -30,6 +30,8 @@ struct Provider {
     node: Node,
     /// Status arrays handed to the server, by address, until `stats_free`.
     stats: Mutex<HashMap<usize, StatsArray>>,
+    /// The health, agent-check and metrics listeners (`health.*`), if any.
+    health: Mutex<Option<tandem_health::server::Listeners>>,
 }
 
 struct StatsArray {
@@ -145,7 +147,15 @@ unsafe extern "C" fn init(w: *mut wsrep_t, args: *const wsrep_init_args) -> wsre
         log::info!("Tandem {} initializing: node '{}' at '{}', data dir '{}'", env!("CARGO_PKG_VERSION"), config.name, config.node_address, config.data_dir.display());
         match Node::new(Arc::new(app), config, group_factory()) {
             Ok(node) => {
-                let p = Box::new(Provider { node, stats: Mutex::new(HashMap::new()) });
+                let health = match crate::health::start(&node) {
+                    Ok(listeners) => listeners,
+                    Err(e) => {
+                        log::error!("{e}");
+                        node.shutdown();
+                        return WSREP_NODE_FAIL;
+                    }
+                };
+                let p = Box::new(Provider { node, stats: Mutex::new(HashMap::new()), health: Mutex::new(health) });
                 (*w).ctx = Box::into_raw(p) as *mut c_void;
                 WSREP_OK
             }
@@ -524,6 +534,10 @@ unsafe extern "C" fn free(w: *mut wsrep_t) {
         }
         let p = Box::from_raw((*w).ctx as *mut Provider);
         (*w).ctx = std::ptr::null_mut();
+        // The listeners read the node: they stop first.
+        if let Some(mut listeners) = p.health.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            listeners.stop();
+        }
         p.node.shutdown();
         drop(p);
     })

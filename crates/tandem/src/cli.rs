@@ -236,6 +236,9 @@ fn up_summary(state: &ClusterState, took: Duration) -> String {
             node.sst_port,
             node.error_log.display()
         );
+        if let (Some(health), Some(agent)) = (node.health_addr(), node.agent_addr()) {
+            out += &format!("    health check http://{health}/health, metrics http://{health}/metrics, agent check {agent}\n");
+        }
     }
     out += "connect with:\n";
     for node in &state.nodes {
@@ -256,6 +259,9 @@ fn status(args: StatusArgs) -> Result<()> {
         cluster.state().provider
     );
     out(&status_table(&cluster));
+    if let Some(rows) = cluster::endpoints::table_rows(cluster.nodes()) {
+        out(&format_table(&cluster::endpoints::TABLE_HEADER, &rows));
+    }
     if args.tables {
         out(&row_count_table(&cluster)?);
     }

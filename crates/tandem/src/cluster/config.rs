@@ -107,6 +107,10 @@ pub fn cluster_address(state: &ClusterState) -> String {
 /// user's items (a repeated key replaces ours).
 pub fn provider_options(state: &ClusterState, node: &Node) -> String {
     let mut items = vec![("base_port".to_string(), node.base_port.to_string())];
+    if let Some(port) = node.health_port {
+        items.push(("health.address".to_string(), format!("127.0.0.1:{port}")));
+        items.push(("health.agent_address".to_string(), format!("127.0.0.1:{}", port + 1)));
+    }
     if state.tls {
         let path = |p: std::path::PathBuf| p.display().to_string();
         items.extend([
@@ -236,6 +240,17 @@ mod tests {
         assert!(cnf.contains("\ninnodb_buffer_pool_size=128M\n"));
         assert!(!cnf.contains("64M"));
         assert!(cnf.ends_with("wsrep_debug=1\n"));
+    }
+
+    #[test]
+    fn a_tandem_node_serves_its_health_check_and_agent_on_its_own_ports() {
+        let mut state = sample_state(Path::new("/d"), 2);
+        state.nodes[1].health_port = Some(27020);
+        assert_eq!(
+            provider_options(&state, &state.nodes[1]),
+            "base_port=23020;health.address=127.0.0.1:27020;health.agent_address=127.0.0.1:27021;gcache.size=32M"
+        );
+        assert_eq!(provider_options(&state, &state.nodes[0]), "base_port=23010;gcache.size=32M");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 mod bootstrap;
 pub mod certs;
 pub mod config;
+pub mod endpoints;
 pub mod mysql;
 mod node;
 pub mod ports;
@@ -461,6 +462,8 @@ fn new_state(
             sql_port: p.sql,
             base_port: p.base,
             sst_port: p.sst,
+            // Galera would refuse the options.
+            health_port: (spec.provider == ProviderKind::Tandem).then_some(p.health),
             datadir: nd.join("data"),
             socket: nd.join("mysql.sock"),
             cnf: nd.join("my.cnf"),
@@ -674,11 +677,13 @@ mod tests {
                 sql: 1,
                 base: 2,
                 sst: 4,
+                health: 9,
             },
             ports::NodePorts {
                 sql: 5,
                 base: 6,
                 sst: 8,
+                health: 10,
             },
         ];
         let state = new_state(&spec, "/c".into(), "/p.so".into(), &ports);
@@ -686,6 +691,9 @@ mod tests {
         assert_eq!(state.nodes[1].cnf, Path::new("/c/node2/my.cnf"));
         assert_eq!(state.nodes[1].base_port, 6);
         assert_eq!(state.nodes[0].pid, None);
+        assert_eq!(state.nodes[1].health_port, None, "Galera has no health.* options");
+        let tandem = new_state(&ClusterSpec::new("/unused", 2, ProviderKind::Tandem), "/c".into(), "/p.so".into(), &ports);
+        assert_eq!(tandem.nodes[1].health_port, Some(10));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //!
 //! Every node needs an SQL port, a group port (`base_port`) whose successor is
 //! the IST port (Galera's default `ist.recv_addr` is `base_port + 1`), and an
-//! SST port. All of them must be distinct within a cluster and free right now.
+//! SST port; a Tandem node also serves its health check and metrics on one
+//! port and HAProxy's agent check on the next. All of them must be distinct
+//! within a cluster and free right now.
 
 use anyhow::{bail, Result};
 use std::collections::hash_map::RandomState;
@@ -24,6 +26,8 @@ pub struct NodePorts {
     /// Group communication port; `base + 1` is reserved for IST.
     pub base: u16,
     pub sst: u16,
+    /// `health.address`; `health + 1` is `health.agent_address`.
+    pub health: u16,
 }
 
 /// Allocates ports for `nodes` nodes, checking each one by binding it.
@@ -56,7 +60,8 @@ pub fn allocate_with(
         let sql = pick(1)?;
         let base = pick(2)?;
         let sst = pick(1)?;
-        out.push(NodePorts { sql, base, sst });
+        let health = pick(2)?;
+        out.push(NodePorts { sql, base, sst, health });
     }
     Ok(out)
 }
@@ -81,7 +86,7 @@ mod tests {
     fn flatten(ports: &[NodePorts]) -> Vec<u16> {
         ports
             .iter()
-            .flat_map(|p| [p.sql, p.base, p.base + 1, p.sst])
+            .flat_map(|p| [p.sql, p.base, p.base + 1, p.sst, p.health, p.health + 1])
             .collect()
     }
 
@@ -98,7 +103,7 @@ mod tests {
     fn collisions_are_redrawn() {
         // A draw sequence full of repeats must still yield distinct ports.
         let seq = [
-            21000, 21000, 21001, 21000, 21005, 21005, 21010, 21020, 21030, 21040,
+            21000, 21000, 21001, 21000, 21005, 21005, 21010, 21020, 21030, 21040, 21050, 21060,
         ];
         let mut it = seq.iter().copied().cycle();
         let ports = allocate_with(2, || it.next().unwrap(), |_| true).unwrap();
@@ -122,7 +127,8 @@ mod tests {
             NodePorts {
                 sql: 22003,
                 base: 22006,
-                sst: 22008
+                sst: 22008,
+                health: 22009
             }
         );
     }

@@ -39,6 +39,10 @@ pub struct Node {
     pub sql_port: u16,
     pub base_port: u16,
     pub sst_port: u16,
+    /// A Tandem node's health check and `/metrics` (`health.address`); the
+    /// next port is its agent check. None: Galera, or a cluster made before.
+    #[serde(default)]
+    pub health_port: Option<u16>,
     pub dir: PathBuf,
     pub datadir: PathBuf,
     pub socket: PathBuf,
@@ -142,6 +146,7 @@ pub(crate) fn sample_state(dir: &Path, nodes: usize) -> ClusterState {
             sql_port: 21000 + i as u16,
             base_port: 23000 + 10 * i as u16,
             sst_port: 25000 + i as u16,
+            health_port: None,
             datadir: nd.join("data"),
             socket: nd.join("mysql.sock"),
             cnf: nd.join("my.cnf"),
