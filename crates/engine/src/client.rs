@@ -328,7 +328,9 @@ impl Node {
             // Ordered before the aborter: it commits first, the aborter waits.
             return (Status::NotAllowed, seqno);
         }
-        trx.aborted.store(true, Ordering::Release);
+        if !trx.aborted.swap(true, Ordering::AcqRel) {
+            Stats::add(&self.inner.stats.local_bf_aborts, 1);
+        }
         self.inner.commit.interrupt();
         self.inner.apply.interrupt();
         self.inner.flow.wake_all();

@@ -18,7 +18,7 @@ fn uuid(n: u8) -> Uuid {
 
 /// A member info carrying the join info of incarnation `inc` at `position`.
 fn info(n: u8, inc: u32, position: Gtid) -> MemberInfo {
-    MemberInfo { uuid: [n; 16], name: format!("node{n}"), app: JoinInfo { incarnation: inc, position }.encode(), ..Default::default() }
+    MemberInfo { uuid: [n; 16], name: format!("node{n}"), app: JoinInfo { incarnation: inc, position, arbitrator: false }.encode(), ..Default::default() }
 }
 
 fn envelope(from: u8, inc: u32, token: u64, body: Body) -> Vec<u8> {

@@ -164,12 +164,18 @@ impl FlowGate {
 impl Node {
     /// The applier queue changed: ask the group to pause or go on if the
     /// queue crossed a limit.
+    /// The write-sets this node is behind the group: those queued for its
+    /// appliers, and those the group ordered that it has not even queued yet
+    /// (on busy cores the delivery to a slow node lags). Flow control and the
+    /// health agent's weight read the same figure.
+    pub(crate) fn write_sets_behind(&self) -> usize {
+        let undelivered = self.group().map_or(0, |g| g.undelivered() as usize);
+        self.inner.queue.len() + undelivered
+    }
+
     pub(crate) fn check_flow_control(&self) {
         let inner = &self.inner;
-        // What the group ordered that this node has not even queued yet is
-        // behind too: on busy cores the delivery to a slow node lags.
-        let undelivered = self.group().map_or(0, |g| g.undelivered() as usize);
-        let level = Level { write_sets: inner.queue.len() + undelivered, bytes: inner.queue.bytes() };
+        let level = Level { write_sets: self.write_sets_behind(), bytes: inner.queue.bytes() };
         inner.stats.note_queue_peak(level.write_sets as i64, level.bytes as i64);
         let settings = inner.hot.flow_control();
         if !inner.flow.may_act(level, &settings) {

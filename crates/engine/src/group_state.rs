@@ -54,6 +54,11 @@ pub struct GroupState {
     /// (see `encode`), so snapshots of builds without it still decode.
     #[serde(skip)]
     pub paused_by: Vec<Uuid>,
+    /// Members that are arbitrators (`tandem arbitrator`): they vote and
+    /// keep the log, but hold no database, so they are never donors.
+    /// Encoded after the paused set, for the same reason.
+    #[serde(skip)]
+    pub arbitrators: Vec<Uuid>,
 }
 
 /// A primary configuration change, as ordered.
@@ -120,6 +125,13 @@ impl GroupState {
         members.sort_by_key(|m| m.uuid);
         // A member that left takes its pause with it: nobody could lift it.
         self.paused_by.retain(|p| members.iter().any(|m| m.uuid == *p));
+        self.arbitrators = m
+            .members
+            .values()
+            .filter(|info| JoinInfo::decode(&info.app).is_some_and(|j| j.arbitrator))
+            .map(|info| Uuid(info.uuid))
+            .collect();
+        self.arbitrators.sort();
         let same = members.iter().map(|m| (m.uuid, m.incarnation)).eq(self.members.iter().map(|m| (m.uuid, m.incarnation)));
         self.members = members;
         if same {
@@ -316,7 +328,9 @@ impl GroupState {
     /// `wsrep_sst_donor`: a comma list of node names in preference order; a
     /// trailing comma allows any other synced node; empty means any.
     fn choose_donor(&self, joiner: Uuid, spec: &str) -> Option<Uuid> {
-        let synced = |m: &&Member| m.uuid != joiner && m.state == MemberState::Synced;
+        let synced = |m: &&Member| {
+            m.uuid != joiner && m.state == MemberState::Synced && !self.arbitrators.contains(&m.uuid)
+        };
         let names: Vec<&str> = spec.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
         let by_name = names
             .iter()
@@ -332,6 +346,7 @@ impl GroupState {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = bincode::serialize(self).expect("encode group state");
         bincode::serialize_into(&mut out, &self.paused_by).expect("encode paused set");
+        bincode::serialize_into(&mut out, &self.arbitrators).expect("encode arbitrators");
         out
     }
 
@@ -340,8 +355,12 @@ impl GroupState {
         let mut state: GroupState =
             bincode::deserialize_from(&mut rest).map_err(|e| format!("corrupt group snapshot: {e}"))?;
         if !rest.is_empty() {
-            state.paused_by =
-                bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (flow control): {e}"))?;
+            state.paused_by = bincode::deserialize_from(&mut rest)
+                .map_err(|e| format!("corrupt group snapshot (flow control): {e}"))?;
+        }
+        if !rest.is_empty() {
+            state.arbitrators =
+                bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (arbitrators): {e}"))?;
         }
         Ok(state)
     }

@@ -69,7 +69,7 @@ fn founding_view_consumes_seqno_one_and_founder_is_synced() {
 fn founder_with_saved_position_continues_that_history() {
     let saved = Gtid { uuid: Uuid([9; 16]), seqno: 41 };
     let mut m = membership(&[1]);
-    m.members.get_mut(&1).unwrap().app = JoinInfo { incarnation: 1, position: saved }.encode();
+    m.members.get_mut(&1).unwrap().app = JoinInfo { incarnation: 1, position: saved, arbitrator: false }.encode();
     let Outcome::View(v) = GroupState::default().apply(Ordered::Membership(m)) else { panic!() };
     assert_eq!(v.state_id, Gtid { uuid: Uuid([9; 16]), seqno: 42 });
 }
@@ -166,7 +166,7 @@ proptest! {
 /// membership that adds it.
 fn add(s: &mut GroupState, ids: &[u8], n: u8, inc: u32, position: Gtid) -> Outcome {
     let mut m = membership(ids);
-    m.members.get_mut(&(n as u64)).unwrap().app = JoinInfo { incarnation: inc, position }.encode();
+    m.members.get_mut(&(n as u64)).unwrap().app = JoinInfo { incarnation: inc, position, arbitrator: false }.encode();
     s.apply(Ordered::Membership(m))
 }
 
@@ -301,4 +301,60 @@ fn snapshots_carry_the_paused_set_and_older_snapshots_still_decode() {
     damaged.push(0xff);
     damaged.truncate(older.len() + 3);
     assert!(GroupState::decode(&damaged).is_err());
+}
+
+/// A membership where member `arb` said it is an arbitrator.
+fn with_arbitrator(ids: &[u8], arb: u8) -> Membership {
+    let mut m = membership(ids);
+    m.members.get_mut(&(arb as u64)).unwrap().app =
+        JoinInfo { incarnation: 0, position: Gtid::UNDEFINED, arbitrator: true }.encode();
+    m
+}
+
+#[test]
+fn an_arbitrator_is_never_a_donor_even_when_named() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    s.apply(Ordered::Membership(with_arbitrator(&[1, 2], 2)));
+    s.apply(Ordered::Message { origin: 2, payload: &msg(2, Body::State(MemberState::Synced)) });
+    s.apply(Ordered::Membership(with_arbitrator(&[1, 2, 3], 2)));
+    assert_eq!(s.arbitrators, vec![Uuid([2; 16])]);
+    assert_eq!(s.member(Uuid([2; 16])).unwrap().state, MemberState::Synced, "it is a member like any other");
+    let req = |donors: &str| Body::StateRequest { donors: donors.into(), request: b"mariabackup\0addr".to_vec() };
+    // Named first, the arbitrator is passed over for the next synced node.
+    let Outcome::StateRequest { donor, .. } =
+        s.clone().apply(Ordered::Message { origin: 3, payload: &msg(3, req("node2,")) })
+    else {
+        panic!()
+    };
+    assert_eq!(donor, Some(Uuid([1; 16])));
+    // Named alone, there is no donor at all rather than one without data.
+    let Outcome::StateRequest { donor, .. } =
+        s.clone().apply(Ordered::Message { origin: 3, payload: &msg(3, req("node2")) })
+    else {
+        panic!()
+    };
+    assert_eq!(donor, None);
+    // With node1 busy donating, the only other synced member is the arbitrator: nobody.
+    s.apply(Ordered::Message { origin: 1, payload: &msg(1, Body::State(MemberState::Donor)) });
+    let Outcome::StateRequest { donor, .. } = s.apply(Ordered::Message { origin: 3, payload: &msg(3, req("")) }) else {
+        panic!()
+    };
+    assert_eq!(donor, None);
+}
+
+#[test]
+fn snapshots_carry_the_arbitrators_and_a_departed_one_is_forgotten() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    s.apply(Ordered::Membership(with_arbitrator(&[1, 2], 2)));
+    let back = GroupState::decode(&s.encode()).unwrap();
+    assert_eq!(back.arbitrators, vec![Uuid([2; 16])]);
+    assert_eq!(back, s);
+    // A build without arbitrators wrote the state and the paused set only.
+    let mut older = bincode::serialize(&s).unwrap();
+    bincode::serialize_into(&mut older, &s.paused_by).unwrap();
+    assert!(GroupState::decode(&older).unwrap().arbitrators.is_empty());
+    s.apply(Ordered::Membership(membership(&[1])));
+    assert!(s.arbitrators.is_empty());
 }

@@ -12,6 +12,7 @@
 pub mod admission;
 pub mod app;
 pub mod applier;
+pub mod arbitrator;
 pub mod certification;
 pub mod client;
 pub mod config;

@@ -88,16 +88,31 @@ impl Envelope {
 pub struct JoinInfo {
     pub incarnation: u32,
     pub position: Gtid,
+    /// An arbitrator: a voter without a database, never a donor. Encoded
+    /// after the rest, and only when set, so that builds without
+    /// arbitrators read the join info of every member unchanged.
+    #[serde(skip)]
+    pub arbitrator: bool,
 }
+
+/// The byte after the join info that marks an arbitrator.
+const ARBITRATOR_MARK: u8 = 0xab;
 
 impl JoinInfo {
     pub fn encode(&self) -> Vec<u8> {
-        bincode::serialize(self).expect("encode join info")
+        let mut out = bincode::serialize(self).expect("encode join info");
+        if self.arbitrator {
+            out.push(ARBITRATOR_MARK);
+        }
+        out
     }
 
     /// `None` for members that carry no (or foreign) join info.
     pub fn decode(bytes: &[u8]) -> Option<JoinInfo> {
-        bincode::deserialize(bytes).ok()
+        let mut rest = bytes;
+        let mut info: JoinInfo = bincode::deserialize_from(&mut rest).ok()?;
+        info.arbitrator = rest.first() == Some(&ARBITRATOR_MARK);
+        Some(info)
     }
 }
 
@@ -119,8 +134,13 @@ mod tests {
 
     #[test]
     fn join_info_round_trips_and_refuses_garbage() {
-        let j = JoinInfo { incarnation: 4, position: Gtid { uuid: Uuid([1; 16]), seqno: 77 } };
+        let j = JoinInfo { incarnation: 4, position: Gtid { uuid: Uuid([1; 16]), seqno: 77 }, arbitrator: false };
         assert_eq!(JoinInfo::decode(&j.encode()), Some(j));
+        let arb = JoinInfo { arbitrator: true, ..j };
+        assert_eq!(JoinInfo::decode(&arb.encode()), Some(arb));
+        // What a build without arbitrators reads of an arbitrator's info.
+        let older: JoinInfo = bincode::deserialize(&arb.encode()).unwrap();
+        assert_eq!(older, j);
         assert_eq!(JoinInfo::decode(&[]), None);
         assert_eq!(JoinInfo::decode(&[1, 2]), None);
     }

@@ -50,6 +50,10 @@ pub struct NodeConfig {
     pub options: String,
     /// Position of the local data, if known (`wsrep_start_position`).
     pub start_position: Gtid,
+    /// `tandem arbitrator`: a voter that keeps the log but has no database.
+    /// It never bootstraps, never donates, takes no state transfer (its
+    /// application asks for none) and keeps no grastate.dat.
+    pub arbitrator: bool,
 }
 
 /// Everything a node's threads share. Decisions about the node's state are
@@ -120,9 +124,13 @@ pub struct Sent {
     pub body: Body,
 }
 
+/// An arbitrator holds no data, so a cluster it founded would have none.
+pub const ARBITRATOR_CANNOT_BOOTSTRAP: &str = "An arbitrator cannot bootstrap a cluster: it holds no data. Give it \
+     the addresses of the data nodes (gcomm://host1,host2) and bootstrap a data node instead.";
+
 impl Node {
     pub fn new(app: Arc<dyn Application>, mut config: NodeConfig, factory: GroupFactory) -> Result<Node, String> {
-        let saved = SavedState::load(&config.data_dir);
+        let saved = if config.arbitrator { None } else { SavedState::load(&config.data_dir) };
         if let Some(s) = saved {
             log::info!("Found saved state: {} (safe_to_bootstrap: {})", s.position, s.safe_to_bootstrap as u8);
         }
@@ -216,7 +224,7 @@ impl Node {
             if identity.restored { ", restored" } else { "" },
             if bootstrap { ", bootstrapping a new cluster" } else { "" }
         );
-        let app = JoinInfo { incarnation, position: start }.encode();
+        let app = JoinInfo { incarnation, position: start, arbitrator: self.inner.config.arbitrator }.encode();
         let replica = NodeReplica::new(self.clone());
         let group = starter.start(app, Box::new(replica)).map_err(|e| ConnectError::Failed(e.to_string()))?;
         *self.inner.group.lock() = Some(group);
@@ -228,6 +236,13 @@ impl Node {
     /// Galera refuses to bootstrap from a node that was not the last to
     /// leave, and no node joins on a guessed position.
     fn check_start(&self, bootstrap: bool) -> Result<Gtid, ConnectError> {
+        if self.inner.config.arbitrator {
+            if bootstrap {
+                log::error!("{ARBITRATOR_CANNOT_BOOTSTRAP}");
+                return Err(ConnectError::Refused(ARBITRATOR_CANNOT_BOOTSTRAP.into()));
+            }
+            return Ok(Gtid::UNDEFINED);
+        }
         let saved = SavedState::load(&self.inner.config.data_dir);
         if bootstrap && saved.is_some_and(|s| !s.safe_to_bootstrap && !s.position.uuid.is_nil()) {
             log::error!("{NOT_SAFE_TO_BOOTSTRAP}");
@@ -285,6 +300,9 @@ impl Node {
 
     /// Records where the local data is, for the next start.
     fn save_state(&self) {
+        if self.inner.config.arbitrator {
+            return;
+        }
         let (uuid, last_member) = {
             let core = self.inner.core.lock();
             (core.group_uuid(), core.members.len() <= 1)
@@ -302,6 +320,9 @@ impl Node {
     /// node is safe to bootstrap from only while it is the primary
     /// component's only member (Galera keeps grastate.dat the same way).
     pub(crate) fn mark_running(&self, only_member: bool) {
+        if self.inner.config.arbitrator {
+            return;
+        }
         let uuid = self.inner.core.lock().group_uuid();
         let state = SavedState { position: Gtid { uuid, seqno: -1 }, safe_to_bootstrap: only_member };
         if let Err(e) = state.store(&self.inner.config.data_dir) {

@@ -21,6 +21,9 @@ pub struct Stats {
     pub local_commits: AtomicU64,
     pub local_cert_failures: AtomicU64,
     pub local_replays: AtomicU64,
+    /// Local transactions an applier aborted (each counted once, at the
+    /// abort the provider is asked for).
+    pub local_bf_aborts: AtomicU64,
     pub causal_reads: AtomicU64,
     pub apply_waits: AtomicU64,
     /// Sum of (seqno - depends_on) over certified write-sets, and their count.

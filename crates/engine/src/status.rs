@@ -25,8 +25,7 @@ impl Node {
             let core = self.inner.core.lock();
             (core.state, core.is_primary())
         };
-        let undelivered = self.group().map_or(0, |g| g.undelivered());
-        Readiness { state, primary, lag: self.inner.queue.len() as u64 + undelivered }
+        Readiness { state, primary, lag: self.write_sets_behind() as u64 }
     }
 
     pub fn status(&self) -> Vec<(&'static str, StatValue)> {
@@ -64,6 +63,7 @@ impl Node {
             ("local_commits", Int(get(&s.local_commits))),
             ("local_cert_failures", Int(get(&s.local_cert_failures))),
             ("local_replays", Int(get(&s.local_replays))),
+            ("local_bf_aborts", Int(get(&s.local_bf_aborts))),
             ("local_send_queue", Int(0)),
             ("local_send_queue_max", Int(1)),
             ("local_send_queue_min", Int(0)),

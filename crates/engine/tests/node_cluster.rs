@@ -170,6 +170,7 @@ fn start_as(
         data_dir: data_dir.path().to_path_buf(),
         options: ["evs.suspect_timeout=PT1S", server.options.lock().as_str()].join(";").trim_end_matches(';').into(),
         start_position: Gtid::UNDEFINED,
+        arbitrator: false,
     };
     let node = Node::new(
         server.clone(),
@@ -635,4 +636,128 @@ fn a_desynced_node_lags_without_pausing_the_group() {
     wait_until("the desynced node caught up", || *slow.db.lock() == *writer.db.lock());
     assert_eq!(slow.node().resync(), Status::Ok);
     stop(hub, members);
+}
+
+/// `wsrep_local_bf_aborts` counts a local transaction once when an applier
+/// aborts it; a victim ordered before the applier is not aborted (it commits
+/// first) and not counted, nor is one the provider does not know.
+#[test]
+fn bf_aborts_of_local_transactions_are_counted_once() {
+    let (hub, members) = cluster(1);
+    let server = members[0].server.clone();
+    let node = server.node();
+    assert_eq!(int_stat(&server, "local_bf_aborts"), 0);
+
+    // Ordered before any later applier: the applier must wait for it.
+    node.append_key(1, vec![b"db".to_vec(), b"t".to_vec(), vec![1]], KeyType::Exclusive);
+    node.append_data(1, &[1, 1]);
+    let (status, ordered) = node.certify(1, 1, flags::TRX_START | flags::TRX_END);
+    assert_eq!(status, Status::Ok);
+    let (refused, seqno) = node.abort_certification(ordered.gtid.seqno + 1, 1);
+    assert_eq!((refused, seqno), (Status::NotAllowed, ordered.gtid.seqno));
+    server.write(ordered.gtid.seqno, 1, TRACKED, &[1, 1]);
+    node.release(1, TRACKED);
+    assert_eq!(int_stat(&server, "local_bf_aborts"), 0, "a transaction ordered first is not a victim");
+
+    // Still executing (not yet ordered): the applier wins, once.
+    node.append_key(2, vec![b"db".to_vec(), b"t".to_vec(), vec![2]], KeyType::Exclusive);
+    let (aborted, _) = node.abort_certification(ordered.gtid.seqno + 1, 2);
+    assert_eq!(aborted, Status::Ok);
+    let _ = node.abort_certification(ordered.gtid.seqno + 1, 2);
+    assert_eq!(int_stat(&server, "local_bf_aborts"), 1, "asked twice, aborted once");
+    node.release(2, TRACKED);
+
+    let (unknown, _) = node.abort_certification(ordered.gtid.seqno + 1, 999);
+    assert_eq!(unknown, Status::Ok);
+    assert_eq!(int_stat(&server, "local_bf_aborts"), 1, "an unknown victim is not counted");
+    stop(hub, members);
+}
+
+/// An arbitrator node on the hub, with its two applier loops.
+fn start_arbitrator(
+    hub: &Arc<LocalHub>,
+    name: &str,
+) -> (Arc<tandem_engine::arbitrator::Arbitrator>, Node, Vec<thread::JoinHandle<RecvEnd>>, tempfile::TempDir) {
+    let hub2 = hub.clone();
+    let work_dir = tempfile::Builder::new().prefix(&format!("tandem-arb-{name}-")).tempdir().unwrap();
+    let config = NodeConfig {
+        name: name.into(),
+        node_address: "127.0.0.1".into(),
+        incoming: String::new(),
+        data_dir: work_dir.path().to_path_buf(),
+        options: "evs.suspect_timeout=PT1S".into(),
+        start_position: Gtid::UNDEFINED,
+        arbitrator: true,
+    };
+    let app = Arc::new(tandem_engine::arbitrator::Arbitrator::default());
+    let node = Node::new(app.clone(), config, Box::new(move |c| Ok(hub2.open(c)))).unwrap();
+    app.attach(node.clone());
+    node.connect("test", "gcomm://127.0.0.1:1", "", false).unwrap();
+    let threads = (0..2)
+        .map(|i| {
+            let node = node.clone();
+            thread::spawn(move || node.recv(i))
+        })
+        .collect();
+    (app, node, threads, work_dir)
+}
+
+/// An arbitrator joins without a state transfer, is counted in every view,
+/// lets write-sets pass, is never the donor of a later joiner (even one
+/// that names it first) and writes no grastate.dat. It cannot bootstrap.
+#[test]
+fn an_arbitrator_votes_passes_write_sets_and_never_donates() {
+    let (hub, members) = cluster(1);
+    let all = Mutex::new(vec![members[0].server.clone()]);
+    let (arb, arb_node, arb_threads, arb_dir) = start_arbitrator(&hub, "arb");
+    wait_until("arbitrator synced", || {
+        members[0].server.views.lock().last().is_some_and(|v| v.members.len() == 2)
+            && arb_node.readiness().state == tandem_engine::core::LocalState::Synced
+    });
+    for i in 0..20 {
+        assert_eq!(transact(&members[0].server, 100 + i, (i % 4) as u8, 1), Status::Ok);
+    }
+    // A joiner that prefers the arbitrator still gets its state from n0.
+    let joiner = start_with_donor(&hub, "n1", false, &all, "arb,");
+    let s = joiner.server.clone();
+    wait_until("joiner synced", || *s.synced.lock() > 0);
+    let mut members = members;
+    members.push(joiner);
+    assert_eq!(*members[1].server.db.lock(), *members[0].server.db.lock(), "the joiner got n0's data");
+    assert_eq!(members[0].server.views.lock().last().unwrap().members.len(), 3, "the arbitrator is a member");
+    assert_eq!(transact(&members[1].server, 500, 9, 1), Status::Ok);
+    let last = members[1].server.node().last_committed().seqno;
+    wait_until("the arbitrator passed every write-set", || arb_node.last_committed().seqno >= last);
+    assert!(arb.passed() >= 21, "passed {}", arb.passed());
+    assert!(!arb_dir.path().join("grastate.dat").exists(), "an arbitrator has no data position to save");
+
+    arb_node.disconnect();
+    for t in arb_threads {
+        assert_eq!(t.join().unwrap(), RecvEnd::Closed);
+    }
+    arb_node.shutdown();
+    stop(hub, members);
+}
+
+#[test]
+fn an_arbitrator_refuses_to_bootstrap() {
+    let hub = LocalHub::new();
+    let work_dir = tempfile::tempdir().unwrap();
+    let config = NodeConfig {
+        name: "arb".into(),
+        node_address: "127.0.0.1".into(),
+        incoming: String::new(),
+        data_dir: work_dir.path().to_path_buf(),
+        options: String::new(),
+        start_position: Gtid::UNDEFINED,
+        arbitrator: true,
+    };
+    let app = Arc::new(tandem_engine::arbitrator::Arbitrator::default());
+    let hub2 = hub.clone();
+    let node = Node::new(app.clone(), config, Box::new(move |c| Ok(hub2.open(c)))).unwrap();
+    app.attach(node.clone());
+    let err = node.connect("test", "gcomm://", "", false).unwrap_err();
+    assert!(format!("{err:?}").contains("cannot bootstrap"), "{err:?}");
+    node.shutdown();
+    hub.stop();
 }

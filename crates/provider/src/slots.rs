@@ -134,6 +134,7 @@ unsafe extern "C" fn init(w: *mut wsrep_t, args: *const wsrep_init_args) -> wsre
             data_dir,
             options: string(a.options),
             start_position,
+            arbitrator: false,
         };
         let app = ServerApp {
             app_ctx: a.app_ctx as usize,

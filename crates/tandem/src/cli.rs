@@ -32,6 +32,9 @@ enum Command {
     Bench(Box<crate::bench::BenchArgs>),
     /// MariaDB's galera MTR suites with Galera and with Tandem; writes docs/compatibility.md
     Mtr(crate::mtr::MtrArgs),
+    /// A voting member without a database (garbd's role): two data nodes
+    /// and an arbitrator survive the loss of any one of the three
+    Arbitrator(crate::arbitrator::ArbitratorArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -195,6 +198,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Cluster(ClusterCommand::Bootstrap(args)) => bootstrap(args),
         Command::Bench(args) => crate::bench::run(*args),
         Command::Mtr(args) => crate::mtr::run(args),
+        Command::Arbitrator(args) => crate::arbitrator::run(args),
     }
 }
 

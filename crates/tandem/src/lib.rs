@@ -1,6 +1,7 @@
 //! The `tandem` command as a library: local clusters for humans and tests,
 //! the side-by-side benchmark and the MTR compatibility run.
 
+pub mod arbitrator;
 pub mod basedir;
 pub mod bench;
 pub mod cli;

@@ -167,7 +167,7 @@ impl Sim {
     pub(super) fn member_info(&self, seat: usize) -> MemberInfo {
         let s = &self.seats[seat];
         let process = s.process.as_ref().expect("a running member joins");
-        let join = JoinInfo { incarnation: s.identity.incarnation, position: process.core.start() };
+        let join = JoinInfo { incarnation: s.identity.incarnation, position: process.core.start(), arbitrator: false };
         MemberInfo { uuid: s.identity.uuid.0, name: s.name.clone(), app: join.encode(), ..MemberInfo::default() }
     }
 

@@ -4,7 +4,6 @@ use anyhow::{Context, Result};
 use std::fs::OpenOptions;
 use rustix::process::{kill_process, Pid};
 pub use rustix::process::Signal;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,17 +14,27 @@ pub fn spawn_detached(program: &Path, args: &[String], env: &[(String, String)],
     let open = || OpenOptions::new().create(true).append(true).open(log);
     let out = open().with_context(|| format!("opening {}", log.display()))?;
     let err = open()?;
-    let mut cmd = Command::new(program);
-    cmd.args(args).envs(env.iter().cloned()).stdin(Stdio::null()).stdout(out).stderr(err);
     // A new session, as before: `process_group(0)` alone (posix_spawn) made
     // mariadbd exit at start now and then, with an empty error log; not yet
-    // understood, so the proven fork + setsid path stays.
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(std::io::Error::from));
+    // understood, so the session stays. util-linux's setsid(1) makes it and
+    // execs the program in the same process (our child is no group leader,
+    // so it does not fork): the PID is mariadbd's, and no `unsafe` pre_exec
+    // hook is needed outside the FFI crate.
+    let mut cmd = Command::new("setsid");
+    cmd.arg(program).args(args).envs(env.iter().cloned()).stdin(Stdio::null()).stdout(out).stderr(err);
+    let child = cmd.spawn().with_context(|| format!("starting {}", program.display()))?;
+    // Until setsid(1) has exec'd, the PID is not yet the program's, and a
+    // check of the process (or a stop) right now would find no mariadbd.
+    // Wait for the program's own argv (or for the process to end).
+    let program_text = program.display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && is_alive(child.id()) {
+        if cmdline(child.id()).is_some_and(|c| c.split(' ').next() == Some(program_text.as_str())) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
-    cmd.spawn()
-        .with_context(|| format!("starting {}", program.display()))
+    Ok(child)
 }
 
 /// True while `pid` exists and is not a zombie.

@@ -20,6 +20,7 @@ pub mod parse;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod run_as;
 
 use crate::cluster::prereq::{resolve_provider, workspace_root};
 use crate::cluster::ProviderKind;
@@ -138,6 +139,11 @@ pub struct MtrArgs {
     /// --out) and write the report again (e.g. after editing tests/mtr/notes.md)
     #[arg(long, value_name = "DIR", conflicts_with_all = ["list", "tests", "out"])]
     reparse: Option<PathBuf>,
+    /// Run MTR and its servers as this ordinary user (as MariaDB's CI does;
+    /// tests that exec `mariadbd --wsrep-recover` themselves fail as root).
+    /// MTR's directories in --out become the user's
+    #[arg(long, value_name = "USER")]
+    run_as: Option<String>,
     /// Extra arguments for mariadb-test-run.pl (after `--`)
     #[arg(last = true, value_name = "EXTRA MTR ARGS")]
     extra: Vec<String>,
@@ -190,6 +196,7 @@ pub fn run(args: MtrArgs) -> Result<()> {
         env.check_provider(kind, &library)?;
         libraries.push((kind, library));
     }
+    let run_as = args.run_as.as_deref().map(run_as::RunAs::lookup).transpose()?;
     let doc = doc_path(&args)?;
     let out = match &args.out {
         Some(dir) => {
@@ -227,6 +234,7 @@ pub fn run(args: MtrArgs) -> Result<()> {
             suites: args.suites.clone(),
             tests: tests.clone(),
             extra: args.extra.clone(),
+            run_as: run_as.clone(),
         };
         let record = run::run_provider(&env, &spec, &mut progress)?;
         let parsed = parse_run(&spec.dir, &record)?;

@@ -129,14 +129,7 @@ impl Drop for Progress {
 }
 
 fn terminal_width() -> usize {
-    // SAFETY: TIOCGWINSZ fills a winsize struct we own; on error it is left zeroed.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) };
-    if rc == 0 {
-        usize::from(ws.ws_col)
-    } else {
-        0
-    }
+    rustix::termios::tcgetwinsize(std::io::stderr()).map_or(0, |ws| usize::from(ws.ws_col))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use super::parse::{self, Outcome};
 use super::progress::Progress;
+use super::run_as::RunAs;
 use super::{host, quote_command, Provider};
 use crate::cluster::prereq::find_program;
 use anyhow::{anyhow, bail, Context, Result};
@@ -122,6 +123,8 @@ pub struct RunSpec {
     pub suites: Vec<String>,
     pub tests: Vec<String>,
     pub extra: Vec<String>,
+    /// `--run-as`: MTR runs as this user, not as the caller.
+    pub run_as: Option<RunAs>,
 }
 
 /// What happened, kept as `OUT/<provider>/run.json` so that the report can be
@@ -238,6 +241,9 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
             loaded.display()
         )
     })?;
+    if let Some(user) = &spec.run_as {
+        user.prepare_dir(dir)?;
+    }
     let md5 = host::md5(&loaded)?;
     let library_mtime = host::mtime_unix(&spec.library);
 
@@ -263,7 +269,8 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
 
     let args = mtr_args(spec, dir);
     let mtr_command = format!(
-        "WSREP_PROVIDER={} perl ./mariadb-test-run.pl {}",
+        "{}WSREP_PROVIDER={} perl ./mariadb-test-run.pl {}",
+        spec.run_as.as_ref().map_or(String::new(), |u| format!("runuser -u {} -- env ", u.name)),
         quote_command([loaded.display().to_string()]),
         quote_command(&args)
     );
@@ -303,7 +310,7 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
         &spec.provider.to_string(),
         (!expected.is_empty()).then_some(expected.len()),
     );
-    let status = stream_mtr(env, &loaded, &args, &mut log, progress);
+    let status = stream_mtr(env, &loaded, &args, spec.run_as.as_ref(), &mut log, progress);
     progress.finish();
     let elapsed_s = clock.elapsed().as_secs_f64();
     let status = status?;
@@ -344,14 +351,16 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
 /// `--mysqld=--wsrep_sst_method=mariabackup`).
 fn dry_run(env: &MtrEnv, spec: &RunSpec, loaded: &Path) -> Result<Vec<String>> {
     let vardir = spec.dir.join("dry-run-var");
-    let out = Command::new(&env.perl)
-        .arg("./mariadb-test-run.pl")
+    let mut cmd = Command::new(&env.perl);
+    cmd.arg("./mariadb-test-run.pl")
         .arg("--dry-run")
         .args(dry_run_args(spec, &vardir))
         .current_dir(&env.dir)
-        .env("WSREP_PROVIDER", loaded)
-        .output()
-        .context("cannot run mariadb-test-run.pl --dry-run")?;
+        .env("WSREP_PROVIDER", loaded);
+    if let Some(user) = &spec.run_as {
+        user.apply(&mut cmd);
+    }
+    let out = cmd.output().context("cannot run mariadb-test-run.pl --dry-run")?;
     let _ = std::fs::remove_dir_all(&vardir);
     if !out.status.success() {
         let text = String::from_utf8_lossy(&out.stderr);
@@ -385,6 +394,7 @@ fn stream_mtr(
     env: &MtrEnv,
     loaded: &Path,
     args: &[String],
+    run_as: Option<&RunAs>,
     log: &mut std::fs::File,
     progress: &mut Progress,
 ) -> Result<std::process::ExitStatus> {
@@ -398,6 +408,9 @@ fn stream_mtr(
             .stdin(std::process::Stdio::null())
             .stdout(writer.try_clone()?)
             .stderr(writer);
+        if let Some(user) = run_as {
+            user.apply(&mut cmd);
+        }
         cmd.spawn().context("cannot start mariadb-test-run.pl")?
         // `cmd` and with it our copies of the pipe's write end are dropped
         // here, so the reader sees EOF when MTR exits.
@@ -506,6 +519,7 @@ mod tests {
             suites: vec!["galera".into(), "galera_3nodes".into()],
             tests: vec![],
             extra: vec!["--big-test".into()],
+            run_as: None,
         };
         let args = mtr_args(&spec, Path::new("/o/tandem"));
         assert_eq!(args[0], "--vardir=/o/tandem/var");
