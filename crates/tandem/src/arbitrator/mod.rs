@@ -25,7 +25,8 @@ use tandem_engine::node::{Node, NodeConfig};
 use tandem_engine::types::Gtid;
 use tandem_group::{GroupStarter, RaftGroup};
 
-/// Applier loops: one runs the join and views, the other write-sets.
+/// Applier loops (a server's `recv()` threads): two, so that a task that
+/// takes a while in one does not hold up the other.
 const RECV_LOOPS: usize = 2;
 
 #[derive(Args, Debug, Default, Clone)]
@@ -93,6 +94,16 @@ impl Settings {
         let group = pick(&args.group, &file.group)
             .ok_or_else(|| anyhow!("no cluster name: give --group NAME (the data nodes' wsrep_cluster_name)"))?;
         let options = pick(&args.options, &file.options).unwrap_or_default();
+        // The health listeners belong to the provider, next to a server; an
+        // arbitrator would accept them and serve nothing.
+        if let Some(key) = options
+            .split(';')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, _)| k.trim())
+            .find(|k| k.starts_with("health."))
+        {
+            bail!("--options {key}: an arbitrator serves no health check (it has no server to report on)");
+        }
         let node_address = pick(&args.node_address, &file.node_address)
             .or_else(|| listen_host(&options))
             .unwrap_or_else(|| "127.0.0.1".into());
@@ -279,6 +290,10 @@ mod tests {
     fn an_arbitrator_without_peers_or_a_name_is_refused_with_the_reason() {
         let err = Settings::resolve(&args("gcomm://", "prod")).unwrap_err().to_string();
         assert!(err.contains("cannot bootstrap"), "{err}");
+        let mut with_health = args("gcomm://10.0.0.1", "prod");
+        with_health.options = Some("evs.suspect_timeout=PT5S;health.address=0.0.0.0:9200".into());
+        let err = Settings::resolve(&with_health).unwrap_err().to_string();
+        assert!(err.contains("health.address") && err.contains("no health check"), "{err}");
         let err = Settings::resolve(&args("10.0.0.1:4567", "prod")).unwrap_err().to_string();
         assert!(err.contains("gcomm://"), "{err}");
         let err = Settings::resolve(&ArbitratorArgs { group: Some("x".into()), ..Default::default() })

@@ -41,7 +41,8 @@ impl RunAs {
         chown_tree(out, self.uid, self.gid)
     }
 
-    /// The command runs as the user, with the user's home and name.
+    /// The command runs as the user, under the user's name (HOME stays the
+    /// caller's: MTR does not use it, and `nobody` has none).
     pub fn apply(&self, cmd: &mut Command) {
         use std::os::unix::process::CommandExt;
         cmd.uid(self.uid).gid(self.gid).env("USER", &self.name).env("LOGNAME", &self.name);
