@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use std::path::Path;
 
-use tandem_group::{Admission, GroupConfig, LogSettings, MemberInfo, PeerNames, Timeouts, TlsFiles, TlsPolicy, TlsSettings};
+use tandem_group::{Admission, GroupConfig, LogSettings, MemberInfo, PartitionPolicy, PeerNames, Timeouts, TlsFiles, TlsPolicy, TlsSettings};
 
 use crate::node::Node;
 use crate::options::{OptionAction, Options};
@@ -137,6 +137,7 @@ impl Node {
             start_anew: None,
             tls: tls_settings(&opts, &self.inner.config.data_dir),
             admission: Some(self.admission()),
+            partition: partition_policy(&opts),
         }
     }
 
@@ -170,6 +171,11 @@ pub(crate) fn tls_settings(opts: &Options, data_dir: &Path) -> Option<TlsSetting
     })
 }
 
+/// `pc.ignore_sb` and `pc.ignore_quorum` as the group's partition policy.
+pub(crate) fn partition_policy(opts: &Options) -> PartitionPolicy {
+    PartitionPolicy { ignore_split_brain: opts.bool("pc.ignore_sb"), ignore_quorum: opts.bool("pc.ignore_quorum") }
+}
+
 /// Smallest segment: purging a few KiB at a time is all overhead.
 const MIN_SEGMENT_BYTES: u64 = 1 << 20;
 
@@ -198,12 +204,15 @@ pub(crate) fn log_settings(opts: &Options, data_dir: &Path) -> LogSettings {
 impl Node {
     /// `SET GLOBAL wsrep_provider_options`: only the keys being changed.
     pub fn set_options(&self, text: &str) -> Result<(), String> {
-        let actions = {
+        let (actions, partition) = {
             let mut options = self.inner.options.lock();
             let actions = options.set_at_runtime(text).map_err(|e| e.to_string())?;
             self.inner.hot.update(&options);
-            actions
+            (actions, partition_policy(&options))
         };
+        if let Some(group) = self.group() {
+            group.set_partition_policy(partition);
+        }
         for action in actions {
             match action {
                 OptionAction::FreezePurge(value) => self.freeze_purge(&value),
@@ -306,6 +315,16 @@ mod tests {
         assert!(parse_cluster_address("http://x").is_err());
         assert_eq!(host_of("127.0.0.1:14567").as_deref(), Some("127.0.0.1"));
         assert_eq!(host_of("10.0.0.1").as_deref(), Some("10.0.0.1"));
+    }
+
+    #[test]
+    fn pc_ignore_sb_and_ignore_quorum_make_the_partition_policy() {
+        let mut opts = Options::default();
+        assert_eq!(partition_policy(&opts), PartitionPolicy::default());
+        opts.set_at_runtime("pc.ignore_sb=true").expect("settable at runtime");
+        assert_eq!(partition_policy(&opts), PartitionPolicy { ignore_split_brain: true, ignore_quorum: false });
+        opts.set_at_runtime("pc.ignore_sb=false;pc.ignore_quorum=YES").expect("settable at runtime");
+        assert_eq!(partition_policy(&opts), PartitionPolicy { ignore_split_brain: false, ignore_quorum: true });
     }
 
     #[test]

@@ -269,6 +269,10 @@ impl GroupChannel for LocalMember {
 
     fn announce_group(&self, _group: Option<[u8; 16]>) {}
 
+    /// An in-process group is never partitioned: its members are cut only
+    /// by the test's hand, which decides who stays primary.
+    fn set_partition_policy(&self, _policy: tandem_group::PartitionPolicy) {}
+
     fn links(&self) -> Vec<tandem_group::Link> {
         Vec::new() // in-process: no connections
     }

@@ -22,9 +22,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::info;
+use log::{info, warn};
 use openraft::{Instant as _, ServerState};
 
+use crate::partition;
 use crate::raft::state_machine::{lock, replica_call};
 use crate::raft::types::Metrics;
 use crate::shared::Shared;
@@ -85,13 +86,16 @@ struct Detector {
     /// when it last said who is missing.
     waiting_since: Option<Instant>,
     reported: Option<Instant>,
+    /// Until when the engine is still told "primary" while the members in
+    /// touch form a new component without a majority (`partition`).
+    going_on_until: Option<Instant>,
 }
 
 /// How often a member out of the primary component says who is missing.
 const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 impl Detector {
-    fn step(&mut self, shared: &Shared) {
+    fn step(&mut self, shared: &Arc<Shared>) {
         // Once shutdown has begun the engine is tearing down: a callback now
         // could wait on a lock held by the very thread waiting for us to stop.
         if shared.closed.load(Ordering::Acquire) {
@@ -104,7 +108,7 @@ impl Detector {
             self.evidence = Some(at);
         }
         let settled = settle(verdict, self.primary, self.evidence, shared.suspect);
-        self.report_missing(shared, &m, settled.is_ok());
+        self.report_missing(shared, &m, settled.is_ok() || self.going_on_until.is_some());
         match settled {
             Ok(()) if !self.primary => {
                 self.primary = true;
@@ -118,6 +122,12 @@ impl Detector {
                 replica_call(|| lock(&shared.replica).connectivity(Connectivity::Primary));
                 shared.primary.store(true, Ordering::Release);
             }
+            Ok(()) => {
+                if self.going_on_until.take().is_some() {
+                    info!("Member {} is in the new primary component", shared.me);
+                }
+            }
+            Err(reason) if self.primary && self.goes_on_without_quorum(shared, &m, &reason) => {}
             Err(reason) if self.primary => {
                 self.primary = false;
                 shared.primary.store(false, Ordering::Release);
@@ -134,6 +144,48 @@ impl Detector {
             }
             _ => {}
         }
+    }
+
+    /// Whether this member, cut from the primary component, goes on anyway
+    /// as the policy allows (`pc.ignore_sb`, `pc.ignore_quorum`): the
+    /// members in touch form a new component, and meanwhile the engine is
+    /// not told of a loss, as Galera delivers no non-primary view then. If
+    /// no component forms in time, the loss is declared after all.
+    fn goes_on_without_quorum(&mut self, shared: &Arc<Shared>, m: &Metrics, reason: &str) -> bool {
+        if let Some(until) = self.going_on_until {
+            if Instant::now() < until {
+                return true;
+            }
+            self.going_on_until = None;
+            warn!("No primary component formed without quorum in time: this member is non-primary");
+            return false;
+        }
+        let voters: Vec<MemberId> = m.membership_config.membership().voter_ids().collect();
+        let reachable = reachable(shared);
+        let standing = partition::standing(&voters, &reachable);
+        let Some(why) = partition::may_go_on(shared.partition_policy(), standing)
+            .filter(|_| voters.contains(&shared.me))
+        else {
+            return false;
+        };
+        let members: Vec<MemberId> = m
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, _)| *id)
+            .filter(|id| reachable.contains(id))
+            .collect();
+        // Galera's words, "from view:", which MariaDB's test suites expect.
+        warn!(
+            "{why} from view: members {members:?} of the {} voters {voters:?}; member {} lost the \
+             primary component ({reason})",
+            voters.len(),
+            shared.me
+        );
+        let until = Instant::now() + shared.request_timeout() * 2;
+        self.going_on_until = Some(until);
+        tokio::spawn(partition::go_on(shared.clone(), members, until));
+        true
     }
 
     /// While no primary component takes this voter, says every few seconds

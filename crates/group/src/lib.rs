@@ -18,6 +18,7 @@ mod evict;
 mod join;
 mod liveness;
 mod mesh;
+mod partition;
 mod raft;
 mod read;
 mod shared;
@@ -224,6 +225,24 @@ pub struct GroupConfig {
     /// Which addresses may connect to the group port (the server's
     /// `wsrep_allowlist`); `None`: any.
     pub admission: Option<Admission>,
+    /// What a member cut from the primary component may do without a
+    /// majority (`pc.ignore_sb`, `pc.ignore_quorum`); changed at runtime
+    /// with [`GroupChannel::set_partition_policy`].
+    pub partition: PartitionPolicy,
+}
+
+/// Galera's partition controls. Both off (the default): only a component
+/// holding more than half the voters of the last primary component goes on.
+/// Either one lets a side of a partition go on alone, so both sides may take
+/// writes and their histories diverge: they are for setups where the
+/// operator knows the other side is dead or read-only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartitionPolicy {
+    /// `pc.ignore_sb`: exactly half of the voters go on (a 2-node cluster
+    /// that lost one node, a 2+2 split).
+    pub ignore_split_brain: bool,
+    /// `pc.ignore_quorum`: any part goes on, even a minority.
+    pub ignore_quorum: bool,
 }
 
 /// Whether a peer at this address may connect: the server's allowlist. It
@@ -335,6 +354,9 @@ pub trait GroupChannel: Send + Sync + 'static {
     /// been handed to this member's replica ([`Replica::apply`]): the point
     /// a causal read waits for, found without ordering anything.
     fn read_barrier(&self, timeout: Duration) -> Result<(), GroupError>;
+    /// `pc.ignore_sb` / `pc.ignore_quorum` changed: the next loss of the
+    /// primary component is judged by the new policy.
+    fn set_partition_policy(&self, policy: PartitionPolicy);
 }
 
 /// A member whose durable state is open but not started yet: the engine

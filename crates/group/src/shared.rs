@@ -42,6 +42,8 @@ pub struct Shared {
     pub released: AtomicI64,
     /// Read-index rounds shared by concurrent causal reads.
     pub reads: crate::read::Rounds,
+    /// Starts as `config.partition`; `SET` changes it.
+    pub partition: std::sync::Mutex<crate::PartitionPolicy>,
 }
 
 impl Shared {
@@ -52,6 +54,10 @@ impl Shared {
 
     pub fn metrics(&self) -> Metrics {
         self.raft().metrics().borrow_watched().clone()
+    }
+
+    pub fn partition_policy(&self) -> crate::PartitionPolicy {
+        *crate::raft::state_machine::lock(&self.partition)
     }
 
     pub fn is_primary(&self) -> bool {

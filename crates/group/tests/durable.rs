@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use tandem_group::{GroupChannel, GroupConfig, LogSettings};
+use tandem_group::{Connectivity, GroupChannel, GroupConfig, LogSettings, PartitionPolicy};
 
 /// Where one member lives: a fixed port (an identity is bound to its
 /// address) and a state directory that outlives its processes.
@@ -275,4 +275,128 @@ fn in_fsync_mode_a_member_orders_restarts_as_itself_and_leaves_no_thread() {
     submit(&back, b"again");
     wait_delivered(&[&back], b"again");
     assert!(back.rec.has_message(&msg(49)));
+}
+
+// ---- pc.ignore_sb / pc.ignore_quorum ---------------------------------------
+
+const IGNORE_SB: PartitionPolicy = PartitionPolicy {
+    ignore_split_brain: true,
+    ignore_quorum: false,
+};
+const IGNORE_QUORUM: PartitionPolicy = PartitionPolicy {
+    ignore_split_brain: false,
+    ignore_quorum: true,
+};
+
+fn non_primary_reports(m: &Member) -> usize {
+    m.rec
+        .connectivity()
+        .iter()
+        .filter(|c| matches!(c, Connectivity::NonPrimary { .. }))
+        .count()
+}
+
+/// A 2-node cluster with `pc.ignore_sb` loses one node: the other keeps
+/// serving without ever being non-primary (Galera delivers it a primary
+/// view of one), whichever of the two led. The lost one rejoins it.
+#[test]
+fn ignore_sb_keeps_the_survivor_of_two_primary_whichever_one_led() {
+    let _serial = serial();
+    for crash_leader in [false, true] {
+        let root = tempfile::tempdir().unwrap();
+        let all = seats(&root, &["s1", "s2"]);
+        let mut members = durable_voters(&all, 5);
+        for m in &members {
+            m.group.set_partition_policy(IGNORE_SB);
+        }
+        let before: Vec<usize> = members.iter().map(non_primary_reports).collect();
+        let gone = if crash_leader { 0 } else { 1 };
+        let crashed = crash(members.remove(gone));
+        let survivor = &members[0];
+        wait_until("the survivor is the only voter", || {
+            survivor.group.membership().voters == vec![survivor.id()]
+        });
+        wait_primary(survivor);
+        submit(survivor, b"alone");
+        wait_delivered(&[survivor], b"alone");
+        assert_eq!(
+            non_primary_reports(survivor),
+            before[1 - gone],
+            "the survivor was never told it lost the primary component (leader crashed: {crash_leader})"
+        );
+        assert!(
+            survivor.rec.has_message(&msg(4)),
+            "the history before is kept"
+        );
+        assert!(logged(&["Ignoring possible split-brain"]));
+        let back = start(durable(&all[gone], false, &all));
+        assert_eq!(back.id(), crashed);
+        wait_primary(&back);
+        wait_delivered(&[&back], b"alone");
+    }
+}
+
+/// `pc.ignore_sb` is about exactly half: one of three alone still waits for
+/// a majority. `pc.ignore_quorum` lets it go on.
+#[test]
+fn ignore_sb_leaves_a_minority_waiting_and_ignore_quorum_does_not() {
+    let _serial = serial();
+    for (policy, goes_on) in [(IGNORE_SB, false), (IGNORE_QUORUM, true)] {
+        let root = tempfile::tempdir().unwrap();
+        let all = seats(&root, &["m1", "m2", "m3"]);
+        let mut members = three_durable_voters(&all, 3);
+        members[0].group.set_partition_policy(policy);
+        let before = non_primary_reports(&members[0]);
+        crash(members.pop().unwrap());
+        crash(members.pop().unwrap());
+        let alone = &members[0];
+        if goes_on {
+            wait_until("a component of one", || {
+                alone.group.membership().voters == vec![alone.id()]
+            });
+            wait_primary(alone);
+            submit(alone, b"a minority with ignore_quorum");
+            wait_delivered(&[alone], b"a minority with ignore_quorum");
+            assert_eq!(non_primary_reports(alone), before);
+        } else {
+            wait_until("the minority is non-primary", || {
+                non_primary_reports(alone) > before
+            });
+            assert!(!alone.group.status().primary);
+            assert_eq!(alone.group.membership().voters.len(), 3);
+        }
+    }
+}
+
+/// Four voters split 2+2 (two crash): with `pc.ignore_sb` the two left form
+/// a component of both, around the more advanced log, and both take
+/// writes.
+#[test]
+fn ignore_sb_lets_half_of_four_go_on_together() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["h1", "h2", "h3", "h4"]);
+    let mut members = durable_voters(&all, 4);
+    for m in &members {
+        m.group.set_partition_policy(IGNORE_SB);
+    }
+    // The leader goes: the survivors must elect within the new component.
+    crash(members.remove(0));
+    crash(members.remove(0));
+    let ids: Vec<u64> = {
+        let mut ids: Vec<u64> = members.iter().map(Member::id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    for m in &members {
+        wait_until("a component of the two left", || {
+            m.group.membership().voters == ids && m.group.status().primary
+        });
+    }
+    submit(&members[0], b"from h3");
+    submit(&members[1], b"from h4");
+    let refs: Vec<&Member> = members.iter().collect();
+    wait_delivered(&refs, b"from h3");
+    wait_delivered(&refs, b"from h4");
+    same_history(&refs);
 }

@@ -12,7 +12,7 @@
 
 pub mod config;
 pub mod network;
-mod rebootstrap;
+pub(crate) mod rebootstrap;
 mod startup;
 pub mod state_machine;
 pub mod types;
@@ -265,6 +265,10 @@ impl GroupChannel for RaftGroup {
 
     fn announce_group(&self, group: Option<[u8; 16]>) {
         self.shared.net.set_group(group);
+    }
+
+    fn set_partition_policy(&self, policy: crate::PartitionPolicy) {
+        *state_machine::lock(&self.shared.partition) = policy;
     }
 
     fn reload_tls(&self) -> Result<(), GroupError> {

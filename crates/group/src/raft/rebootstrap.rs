@@ -1,39 +1,61 @@
-//! `pc.bootstrap=YES` on a running member: a new primary component of this
-//! member alone, from its durable state, when no majority can form (the
-//! last primary component's voters are gone). The history goes on: this
-//! member's log is kept, a membership of itself alone is appended in a new
-//! term, and openraft is restarted on the same log and state machine. The
-//! others rejoin it as they come back.
+//! Forming a new primary component on a running member, from its durable
+//! state, when no majority of the last one can form:
+//! - `pc.bootstrap=YES`: this member alone; the others rejoin it as they
+//!   come back;
+//! - `pc.ignore_sb` / `pc.ignore_quorum` (see `partition`): the members
+//!   this one still reaches, when the policy lets them go on without a
+//!   majority.
 //!
-//! Refused when this member is primary (nothing to do), or when a member it
-//! can still reach holds a more advanced log: bootstrapping the less
-//! advanced one would drop what the other has committed.
+//! The history goes on: this member's log is kept, the new membership is
+//! appended in a new term, and openraft is restarted on the same log and
+//! state machine. Refused when a member it can still reach holds a more
+//! advanced log: forming around the less advanced one would drop what the
+//! other has committed.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use log::{info, warn};
 
 use super::network::Network;
-use super::startup::make_only_voter;
+use super::startup::make_voters;
 use crate::shared::Shared;
 use crate::wire::{Request, Response};
-use crate::GroupError;
+use crate::{GroupError, MemberId, MemberInfo};
 
+/// `pc.bootstrap=YES`.
 pub async fn bootstrap(shared: Arc<Shared>) -> Result<(), GroupError> {
     if shared.is_primary() {
         info!("pc.bootstrap: this member is already in the primary component; nothing to do");
         return Ok(());
     }
+    form(shared.clone(), &[shared.me]).await?;
+    warn!(
+        "pc.bootstrap: member {} ({}) formed a new primary component alone; the others rejoin it",
+        shared.me, shared.config.me.name
+    );
+    Ok(())
+}
+
+/// A new primary component of `members` (this one among them): those that
+/// are voters of the current membership vote in the new one, the others
+/// stay learners. This member leads it first.
+pub async fn form(shared: Arc<Shared>, members: &[MemberId]) -> Result<(), GroupError> {
+    assert!(
+        members.contains(&shared.me),
+        "a member forms a component it is part of"
+    );
     refuse_if_behind(&shared).await?;
+    let (nodes, voters) = new_membership(&shared, members);
     let old = shared.raft();
     old.shutdown()
         .await
         .map_err(|e| GroupError::Other(format!("cannot stop Raft to bootstrap: {e}")))?;
     let me = shared.me;
-    let config = shared.config.clone();
     let log = shared.log.clone();
-    tokio::task::block_in_place(|| make_only_voter(&log, me, &config))?;
+    tokio::task::block_in_place(|| make_voters(&log, me, nodes, voters))?;
     let network = Network::new(shared.net.clone(), shared.suspect / 2);
     let raft = openraft::Raft::new(
         me,
@@ -45,28 +67,54 @@ pub async fn bootstrap(shared: Arc<Shared>) -> Result<(), GroupError> {
     .await
     .map_err(|e| GroupError::Other(format!("cannot restart Raft after bootstrap: {e}")))?;
     *shared.raft.write().unwrap_or_else(|p| p.into_inner()) = raft;
-    warn!(
-        "pc.bootstrap: member {me} ({}) formed a new primary component alone; the others rejoin it",
-        config.me.name
-    );
     Ok(())
 }
 
-/// Asks every other member it can reach how far its log is.
+/// The nodes and voters of the component `members` form: each member's
+/// info as the current membership knows it (ours from our configuration).
+fn new_membership(
+    shared: &Shared,
+    members: &[MemberId],
+) -> (BTreeMap<MemberId, MemberInfo>, BTreeSet<MemberId>) {
+    let m = shared.metrics();
+    let current = m.membership_config.membership();
+    let mut nodes = BTreeMap::from([(shared.me, shared.config.me.clone())]);
+    for id in members.iter().filter(|id| **id != shared.me) {
+        if let Some(info) = current.get_node(id) {
+            nodes.insert(*id, info.clone());
+        }
+    }
+    let old_voters: BTreeSet<MemberId> = current.voter_ids().collect();
+    let mut voters: BTreeSet<MemberId> = nodes
+        .keys()
+        .filter(|id| old_voters.contains(id))
+        .copied()
+        .collect();
+    voters.insert(shared.me);
+    (nodes, voters)
+}
+
+/// Asks every other member it can reach how far its log is, all at once
+/// (an unreachable one costs one timeout, not one each).
 async fn refuse_if_behind(shared: &Shared) -> Result<(), GroupError> {
     let mine = shared.log.vote_and_last().1;
     let membership = shared.metrics().membership_config.membership().clone();
-    for (id, info) in membership.nodes().filter(|(id, _)| **id != shared.me) {
-        let asked = shared
-            .net
-            .call(
-                &info.group_addr,
-                Some(*id),
-                &Request::LogPosition,
-                Duration::from_secs(2),
-            )
-            .await;
-        let Ok((_, Response::LogPosition { last })) = asked else {
+    let others: Vec<(MemberId, MemberInfo)> = membership
+        .nodes()
+        .filter(|(id, _)| **id != shared.me)
+        .map(|(id, info)| (*id, info.clone()))
+        .collect();
+    let asked = join_all(others.iter().map(|(id, info)| {
+        shared.net.call(
+            &info.group_addr,
+            Some(*id),
+            &Request::LogPosition,
+            Duration::from_secs(2),
+        )
+    }))
+    .await;
+    for ((id, info), answer) in others.iter().zip(asked) {
+        let Ok((_, Response::LogPosition { last })) = answer else {
             continue;
         };
         if last > mine {

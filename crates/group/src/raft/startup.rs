@@ -36,7 +36,7 @@ use crate::transport::{NetCtx, TlsMode};
 use crate::wire::Hello;
 use crate::{
     detector, evict, join, submit, transport, GroupChannel, GroupConfig, GroupError, GroupStarter,
-    Identity, MemberId, Replica,
+    Identity, MemberId, MemberInfo, Replica,
 };
 
 const WORKER_THREADS: usize = 2;
@@ -185,6 +185,7 @@ fn launch_member(
             return Err(e);
         }
     };
+    let config_partition = config.partition;
     let shared = Arc::new(Shared {
         me,
         config,
@@ -201,6 +202,7 @@ fn launch_member(
         checkpoints: opened.checkpoints,
         released: AtomicI64::new(i64::MIN),
         reads: Default::default(),
+        partition: std::sync::Mutex::new(config_partition),
     });
     let (queue, queue_rx) = mpsc::channel(submit::QUEUE_CAPACITY);
     if let Err(e) = spawn_tasks(&runtime, &shared, listener, queue_rx) {
@@ -331,18 +333,37 @@ pub(crate) fn make_only_voter(
     me: MemberId,
     config: &GroupConfig,
 ) -> Result<(), GroupError> {
+    let nodes = BTreeMap::from([(me, config.me.clone())]);
+    make_voters(log, me, nodes, BTreeSet::from([me]))
+}
+
+/// Appends a membership of `nodes` with `voters` voting (the others are
+/// learners) after everything in this member's log, in a term above any it
+/// has seen, and votes for itself in that term. Entries it holds that were
+/// never committed commit with that membership: a commit waiting for them
+/// completes instead of being lost.
+pub(crate) fn make_voters(
+    log: &DurableLog,
+    me: MemberId,
+    nodes: BTreeMap<MemberId, MemberInfo>,
+    voters: BTreeSet<MemberId>,
+) -> Result<(), GroupError> {
+    assert!(
+        voters.contains(&me),
+        "the member forming a component votes in it"
+    );
+    assert!(
+        voters.iter().all(|v| nodes.contains_key(v)),
+        "every voter is a node"
+    );
     let (vote, last) = log.vote_and_last();
     let term = vote
         .map_or(0, |v| v.leader_id.term)
         .max(last.map_or(0, |l| l.leader_id.term))
         + 1;
     let leader = openraft::impls::leader_id_adv::LeaderId { term, node_id: me };
-    let nodes = BTreeMap::from([(me, config.me.clone())]);
-    let membership = RaftMembership::new(vec![BTreeSet::from([me])], nodes).map_err(|e| {
-        GroupError::Other(format!(
-            "cannot form a membership of this member alone: {e}"
-        ))
-    })?;
+    let membership = RaftMembership::new(vec![voters], nodes)
+        .map_err(|e| GroupError::Other(format!("cannot form a new membership: {e}")))?;
     let entry = Entry {
         log_id: LogId::new(leader, last.map_or(1, |l| l.index + 1)),
         payload: EntryPayload::Membership(membership),

@@ -1,8 +1,10 @@
 //! The purger: about once a second, if the log is over its budget, purges
 //! it up to the checkpoint `purge::purge_target` chooses (through openraft,
 //! which builds that checkpoint as its snapshot and purges the log up to
-//! it). Says, at most once a minute, when the log is over budget and
-//! nothing may go.
+//! it). Says, at most once a minute, when the log has been over budget with
+//! nothing allowed to go for a minute: a burst of commits stays for the few
+//! seconds they take to settle, and a restarted node releases nothing until
+//! it has replayed, and neither is worth a warning.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 
 pub async fn run(shared: Arc<Shared>) {
     let mut warned: Option<Instant> = None;
+    let mut held_since: Option<Instant> = None;
     loop {
         tokio::time::sleep(EVERY).await;
         if shared.closed.load(Ordering::Acquire) {
@@ -27,13 +30,17 @@ pub async fn run(shared: Arc<Shared>) {
         let released = shared.released.load(Ordering::Acquire);
         let purged = shared.log.purged().map_or(0, |l| l.index);
         let segments = shared.log.segments();
-        match purge_target(
+        let target = purge_target(
             &segments,
             &shared.checkpoints.list(),
             purged,
             budget,
             released,
-        ) {
+        );
+        if !matches!(target, Some(Err(_))) {
+            held_since = None;
+        }
+        match target {
             None => {}
             Some(Ok(index)) => {
                 shared.sm.set_purge_to(index);
@@ -42,7 +49,8 @@ pub async fn run(shared: Arc<Shared>) {
                 }
             }
             Some(Err(Held::NotReleased { released }))
-                if warned.is_none_or(|t| t.elapsed() >= WARN_EVERY) =>
+                if held_since.get_or_insert_with(Instant::now).elapsed() >= WARN_EVERY
+                    && warned.is_none_or(|t| t.elapsed() >= WARN_EVERY) =>
             {
                 warned = Some(Instant::now());
                 let total: u64 = segments.iter().map(|s| s.bytes).sum();
@@ -54,7 +62,9 @@ pub async fn run(shared: Arc<Shared>) {
                         budget >> 20
                     );
             }
-            Some(Err(Held::NotReleased { .. })) => {}
+            Some(Err(Held::NotReleased { .. })) => {
+                held_since.get_or_insert_with(Instant::now);
+            }
         }
     }
 }

@@ -233,6 +233,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         start_anew: None,
         tls: None,
         admission: None,
+        partition: Default::default(),
     }
 }
 
