@@ -122,10 +122,8 @@ impl Detector {
                 replica_call(|| lock(&shared.replica).connectivity(Connectivity::Primary));
                 shared.primary.store(true, Ordering::Release);
             }
-            Ok(()) => {
-                if self.going_on_until.take().is_some() {
-                    info!("Member {} is in the new primary component", shared.me);
-                }
+            Ok(()) if self.going_on_until.take().is_some() => {
+                info!("Member {} is in the new primary component", shared.me);
             }
             Err(reason) if self.primary && self.goes_on_without_quorum(shared, &m, &reason) => {}
             Err(reason) if self.primary => {
