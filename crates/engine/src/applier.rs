@@ -86,7 +86,7 @@ impl Node {
             Task::Apply { seqno, verdict, ws } => self.apply_write_set(ctx, seqno, &verdict, &ws),
             Task::Connect(admission) => self.join(ctx, admission),
             Task::View(vc) => self.deliver_view(ctx, &vc),
-            Task::NonPrimary { after } => self.deliver_non_primary(ctx, after),
+            Task::NonPrimary { after, removal } => self.deliver_non_primary(ctx, after, removal),
             Task::Donate { after, request, joiner } => self.donate(ctx, after, &request, joiner),
             Task::Synced { after } => self.become_synced(after),
             Task::Final => {
@@ -186,7 +186,12 @@ impl Node {
             log::error!("The server refused view {}", vc.view_no);
             return Step::Fatal;
         }
-        let commands = inner.core.lock().on_view_delivered(vc);
+        let (commands, desyncs) = {
+            let mut core = inner.core.lock();
+            (core.on_view_delivered(vc), core.desyncs)
+        };
+        // A removal clears the desync count (`NodeCore::on_view`).
+        inner.stats.desync_count.store(desyncs as i64, Ordering::Relaxed);
         self.execute(commands);
         self.note_bootstrap_safety(vc);
         self.announce_group(Some(vc.state_id.uuid));
@@ -410,8 +415,14 @@ impl Node {
         self.inner.app.synced();
     }
 
-    fn deliver_non_primary(&self, ctx: usize, after: Seqno) -> Step {
-        let _ = self.inner.apply.wait_left(after, Some(Duration::from_secs(1)));
+    fn deliver_non_primary(&self, ctx: usize, after: Seqno, removal: Option<Seqno>) -> Step {
+        match removal {
+            Some(s) if !self.pass_unseen(s) => return Step::Next, // closing
+            Some(_) => {}
+            None => {
+                let _ = self.inner.apply.wait_left(after, Some(Duration::from_secs(1)));
+            }
+        }
         let me = self.me();
         let (group_uuid, members) = {
             let core = self.inner.core.lock();
@@ -429,6 +440,22 @@ impl Node {
         self.inner.app.view(ctx, &view);
         self.inner.core.lock().on_non_primary_delivered();
         Step::Next
+    }
+
+    /// Takes the turn of seqno `s` in both monitors without the server: the
+    /// view that removed this node, which the server does not see, but which
+    /// the history after it counts on. False if the provider closes first.
+    fn pass_unseen(&self, s: Seqno) -> bool {
+        let inner = &self.inner;
+        if inner.apply.has_left(s) {
+            return true;
+        }
+        if !self.wait_turn(&inner.apply, s) || !self.wait_turn(&inner.commit, s) {
+            return false;
+        }
+        inner.commit.leave(s);
+        inner.apply.leave(s);
+        true
     }
 }
 

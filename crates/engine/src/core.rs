@@ -158,6 +158,9 @@ pub struct NodeCore {
     view_with_me: Option<ViewChange>,
     /// This node's incarnation as the group's replicated state knows it.
     group_incarnation: Option<u32>,
+    /// The seqno of the view that removed this live process, until a view
+    /// takes it back.
+    removed_at: Option<Seqno>,
     views_ordered: u64,
     pub desyncs: u32,
     /// The next primary view must be followed by a synced announcement.
@@ -198,6 +201,7 @@ impl NodeCore {
             view_members: vec![],
             view_with_me: None,
             group_incarnation: None,
+            removed_at: None,
             views_ordered: 0,
             desyncs: 0,
             resync_on_view: false,
@@ -396,16 +400,32 @@ impl NodeCore {
             self.live = true;
             self.admit_at_view(vc, state, out);
         } else if self.live && included {
+            if let Some(removal) = self.removed_at.take() {
+                let last = vc.state_id.seqno - 1;
+                log::info!(
+                    "Taken back into the primary component: Receiving IST of seqnos {}-{last} ({} events) ordered \
+                     while this node was out",
+                    removal + 1,
+                    last - removal
+                );
+            }
             out.push(Command::Queue(Task::View(vc)));
         } else if self.live && !included {
             if self.closing {
                 return; // our own graceful leave
             }
-            log::error!("This node was removed from the primary component; restart it to rejoin");
+            // The group layer asks to take it back once it reaches the
+            // group again (`rejoin_watch`); what it misses comes as IST.
+            log::info!("This node was removed from the primary component; it rejoins when it reaches the group again");
             if self.link == Link::Primary {
                 self.link = Link::Cut { since_ms: self.now_ms };
             }
-            out.push(Command::Queue(Task::NonPrimary { after: vc.state_id.seqno - 1 }));
+            // The group forgot this node's desync with it: it comes back as
+            // a joiner, through IST, and is synced after (Galera clears the
+            // desync count on a state transfer in the same way).
+            self.desyncs = 0;
+            self.removed_at = Some(vc.state_id.seqno);
+            out.push(Command::Queue(Task::NonPrimary { after: vc.state_id.seqno - 1, removal: Some(vc.state_id.seqno) }));
         } else if self.wants(vc.state_id.seqno) {
             // History this node was away for: part of its IST.
             out.push(Command::Queue(Task::View(vc)));
@@ -498,7 +518,7 @@ impl NodeCore {
             if self.link == Link::Primary {
                 self.link = Link::Cut { since_ms: now_ms };
                 if self.live {
-                    out.push(Command::Queue(Task::NonPrimary { after: self.last_ordered }));
+                    out.push(Command::Queue(Task::NonPrimary { after: self.last_ordered, removal: None }));
                 }
             }
             out.push(Command::WakeWaiters);
@@ -530,6 +550,14 @@ impl NodeCore {
         if catching_up && self.link == Link::Primary && committed > reported && now_ms >= at + RESUBMIT_EVERY_MS {
             self.ist_reported = (now_ms, committed);
             out.push(Command::Submit(Body::Progress(committed)));
+        }
+    }
+
+    /// The group refused a submission (not primary yet): the announcements
+    /// are due again at once, so the next tick repeats them.
+    pub fn on_submit_refused(&mut self) {
+        for resend in [&mut self.rejoin, &mut self.announce, &mut self.bump] {
+            resend.last_ms = None;
         }
     }
 

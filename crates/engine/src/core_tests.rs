@@ -60,6 +60,12 @@ impl Harness {
         self.core.on_ordered(outcome, &self.state)
     }
 
+    /// The group removes member `n` (eviction, or a component formed without it).
+    fn remove(&mut self, n: u8) -> Vec<Command> {
+        self.members.remove(&(n as u64));
+        self.members(vec![])
+    }
+
     fn message(&mut self, from: u8, inc: u32, token: u64, body: Body) -> Vec<Command> {
         let payload = envelope(from, inc, token, body);
         let outcome = self.state.apply(Ordered::Message { origin: from as u64, payload: &payload });
@@ -315,7 +321,7 @@ fn a_cut_off_node_asks_for_a_fresh_view_until_one_is_ordered() {
     let (mut h, _) = group_with_me(1);
     h.connectivity(true);
     let cmds = h.connectivity(false);
-    assert_eq!(cmds, vec![Command::Queue(Task::NonPrimary { after: h.state.seqno }), Command::WakeWaiters]);
+    assert_eq!(cmds, vec![Command::Queue(Task::NonPrimary { after: h.state.seqno, removal: None }), Command::WakeWaiters]);
     let cmds = h.connectivity(true);
     assert_eq!(submitted(&cmds), vec![&Body::ViewBump]);
     assert!(submitted(&h.tick(1_000, -1)).is_empty(), "not again within two seconds");
@@ -369,4 +375,58 @@ fn desync_tells_the_group_once_and_resync_announces_synced_again() {
     assert!(h.core.resync().is_empty(), "still desynced once");
     assert_eq!(submitted(&h.core.resync()), vec![&Body::State(MemberState::Synced)]);
     assert_eq!(h.core.state, LocalState::Joined);
+}
+
+/// Every seqno the node's monitors are to pass, in order: write-sets and
+/// views it applies, and the view that removed it (which the server never sees).
+fn passed(cmds: &[Command]) -> Vec<Seqno> {
+    cmds.iter()
+        .filter_map(|c| match c {
+            Command::WriteSet { seqno, apply: true, .. } => Some(*seqno),
+            Command::Queue(Task::View(v)) => Some(v.state_id.seqno),
+            Command::Queue(Task::NonPrimary { removal: Some(s), .. }) => Some(*s),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_removed_node_is_taken_back_live_and_passes_every_seqno_in_between() {
+    let (mut h, _) = group_with_me(1);
+    h.core.on_connected(&Plan::Transfer);
+    h.connectivity(true);
+    h.core.desync();
+    h.connectivity(false);
+    let mut cmds = h.remove(ME);
+    let removal = h.state.seqno;
+    assert!(
+        cmds.contains(&Command::Queue(Task::NonPrimary { after: removal - 1, removal: Some(removal) })),
+        "the removal reaches the server as a non-primary view: {cmds:?}"
+    );
+    for _ in 0..3 {
+        cmds.extend(h.remote_write());
+    }
+    // Taken back with the same process: no new admission, no restart.
+    let back = h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
+    assert!(admissions(&back).is_empty(), "{back:?}");
+    assert!(!back.iter().any(|c| matches!(c, Command::RestartRequired(_))), "{back:?}");
+    cmds.extend(back);
+    assert_eq!(passed(&cmds), (removal..=h.state.seqno).collect::<Vec<_>>(), "dense, in order");
+    let Some(Command::Queue(Task::View(v))) = cmds.last() else { panic!("ends with the view that takes it back: {cmds:?}") };
+    assert!(v.members.iter().any(|m| m.uuid == uuid(ME)));
+    assert_eq!(h.state.member(uuid(ME)).map(|m| m.incarnation), Some(1));
+    assert_eq!(h.core.desyncs, 0, "the removal cleared the desync, as a state transfer does in Galera");
+}
+
+#[test]
+fn an_announcement_the_group_refused_goes_again_at_the_next_tick() {
+    let (mut h, _) = group_with_me(0);
+    h.core.on_connected(&Plan::Transfer);
+    h.core.on_state_received();
+    let first = h.connectivity(true);
+    assert_eq!(submitted(&first), vec![&Body::State(MemberState::Synced)]);
+    assert!(submitted(&h.tick(100, -1)).is_empty(), "sent: not again within the resend period");
+    // The shell found the group not accepting yet.
+    h.core.on_submit_refused();
+    assert_eq!(submitted(&h.tick(100, -1)), vec![&Body::State(MemberState::Synced)]);
 }

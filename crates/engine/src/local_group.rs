@@ -273,6 +273,12 @@ impl GroupChannel for LocalMember {
     /// by the test's hand, which decides who stays primary.
     fn set_partition_policy(&self, _policy: tandem_group::PartitionPolicy) {}
 
+    /// Modelled as a cut (the hub has no connections to close).
+    fn isolate(&self, to: tandem_group::Isolation) -> Result<(), GroupError> {
+        self.hub.set_cut(self.id, to != tandem_group::Isolation::Off);
+        Ok(())
+    }
+
     fn links(&self) -> Vec<tandem_group::Link> {
         Vec::new() // in-process: no connections
     }

@@ -434,11 +434,14 @@ impl Node {
     fn execute_one(&self, command: Command) {
         let inner = &self.inner;
         match command {
-            Command::Submit(body) => {
-                if let Err(e) = self.submit(body) {
-                    log::debug!("Not submitted (will be repeated if it matters): {e}");
-                }
-            }
+            Command::Submit(body) => match self.submit(body) {
+                Ok(()) => {}
+                // The engine is told it is primary just before the group
+                // accepts submissions: an announcement made in that moment
+                // goes again at the next tick, not a resend period later.
+                Err(GroupError::NonPrimary) => inner.core.lock().on_submit_refused(),
+                Err(e) => log::debug!("Not submitted (will be repeated if it matters): {e}"),
+            },
             Command::WriteSet { waiter, seqno, verdict, ws, apply } => {
                 if let crate::certification::Verdict::Pass { depends_on } = verdict {
                     inner.stats.note_dependency(seqno - depends_on);

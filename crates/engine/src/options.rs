@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use tandem_group::Isolation;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Str,
@@ -25,6 +27,8 @@ enum Kind {
     SeqnoOrNow,
     /// `refuse` or `sst`.
     UnknownPosition,
+    /// `gmcast.isolate`: 0, 1 or 2.
+    Isolation,
 }
 
 /// (key, default, kind). Defaults are Galera 26.4's; keys marked in the
@@ -126,7 +130,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
 
 /// Keys that trigger an action instead of holding a value.
 const ACTIONS: &[(&str, Kind)] =
-    &[("gmcast.isolate", Kind::Int), ("pc.bootstrap", Kind::Bool), ("socket.ssl_reload", Kind::Str)];
+    &[("gmcast.isolate", Kind::Isolation), ("pc.bootstrap", Kind::Bool), ("socket.ssl_reload", Kind::Str)];
 
 /// Read once, when the group channel opens: a `SET` of one of them would
 /// show a value that is not in force. (`socket.ssl_reload` re-reads the
@@ -166,7 +170,7 @@ impl std::fmt::Display for OptionError {
 /// An action requested through `options_set`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OptionAction {
-    Isolate(i64),
+    Isolate(Isolation),
     Bootstrap,
     /// `gcache.freeze_purge_at_seqno` was set: a seqno, `now` or -1.
     FreezePurge(String),
@@ -306,7 +310,11 @@ fn check_tls(values: &BTreeMap<String, String>) -> Result<(), OptionError> {
 
 fn action(key: &str, value: &str) -> Option<OptionAction> {
     match key {
-        "gmcast.isolate" => Some(OptionAction::Isolate(value.parse().unwrap_or(0))),
+        "gmcast.isolate" => Some(OptionAction::Isolate(match value.trim() {
+            "1" => Isolation::Isolated,
+            "2" => Isolation::Terminated,
+            _ => Isolation::Off,
+        })),
         "pc.bootstrap" if parse_bool(value) == Some(true) => Some(OptionAction::Bootstrap),
         "socket.ssl_reload" if parse_bool(value) != Some(false) => Some(OptionAction::TlsReload),
         _ => None,
@@ -367,11 +375,16 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
         Kind::Size => parse_size(value).is_some(),
         Kind::SeqnoOrNow => value.eq_ignore_ascii_case("now") || value.parse::<i64>().is_ok_and(|n| n >= -1),
         Kind::UnknownPosition => matches!(value.to_ascii_lowercase().as_str(), "refuse" | "sst"),
+        Kind::Isolation => matches!(value.trim(), "0" | "1" | "2"),
     };
     if ok {
         Ok(())
     } else {
-        Err(OptionError::BadValue { key: key.into(), value: value.into(), why: format!("expected {kind:?}").to_lowercase() })
+        let why = match kind {
+            Kind::Isolation => "expected 0, 1 or 2".into(),
+            _ => format!("expected {kind:?}").to_lowercase(),
+        };
+        Err(OptionError::BadValue { key: key.into(), value: value.into(), why })
     }
 }
 
@@ -468,7 +481,11 @@ mod tests {
     #[test]
     fn actions_are_reported_not_stored() {
         let mut o = Options::default();
-        assert_eq!(o.set("gmcast.isolate=1"), Ok(vec![OptionAction::Isolate(1)]));
+        assert_eq!(o.set("gmcast.isolate=1"), Ok(vec![OptionAction::Isolate(Isolation::Isolated)]));
+        assert_eq!(o.set("gmcast.isolate = 2"), Ok(vec![OptionAction::Isolate(Isolation::Terminated)]));
+        assert_eq!(o.set("gmcast.isolate=0"), Ok(vec![OptionAction::Isolate(Isolation::Off)]));
+        assert!(matches!(o.set("gmcast.isolate=3"), Err(OptionError::BadValue { .. })));
+        assert!(matches!(o.set("gmcast.isolate=yes"), Err(OptionError::BadValue { .. })));
         assert_eq!(o.set("pc.bootstrap=YES"), Ok(vec![OptionAction::Bootstrap]));
         assert!(!o.render().contains("gmcast.isolate"));
     }

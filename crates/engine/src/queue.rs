@@ -30,7 +30,10 @@ pub enum Task {
     Connect(Admission),
     View(ViewChange),
     /// We lost the primary component (after the seqno we had reached).
-    NonPrimary { after: Seqno },
+    /// `removal`: the seqno of the view that removed us, which the server
+    /// never sees but the monitors must pass, so that the history this node
+    /// replays after it (once taken back) finds them in step.
+    NonPrimary { after: Seqno, removal: Option<Seqno> },
     /// We were chosen to send our state to `joiner`.
     Donate { after: Seqno, request: Vec<u8>, joiner: Uuid },
     /// The group has marked us synced.

@@ -1,7 +1,7 @@
-//! Leader-side eviction of silent members (`evs.inactive_timeout`).
+//! Leader-side eviction of silent members.
 //!
 //! The leader removes a voter or learner whose last heartbeat ack is older
-//! than `timeouts.inactive`. Only a leader that holds quorum evicts, so a
+//! than [`eviction_after`]. Only a leader that holds quorum evicts, so a
 //! minority can never vote the majority out. One member at a time: each
 //! removal is a membership change and produces a new view everywhere.
 
@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{error, warn};
+use log::{error, info};
 use openraft::{Instant as _, ServerState};
 
 use crate::join;
@@ -74,8 +74,19 @@ fn silent_member(
             .map(|(id, _)| *id)
             .filter(|id| *id != shared.me)
             .map(|id| (id, acked(&id), seen.get(&id).map(|t| t.elapsed()))),
-        shared.config.timeouts.inactive,
+        eviction_after(&shared.config.timeouts),
     )
+}
+
+/// How long a member may be silent before it is removed. Galera drops a
+/// member all the others suspect after `evs.suspect_timeout`, and one they
+/// disagree about after the hard limit `evs.inactive_timeout`. Here the
+/// leader, whose heartbeats every member acks, judges alone: there is no
+/// disagreement to wait out, so the earlier of the two applies. A member
+/// removed this way asks to be taken back once it reaches the group again
+/// (`join::rejoin_watch`).
+pub fn eviction_after(t: &crate::Timeouts) -> Duration {
+    t.suspect.min(t.inactive)
 }
 
 /// Each member with how long ago it last acked (none: never) and how long
@@ -104,12 +115,18 @@ async fn evict(shared: &Shared, (member, silent): (MemberId, Duration)) {
         .get_node(&member)
         .map(|i| i.name.clone())
         .unwrap_or_default();
-    warn!(
+    // Notes, as Galera's view changes are: a member lost is routine for a
+    // cluster, and it asks to be taken back when it can (`join::rejoin_watch`).
+    info!(
         "Member {member} ({name}) silent for {silent:?}, \
          longer than the inactive timeout: evicting it"
     );
     match join::remove_member(shared, member).await {
-        Response::Done => warn!("Member {member} ({name}) evicted from the group"),
+        Response::Done => info!("Member {member} ({name}) evicted from the group"),
+        // Leadership moved meanwhile: the new leader judges for itself.
+        Response::NotLeader { .. } => {
+            info!("Did not evict member {member} ({name}): no longer the leader")
+        }
         other => error!("Could not evict member {member} ({name}): {other:?}"),
     }
 }

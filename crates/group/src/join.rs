@@ -416,6 +416,79 @@ pub async fn join_loop(shared: Arc<Shared>, local: String) {
     }
 }
 
+/// Taking a member back after a spell out of the primary component.
+///
+/// The group removes a member it stopped hearing from (eviction after
+/// `evs.suspect_timeout`, or a component formed without it), and the
+/// removed member never learns it: the entry that removes it is not sent to
+/// it. So a member that was in the primary component and has been out of it
+/// for longer than `suspect` asks to join again, every few seconds, through
+/// every address it knows: the configured peers and the members of the last
+/// membership it saw (a node bootstrapped with an empty peer list knows the
+/// others only from there). A group that still has it answers at once and
+/// changes nothing; one that removed it adds it as a learner, its log catches
+/// up from the leader's, and the engine takes the history it missed as IST.
+/// This is Galera's merge of a partitioned node back into the primary
+/// component, without a restart.
+pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
+    let period = Duration::from_secs(1).min(shared.suspect);
+    let mut was_primary = false;
+    let mut out_since: Option<Instant> = None;
+    loop {
+        tokio::time::sleep(period).await;
+        if shared.closed.load(std::sync::atomic::Ordering::Acquire) || shared.net.is_leaving() {
+            return;
+        }
+        if shared.is_primary() {
+            was_primary = true;
+            out_since = None;
+            continue;
+        }
+        // Never primary yet: the join loop is at work. Isolated on purpose
+        // (gmcast.isolate): asking would only fail.
+        if !was_primary || shared.net.isolated() {
+            continue;
+        }
+        let since = *out_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < shared.suspect {
+            continue;
+        }
+        let peers = known_peers(&shared, &local);
+        if since.elapsed() < shared.suspect + period {
+            info!(
+                "Member {} ({}) out of the primary component for {:?}: asking to be taken back via {peers:?}",
+                shared.me,
+                shared.config.me.name,
+                since.elapsed()
+            );
+        }
+        let req = Request::Join {
+            member: shared.me,
+            info: shared.config.me.clone(),
+        };
+        for addr in peers {
+            match ask_leader(&shared, Some(addr.clone()), &req).await {
+                Ok(()) => break,
+                Err(e) => debug!("Could not rejoin via {addr} yet: {e}"),
+            }
+        }
+    }
+}
+
+/// The configured peers, then the other members of the last membership
+/// this member saw, without our own address.
+fn known_peers(shared: &Shared, local: &str) -> Vec<String> {
+    let mut peers = candidate_peers(shared, local);
+    let m = shared.metrics();
+    for (id, info) in m.membership_config.membership().nodes() {
+        let addr = &info.group_addr;
+        if *id != shared.me && !addr.is_empty() && !peers.contains(addr) {
+            peers.push(addr.clone());
+        }
+    }
+    peers
+}
+
 /// One round of join requests to the peers.
 async fn ask_peers(
     shared: &Shared,

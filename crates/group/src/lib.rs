@@ -236,6 +236,20 @@ pub struct GroupConfig {
 /// Either one lets a side of a partition go on alone, so both sides may take
 /// writes and their histories diverge: they are for setups where the
 /// operator knows the other side is dead or read-only.
+/// `gmcast.isolate`: a member cut from every other one on purpose (tests,
+/// maintenance), as Galera's option does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// 0: talking to the group.
+    #[default]
+    Off,
+    /// 1: every connection closed and every new one refused, both ways,
+    /// until set back to 0; the member goes non-primary and rejoins after.
+    Isolated,
+    /// 2: as 1, for good: the group connection is over until a restart.
+    Terminated,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PartitionPolicy {
     /// `pc.ignore_sb`: exactly half of the voters go on (a 2-node cluster
@@ -274,7 +288,8 @@ pub struct Timeouts {
     /// No leader contact for this long makes a member non-primary and may
     /// start an election (`evs.suspect_timeout`).
     pub suspect: Duration,
-    /// A member silent this long is evicted by the leader (`evs.inactive_timeout`).
+    /// The hard limit on a member's silence (`evs.inactive_timeout`): it is
+    /// evicted by the leader after this or `suspect`, whichever is earlier.
     pub inactive: Duration,
 }
 
@@ -357,6 +372,8 @@ pub trait GroupChannel: Send + Sync + 'static {
     /// `pc.ignore_sb` / `pc.ignore_quorum` changed: the next loss of the
     /// primary component is judged by the new policy.
     fn set_partition_policy(&self, policy: PartitionPolicy);
+    /// `gmcast.isolate`. Refused only when asked to end a termination.
+    fn isolate(&self, to: Isolation) -> Result<(), GroupError>;
 }
 
 /// A member whose durable state is open but not started yet: the engine

@@ -19,16 +19,14 @@
 //! commit with the new membership: a commit that was waiting completes.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures_util::future::join_all;
 use log::{info, warn};
 
 use crate::raft::rebootstrap;
 use crate::raft::types::LogId;
 use crate::shared::Shared;
-use crate::wire::{Request, Response};
-use crate::{MemberId, PartitionPolicy};
+use crate::{MemberId, MemberInfo, PartitionPolicy};
 
 /// Where the members still in touch stand against the last primary
 /// component's voters.
@@ -92,7 +90,8 @@ pub async fn go_on(shared: Arc<Shared>, members: Vec<MemberId>, deadline: Instan
                     );
                     return;
                 }
-                match rebootstrap::form(shared.clone(), &members).await {
+                let purpose = "a new primary component without a majority";
+                match rebootstrap::form(shared.clone(), &members, purpose).await {
                     Ok(()) => {
                         info!(
                             "Member {} ({}) formed a new primary component of members {members:?} \
@@ -117,31 +116,15 @@ async fn positions(
     members: &[MemberId],
 ) -> Option<Vec<(MemberId, Option<LogId>)>> {
     let membership = shared.metrics().membership_config.membership().clone();
-    let others: Vec<MemberId> = members
+    let others: Vec<(MemberId, MemberInfo)> = members
         .iter()
-        .copied()
-        .filter(|id| *id != shared.me)
-        .collect();
-    let asked = join_all(others.iter().map(|id| async {
-        let addr = &membership.get_node(id)?.group_addr;
-        match shared
-            .net
-            .call(
-                addr,
-                Some(*id),
-                &Request::LogPosition,
-                Duration::from_secs(2),
-            )
-            .await
-        {
-            Ok((_, Response::LogPosition { last })) => Some((*id, last)),
-            _ => None,
-        }
-    }))
-    .await;
+        .filter(|id| **id != shared.me)
+        .map(|id| Some((*id, membership.get_node(id)?.clone())))
+        .collect::<Option<_>>()?;
+    let answers = rebootstrap::log_positions(shared, &others).await;
     let mut all = vec![(shared.me, shared.log.vote_and_last().1)];
-    for answer in asked {
-        all.push(answer?);
+    for ((id, _), answer) in others.iter().zip(answers) {
+        all.push((*id, answer?));
     }
     Some(all)
 }

@@ -5,7 +5,7 @@
 //! | `evs.keepalive_period` | `heartbeat`       | `heartbeat_interval`                        |
 //! | `evs.suspect_timeout`  | `suspect`         | `election_timeout_max` (= leader lease)     |
 //! |                        | `suspect / 2`     | `election_timeout_min` (kept > 2·heartbeat) |
-//! | `evs.inactive_timeout` | `inactive`        | (our eviction task)                         |
+//! | both, the earlier      | eviction          | (our eviction task, `evict.rs`)             |
 
 use std::time::Duration;
 

@@ -207,7 +207,8 @@ impl GroupChannel for RaftGroup {
         });
         match result {
             Err(GroupError::Other(e)) if !self.shared.is_primary() => {
-                warn!("Leave did not complete ({e}) and this member is not primary");
+                // Expected of a node cut off (a partition, gmcast.isolate): a note.
+                info!("Leave did not complete ({e}) and this member is not primary");
                 Err(GroupError::NonPrimary)
             }
             other => other,
@@ -269,6 +270,25 @@ impl GroupChannel for RaftGroup {
 
     fn set_partition_policy(&self, policy: crate::PartitionPolicy) {
         *state_machine::lock(&self.shared.partition) = policy;
+    }
+
+    fn isolate(&self, to: crate::Isolation) -> Result<(), GroupError> {
+        self.shared.net.isolate(to).map_err(GroupError::Config)?;
+        match to {
+            crate::Isolation::Off => info!("Member {} is no longer isolated (gmcast.isolate=0)", self.shared.me),
+            // A note, as Galera's: the operator asked for it.
+            crate::Isolation::Isolated => info!(
+                "Member {} is isolated from the group (gmcast.isolate=1): it leaves the primary component \
+                 until gmcast.isolate=0",
+                self.shared.me
+            ),
+            // MariaDB's test suites expect this line, in these words.
+            crate::Isolation::Terminated => error!(
+                "exception from gcomm, backend must be restarted: Gcomm backend termination was requested by \
+                 setting gmcast.isolate=2."
+            ),
+        }
+        Ok(())
     }
 
     fn reload_tls(&self) -> Result<(), GroupError> {

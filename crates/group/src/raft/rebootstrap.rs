@@ -17,10 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use log::{info, warn};
+use log::info;
 
 use super::network::Network;
 use super::startup::make_voters;
+use super::types::LogId;
 use crate::shared::Shared;
 use crate::wire::{Request, Response};
 use crate::{GroupError, MemberId, MemberInfo};
@@ -31,8 +32,8 @@ pub async fn bootstrap(shared: Arc<Shared>) -> Result<(), GroupError> {
         info!("pc.bootstrap: this member is already in the primary component; nothing to do");
         return Ok(());
     }
-    form(shared.clone(), &[shared.me]).await?;
-    warn!(
+    form(shared.clone(), &[shared.me], "pc.bootstrap").await?;
+    info!(
         "pc.bootstrap: member {} ({}) formed a new primary component alone; the others rejoin it",
         shared.me, shared.config.me.name
     );
@@ -41,13 +42,18 @@ pub async fn bootstrap(shared: Arc<Shared>) -> Result<(), GroupError> {
 
 /// A new primary component of `members` (this one among them): those that
 /// are voters of the current membership vote in the new one, the others
-/// stay learners. This member leads it first.
-pub async fn form(shared: Arc<Shared>, members: &[MemberId]) -> Result<(), GroupError> {
+/// stay learners. This member leads it first. `purpose` names the reason
+/// in a refusal.
+pub async fn form(
+    shared: Arc<Shared>,
+    members: &[MemberId],
+    purpose: &str,
+) -> Result<(), GroupError> {
     assert!(
         members.contains(&shared.me),
         "a member forms a component it is part of"
     );
-    refuse_if_behind(&shared).await?;
+    refuse_if_behind(&shared, purpose).await?;
     let (nodes, voters) = new_membership(&shared, members);
     let old = shared.raft();
     old.shutdown()
@@ -94,9 +100,10 @@ fn new_membership(
     (nodes, voters)
 }
 
-/// Asks every other member it can reach how far its log is, all at once
-/// (an unreachable one costs one timeout, not one each).
-async fn refuse_if_behind(shared: &Shared) -> Result<(), GroupError> {
+/// Refuses to form a component around this member when one it can reach
+/// holds a more advanced log: forming here would drop what that one has.
+/// `purpose` names what is refused, in the error.
+async fn refuse_if_behind(shared: &Shared, purpose: &str) -> Result<(), GroupError> {
     let mine = shared.log.vote_and_last().1;
     let membership = shared.metrics().membership_config.membership().clone();
     let others: Vec<(MemberId, MemberInfo)> = membership
@@ -104,23 +111,12 @@ async fn refuse_if_behind(shared: &Shared) -> Result<(), GroupError> {
         .filter(|(id, _)| **id != shared.me)
         .map(|(id, info)| (*id, info.clone()))
         .collect();
-    let asked = join_all(others.iter().map(|(id, info)| {
-        shared.net.call(
-            &info.group_addr,
-            Some(*id),
-            &Request::LogPosition,
-            Duration::from_secs(2),
-        )
-    }))
-    .await;
-    for ((id, info), answer) in others.iter().zip(asked) {
-        let Ok((_, Response::LogPosition { last })) = answer else {
-            continue;
-        };
-        if last > mine {
+    let answers = log_positions(shared, &others).await;
+    for ((id, info), answer) in others.iter().zip(answers) {
+        if let Some(last) = answer.filter(|last| *last > mine) {
             return Err(GroupError::Config(format!(
-                "refusing pc.bootstrap: member {} ({}) has a more advanced log ({}) than this one ({}); \
-                 bootstrap that member instead",
+                "refusing {purpose}: member {} ({}) has a more advanced log ({}) than this one ({}); \
+                 it is the one to go on from",
                 id,
                 info.name,
                 last.map_or(0, |l| l.index),
@@ -129,4 +125,29 @@ async fn refuse_if_behind(shared: &Shared) -> Result<(), GroupError> {
         }
     }
     Ok(())
+}
+
+/// Asks each of `others` how far its log is, all at once (an unreachable
+/// one costs one timeout, not one each): its last log id, or `None` where
+/// no answer came.
+pub(crate) async fn log_positions(
+    shared: &Shared,
+    others: &[(MemberId, MemberInfo)],
+) -> Vec<Option<Option<LogId>>> {
+    join_all(others.iter().map(|(id, info)| async move {
+        match shared
+            .net
+            .call(
+                &info.group_addr,
+                Some(*id),
+                &Request::LogPosition,
+                Duration::from_secs(2),
+            )
+            .await
+        {
+            Ok((_, Response::LogPosition { last })) => Some(last),
+            _ => None,
+        }
+    }))
+    .await
 }

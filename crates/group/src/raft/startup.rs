@@ -423,8 +423,9 @@ fn spawn_tasks(
     runtime.spawn(crate::mesh::run(shared.clone()));
     runtime.spawn(crate::store::purger::run(shared.clone()));
     if !shared.config.bootstrap {
-        runtime.spawn(join::join_loop(shared.clone(), local_addr));
+        runtime.spawn(join::join_loop(shared.clone(), local_addr.clone()));
     }
+    runtime.spawn(join::rejoin_watch(shared.clone(), local_addr));
     Ok(())
 }
 

@@ -37,9 +37,15 @@ pub async fn run(shared: Arc<Shared>) {
             budget,
             released,
         );
-        if !matches!(target, Some(Err(_))) {
-            held_since = None;
-        }
+        // Since when the log has been held over its budget: a restarted
+        // node releases nothing until it has replayed, which is no news.
+        let held_for = match target {
+            Some(Err(_)) => held_since.get_or_insert_with(Instant::now).elapsed(),
+            _ => {
+                held_since = None;
+                Duration::ZERO
+            }
+        };
         match target {
             None => {}
             Some(Ok(index)) => {
@@ -49,8 +55,7 @@ pub async fn run(shared: Arc<Shared>) {
                 }
             }
             Some(Err(Held::NotReleased { released }))
-                if held_since.get_or_insert_with(Instant::now).elapsed() >= WARN_EVERY
-                    && warned.is_none_or(|t| t.elapsed() >= WARN_EVERY) =>
+                if held_for >= WARN_EVERY && warned.is_none_or(|t| t.elapsed() >= WARN_EVERY) =>
             {
                 warned = Some(Instant::now());
                 let total: u64 = segments.iter().map(|s| s.bytes).sum();
@@ -62,9 +67,7 @@ pub async fn run(shared: Arc<Shared>) {
                         budget >> 20
                     );
             }
-            Some(Err(Held::NotReleased { .. })) => {
-                held_since.get_or_insert_with(Instant::now);
-            }
+            Some(Err(Held::NotReleased { .. })) => {}
         }
     }
 }

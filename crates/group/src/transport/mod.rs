@@ -24,7 +24,7 @@ use self::tls::{PeerStream, Tls};
 use crate::liveness::Liveness;
 use crate::raft::state_machine::lock;
 use crate::wire::{self, Hello, Request, Response};
-use crate::MemberId;
+use crate::{Isolation, MemberId};
 
 /// Idle connections kept per peer address; more are simply closed.
 const MAX_IDLE_PER_PEER: usize = 4;
@@ -123,6 +123,8 @@ pub struct NetCtx {
     links: Mutex<HashMap<String, bool>>,
     /// Set once this member leaves the group (a clean shutdown).
     leaving: std::sync::atomic::AtomicBool,
+    /// `gmcast.isolate`: while set, nothing is sent or answered.
+    isolation: Mutex<Isolation>,
 }
 
 impl NetCtx {
@@ -144,7 +146,28 @@ impl NetCtx {
             group: Mutex::new(None),
             links: Mutex::new(HashMap::new()),
             leaving: std::sync::atomic::AtomicBool::new(false),
+            isolation: Mutex::new(Isolation::Off),
         }
+    }
+
+    /// `gmcast.isolate`: cuts (or restores) every exchange with the other
+    /// members, the pooled connections first. A termination is for good.
+    pub fn isolate(&self, to: Isolation) -> Result<(), String> {
+        let mut now = lock(&self.isolation);
+        if *now == Isolation::Terminated && to != Isolation::Terminated {
+            return Err(
+                "the group connection was terminated (gmcast.isolate=2): restart the server to rejoin".into(),
+            );
+        }
+        *now = to;
+        if to != Isolation::Off {
+            lock(&self.pool).clear();
+        }
+        Ok(())
+    }
+
+    pub fn isolated(&self) -> bool {
+        *lock(&self.isolation) != Isolation::Off
     }
 
     /// From now on refusals are notes: a member on its way out that meets a
@@ -154,6 +177,10 @@ impl NetCtx {
     pub fn set_leaving(&self) {
         self.leaving
             .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Records a connection with the member listening at `addr`.
@@ -209,6 +236,11 @@ impl NetCtx {
         req: &Request,
         timeout: Duration,
     ) -> Result<(MemberId, Response), CallError> {
+        if self.isolated() {
+            return Err(CallError::Unreachable(
+                "this member is isolated (gmcast.isolate)".into(),
+            ));
+        }
         let frame = wire::encode_frame(req).map_err(|e| CallError::Unreachable(e.to_string()))?;
         let mut conn = tokio::time::timeout(timeout, self.checkout(addr, expect))
             .await

@@ -37,6 +37,9 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
+    if shared.net.isolated() {
+        return; // gmcast.isolate: as if nobody listened
+    }
     let _ = tcp.set_nodelay(true);
     let refusal = admission(&shared.net, peer).await;
     let Some(mut stream) = secure(&shared.net, tcp, peer).await else {
@@ -82,6 +85,9 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
                     return;
                 }
             };
+        if shared.net.isolated() {
+            return; // isolated since this connection opened
+        }
         shared.net.liveness.heard(from);
         let resp = dispatch(&shared, from, req).await;
         if let Err(e) = wire::write_frame(&mut stream, &resp).await {
