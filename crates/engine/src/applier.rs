@@ -426,7 +426,12 @@ impl Node {
         let me = self.me();
         let (group_uuid, members) = {
             let core = self.inner.core.lock();
-            (core.group_uuid(), core.members.iter().filter(|m| m.uuid == me).cloned().collect::<Vec<_>>())
+            let mut members: Vec<_> = core.members.iter().filter(|m| m.uuid == me).cloned().collect();
+            if removal.is_none() {
+                members.extend(core.reachable.iter().filter(|m| m.uuid != me).cloned());
+            }
+            members.sort_by_key(|m| m.uuid);
+            (core.group_uuid(), members)
         };
         let view = View {
             status: ViewStatus::NonPrimary,

@@ -146,6 +146,7 @@ impl Node {
                 group_addr: format!("{advertised_host}:{}", listen_addr.rsplit(':').next().unwrap_or("4567")),
                 incoming: self.inner.config.incoming.clone(),
                 app: vec![],
+                weight: crate::options::parse_weight(opts.get("pc.weight")).unwrap_or(1),
             },
             timeouts,
             log,
@@ -235,6 +236,7 @@ impl Node {
                 OptionAction::Bootstrap => self.bootstrap_now()?,
                 OptionAction::TlsReload => self.reload_tls()?,
                 OptionAction::Isolate(to) => self.isolate(to)?,
+                OptionAction::Weight(weight) => self.set_weight(weight)?,
             }
         }
         Ok(())
@@ -254,6 +256,16 @@ impl Node {
     fn isolate(&self, to: tandem_group::Isolation) -> Result<(), String> {
         let Some(group) = self.group() else { return Err("gmcast.isolate: not connected to a cluster".into()) };
         group.isolate(to).map_err(|e| e.to_string())
+    }
+
+    /// `pc.weight`: this node's weight in the quorum, agreed by the group
+    /// before the statement returns (while primary).
+    fn set_weight(&self, weight: u32) -> Result<(), String> {
+        let Some(group) = self.group() else { return Ok(()) }; // taken at connect
+        group.set_weight(weight).map_err(|e| {
+            log::warn!("pc.weight={weight}: {e}");
+            e.to_string()
+        })
     }
 
     /// `pc.bootstrap=YES`: a new primary component of this node alone.

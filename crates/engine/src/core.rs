@@ -153,6 +153,9 @@ pub struct NodeCore {
     pub members: Vec<ViewMember>,
     /// Members of the latest ordered view (a joiner watches its donor here).
     pub view_members: Vec<Uuid>,
+    /// The members still in touch when the group last said this node is
+    /// cut off: a non-primary view lists them.
+    pub reachable: Vec<ViewMember>,
     /// The latest ordered view that includes this node (the configuration a
     /// resumed server is connected with).
     view_with_me: Option<ViewChange>,
@@ -199,6 +202,7 @@ impl NodeCore {
             live: false,
             members: vec![],
             view_members: vec![],
+            reachable: vec![],
             view_with_me: None,
             group_incarnation: None,
             removed_at: None,

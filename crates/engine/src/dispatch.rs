@@ -58,7 +58,19 @@ impl Replica for NodeReplica {
     }
 
     fn connectivity(&mut self, now: Connectivity) {
-        self.node.on_connectivity(matches!(now, Connectivity::Primary));
+        // The members still in touch: a non-primary view lists them, as
+        // Galera's does (the ordered state knows them by group id).
+        let reachable = match &now {
+            Connectivity::Primary => vec![],
+            Connectivity::NonPrimary { reachable } => self
+                .state
+                .members
+                .iter()
+                .filter(|m| reachable.contains(&m.id))
+                .map(|m| crate::view::ViewMember { uuid: m.uuid, name: m.name.clone(), incoming: m.incoming.clone() })
+                .collect(),
+        };
+        self.node.on_connectivity(matches!(now, Connectivity::Primary), reachable);
     }
 
     fn position(&self) -> i64 {

@@ -8,7 +8,7 @@ use crate::message::JoinInfo;
 use crate::writeset::{flags, Key, KeyType};
 
 fn info(n: u8) -> MemberInfo {
-    MemberInfo { uuid: [n; 16], name: format!("node{n}"), group_addr: String::new(), incoming: String::new(), app: vec![] }
+    MemberInfo { uuid: [n; 16], name: format!("node{n}"), group_addr: String::new(), incoming: String::new(), app: vec![], weight: 1 }
 }
 
 fn membership(ids: &[u8]) -> Membership {

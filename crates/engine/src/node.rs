@@ -494,8 +494,12 @@ impl Node {
     }
 
     /// Handles a connectivity report from the group.
-    pub(crate) fn on_connectivity(&self, primary: bool) {
-        let commands = self.inner.core.lock().on_connectivity(primary, self.now_ms());
+    pub(crate) fn on_connectivity(&self, primary: bool, reachable: Vec<crate::view::ViewMember>) {
+        let commands = {
+            let mut core = self.inner.core.lock();
+            core.reachable = reachable;
+            core.on_connectivity(primary, self.now_ms())
+        };
         self.execute(commands);
     }
 }

@@ -29,6 +29,8 @@ enum Kind {
     UnknownPosition,
     /// `gmcast.isolate`: 0, 1 or 2.
     Isolation,
+    /// `pc.weight`: 0 to 255, as in Galera.
+    Weight,
 }
 
 /// (key, default, kind). Defaults are Galera 26.4's; keys marked in the
@@ -106,7 +108,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("pc.wait_prim", "true", Kind::Bool),
     ("pc.wait_prim_timeout", "PT30S", Kind::Period),
     ("pc.wait_restored_prim_timeout", "PT0S", Kind::Period),
-    ("pc.weight", "1", Kind::Int),
+    ("pc.weight", "1", Kind::Weight), // acted on
     ("protonet.backend", "asio", Kind::Str),
     ("protonet.version", "0", Kind::Int),
     ("repl.causal_read_timeout", "PT30S", Kind::Period), // sync_wait timeout
@@ -176,6 +178,8 @@ pub enum OptionAction {
     FreezePurge(String),
     /// `socket.ssl_reload`: re-read the certificate and key files.
     TlsReload,
+    /// `pc.weight` changed: this node's weight in the quorum.
+    Weight(u32),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -207,6 +211,9 @@ impl Options {
             check(&key, &value, *kind)?;
             if key == "gcache.freeze_purge_at_seqno" {
                 actions.push(OptionAction::FreezePurge(value.clone()));
+            }
+            if key == "pc.weight" {
+                actions.extend(action(&key, &value));
             }
             next.insert(key, value);
         }
@@ -316,6 +323,7 @@ fn action(key: &str, value: &str) -> Option<OptionAction> {
             _ => Isolation::Off,
         })),
         "pc.bootstrap" if parse_bool(value) == Some(true) => Some(OptionAction::Bootstrap),
+        "pc.weight" => parse_weight(value).map(OptionAction::Weight),
         "socket.ssl_reload" if parse_bool(value) != Some(false) => Some(OptionAction::TlsReload),
         _ => None,
     }
@@ -376,16 +384,23 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
         Kind::SeqnoOrNow => value.eq_ignore_ascii_case("now") || value.parse::<i64>().is_ok_and(|n| n >= -1),
         Kind::UnknownPosition => matches!(value.to_ascii_lowercase().as_str(), "refuse" | "sst"),
         Kind::Isolation => matches!(value.trim(), "0" | "1" | "2"),
+        Kind::Weight => parse_weight(value).is_some(),
     };
     if ok {
         Ok(())
     } else {
         let why = match kind {
             Kind::Isolation => "expected 0, 1 or 2".into(),
+            Kind::Weight => "expected a weight from 0 to 255".into(),
             _ => format!("expected {kind:?}").to_lowercase(),
         };
         Err(OptionError::BadValue { key: key.into(), value: value.into(), why })
     }
+}
+
+/// `pc.weight`.
+pub fn parse_weight(v: &str) -> Option<u32> {
+    v.trim().parse::<u32>().ok().filter(|w| *w <= 255)
 }
 
 pub fn parse_bool(v: &str) -> Option<bool> {
@@ -484,6 +499,12 @@ mod tests {
         assert_eq!(o.set("gmcast.isolate=1"), Ok(vec![OptionAction::Isolate(Isolation::Isolated)]));
         assert_eq!(o.set("gmcast.isolate = 2"), Ok(vec![OptionAction::Isolate(Isolation::Terminated)]));
         assert_eq!(o.set("gmcast.isolate=0"), Ok(vec![OptionAction::Isolate(Isolation::Off)]));
+        assert_eq!(o.set("pc.weight=3"), Ok(vec![OptionAction::Weight(3)]));
+        assert_eq!(o.set("pc.weight = 0"), Ok(vec![OptionAction::Weight(0)]));
+        assert!(o.get("pc.weight").trim() == "0", "the value shown is the one set");
+        for bad in ["256", "-1", "two", ""] {
+            assert!(o.set(&format!("pc.weight={bad}")).is_err(), "pc.weight={bad} must be refused");
+        }
         assert!(matches!(o.set("gmcast.isolate=3"), Err(OptionError::BadValue { .. })));
         assert!(matches!(o.set("gmcast.isolate=yes"), Err(OptionError::BadValue { .. })));
         assert_eq!(o.set("pc.bootstrap=YES"), Ok(vec![OptionAction::Bootstrap]));

@@ -28,6 +28,11 @@ impl Node {
         Readiness { state, primary, lag: self.write_sets_behind() as u64 }
     }
 
+    /// `wsrep_cluster_weight` while primary: what the members weigh.
+    fn cluster_weight(&self) -> Option<u64> {
+        self.group()?.cluster_weight()
+    }
+
     pub fn status(&self) -> Vec<(&'static str, StatValue)> {
         use StatValue::{Double, Int, Str};
         let inner = &self.inner;
@@ -95,7 +100,7 @@ impl Node {
             ("open_transactions", Int(inner.local.open.lock().len() as i64)),
             ("open_connections", Int(0)),
             ("incoming_addresses", Str(incoming)),
-            ("cluster_weight", Int(if primary { members as i64 } else { 0 })),
+            ("cluster_weight", Int(if primary { self.cluster_weight().unwrap_or(members as u64) as i64 } else { 0 })),
             ("desync_count", Int(desyncs as i64)),
             ("evs_delayed", Str(String::new())),
             ("evs_evict_list", Str(String::new())),

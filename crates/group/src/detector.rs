@@ -29,6 +29,7 @@ use crate::partition;
 use crate::raft::state_machine::{lock, replica_call};
 use crate::raft::types::Metrics;
 use crate::shared::Shared;
+use crate::weight;
 use crate::{Connectivity, MemberId};
 
 pub async fn run(shared: Arc<Shared>) {
@@ -102,7 +103,7 @@ impl Detector {
             return;
         }
         let m = shared.metrics();
-        let verdict = self.assess(shared, &m);
+        let verdict = weigh(shared, self.assess(shared, &m));
         self.prev_cluster_committed = m.cluster_committed.as_ref().map(|l| l.index);
         if let Verdict::Primary { at } = verdict {
             self.evidence = Some(at);
@@ -121,6 +122,7 @@ impl Detector {
                 // what the engine believes.
                 replica_call(|| lock(&shared.replica).connectivity(Connectivity::Primary));
                 shared.primary.store(true, Ordering::Release);
+                shared.ever_primary.store(true, Ordering::Release);
             }
             Ok(()) if self.going_on_until.take().is_some() => {
                 info!("Member {} is in the new primary component", shared.me);
@@ -158,14 +160,25 @@ impl Detector {
             warn!("No primary component formed without quorum in time: this member is non-primary");
             return false;
         }
-        let voters: Vec<MemberId> = m.membership_config.membership().voter_ids().collect();
+        let weights = weight::voter_weights(shared);
+        let voters: Vec<MemberId> = weights.iter().map(|(id, _)| *id).collect();
         let reachable = reachable(shared);
-        let standing = partition::standing(&voters, &reachable);
-        let Some(why) = partition::may_go_on(shared.partition_policy(), standing)
-            .filter(|_| voters.contains(&shared.me))
-        else {
-            return false;
+        let standing = partition::standing(&weights, &reachable);
+        // Galera's words for the policies, "from view:", which MariaDB's
+        // test suites expect, as warnings; a weighted majority is the rule
+        // itself, a note.
+        let (why, level) = match partition::may_go_on(shared.partition_policy(), standing) {
+            Some(why) => (why, log::Level::Warn),
+            None if standing == partition::Standing::Majority
+                && partition::heads(&voters, &reachable) != partition::Standing::Majority =>
+            {
+                ("Weighted quorum (pc.weight) holds", log::Level::Info)
+            }
+            None => return false,
         };
+        if !voters.contains(&shared.me) {
+            return false;
+        }
         let members: Vec<MemberId> = m
             .membership_config
             .membership()
@@ -173,8 +186,8 @@ impl Detector {
             .map(|(id, _)| *id)
             .filter(|id| reachable.contains(id))
             .collect();
-        // Galera's words, "from view:", which MariaDB's test suites expect.
-        warn!(
+        log::log!(
+            level,
             "{why} from view: members {members:?} of the {} voters {voters:?}; member {} lost the \
              primary component ({reason})",
             voters.len(),
@@ -283,6 +296,40 @@ impl Detector {
         };
         applied >= target
     }
+}
+
+/// With unequal weights a quorum of heads is not enough: the members in
+/// touch must also weigh more than half (`weight`).
+fn weigh(shared: &Shared, verdict: Verdict) -> Verdict {
+    match verdict {
+        Verdict::Primary { .. } => match outweighed(shared) {
+            Some(why) => Verdict::NonPrimary(why),
+            None => verdict,
+        },
+        other => other,
+    }
+}
+
+/// Why the members this one is in touch with do not make a primary
+/// component by weight, when the voters' weights differ and the partition
+/// policy does not let them go on anyway; `None` otherwise. A member for
+/// which this holds is not primary and grants no votes.
+pub(crate) fn outweighed(shared: &Shared) -> Option<String> {
+    let weights = weight::voter_weights(shared);
+    if weight::uniform(&weights) {
+        return None;
+    }
+    let reachable = reachable(shared);
+    let standing = partition::standing(&weights, &reachable);
+    if standing == partition::Standing::Majority
+        || partition::may_go_on(shared.partition_policy(), standing).is_some()
+    {
+        return None;
+    }
+    let (here, total) = partition::weigh(&weights, &reachable);
+    Some(format!(
+        "the members in touch weigh {here} of the {total} that the voters {weights:?} weigh (pc.weight)"
+    ))
 }
 
 fn leader_verdict(m: &Metrics, me: MemberId, suspect: Duration) -> Verdict {

@@ -137,28 +137,21 @@ pub async fn until_done(shared: &Shared, req: &Request) -> Result<(), String> {
             Err(AskError::Refused(e)) => return Err(e),
             Err(AskError::Myself) => debug!("The leader address is our own; retrying"),
             Err(AskError::Transient(e)) => {
-                debug!("Group request {} will be retried: {e}", name(req))
+                debug!("Group request ({}) will be retried: {e}", req.name())
             }
         }
         tokio::time::sleep(shared.retry_pause()).await;
     }
 }
 
-fn name(req: &Request) -> &'static str {
-    match req {
-        Request::Join { .. } => "join",
-        Request::Promote { .. } => "promote",
-        Request::Leave { .. } => "leave",
-        _ => "other",
-    }
-}
-
 // ---- leader side ---------------------------------------------------------
 
-enum Change {
+pub(crate) enum Change {
     AddLearner(MemberId, MemberInfo),
     Promote(MemberId),
     Remove(MemberId),
+    /// What a member tells about itself, changed (`pc.weight`).
+    SetInfo(MemberId, MemberInfo),
 }
 
 pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) -> Response {
@@ -254,6 +247,10 @@ async fn apply_change(shared: &Shared, change: &Change) -> Result<(), WriteError
             .change_membership(ChangeMembers::AddVoterIds([*id].into()), false)
             .await
             .map(drop),
+        Change::SetInfo(id, info) => raft
+            .change_membership(ChangeMembers::SetNodes([(*id, info.clone())].into()), false)
+            .await
+            .map(drop),
         Change::Remove(id) => {
             let is_voter = shared
                 .metrics()
@@ -274,7 +271,7 @@ async fn apply_change(shared: &Shared, change: &Change) -> Result<(), WriteError
 
 /// Runs a membership change, waiting out a change already in flight (two
 /// joiners at once, an eviction racing a promotion).
-async fn change_membership(shared: &Shared, change: Change) -> Response {
+pub(crate) async fn change_membership(shared: &Shared, change: Change) -> Response {
     let deadline = tokio::time::Instant::now() + shared.request_timeout();
     loop {
         // A leader that lost its quorum appends the change but never commits
@@ -386,7 +383,7 @@ pub async fn join_loop(shared: Arc<Shared>, local: String) {
     );
     let req = Request::Join {
         member: shared.me,
-        info: shared.config.me.clone(),
+        info: shared.my_info(),
     };
     let mut pause = shared.retry_pause();
     let mut warned: Option<Instant> = None;
@@ -432,7 +429,6 @@ pub async fn join_loop(shared: Arc<Shared>, local: String) {
 /// component, without a restart.
 pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
     let period = Duration::from_secs(1).min(shared.suspect);
-    let mut was_primary = false;
     let mut out_since: Option<Instant> = None;
     loop {
         tokio::time::sleep(period).await;
@@ -440,13 +436,16 @@ pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
             return;
         }
         if shared.is_primary() {
-            was_primary = true;
             out_since = None;
             continue;
         }
         // Never primary yet: the join loop is at work. Isolated on purpose
         // (gmcast.isolate): asking would only fail.
-        if !was_primary || shared.net.isolated() {
+        if !shared
+            .ever_primary
+            .load(std::sync::atomic::Ordering::Acquire)
+            || shared.net.isolated()
+        {
             continue;
         }
         let since = *out_since.get_or_insert_with(Instant::now);
@@ -464,7 +463,7 @@ pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
         }
         let req = Request::Join {
             member: shared.me,
-            info: shared.config.me.clone(),
+            info: shared.my_info(),
         };
         for addr in peers {
             match ask_leader(&shared, Some(addr.clone()), &req).await {

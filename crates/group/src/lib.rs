@@ -25,6 +25,7 @@ mod shared;
 mod store;
 mod submit;
 mod transport;
+mod weight;
 pub mod wire;
 
 pub use raft::{RaftGroup, RaftStarter};
@@ -56,7 +57,12 @@ pub struct Identity {
 }
 
 /// What a member tells the others about itself when it joins.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+///
+/// Encoded through [`weight::MemberInfoWire`]: the weight travels at the end
+/// of `app`, and only when it is not 1, so that logs and snapshots written
+/// before weights existed read unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "weight::MemberInfoWire", into = "weight::MemberInfoWire")]
 pub struct MemberInfo {
     /// The wsrep node id (Galera's gcomm uuid), random per incarnation.
     pub uuid: [u8; 16],
@@ -70,6 +76,21 @@ pub struct MemberInfo {
     /// (the engine puts the position a bootstrapping member starts from here,
     /// so every replica derives the same group uuid and first seqno).
     pub app: Vec<u8>,
+    /// `pc.weight`: what this member counts for in the quorum (0 to 255).
+    pub weight: u32,
+}
+
+impl Default for MemberInfo {
+    fn default() -> Self {
+        MemberInfo {
+            uuid: [0; 16],
+            name: String::new(),
+            group_addr: String::new(),
+            incoming: String::new(),
+            app: vec![],
+            weight: 1,
+        }
+    }
 }
 
 /// A configuration of the group as agreed in total order.
@@ -374,6 +395,21 @@ pub trait GroupChannel: Send + Sync + 'static {
     fn set_partition_policy(&self, policy: PartitionPolicy);
     /// `gmcast.isolate`. Refused only when asked to end a termination.
     fn isolate(&self, to: Isolation) -> Result<(), GroupError>;
+    /// `pc.weight`: what this member counts for in the quorum from now on.
+    /// Agreed in total order, as a membership change; returns once the
+    /// membership carries it, or at once when not in the primary component
+    /// (it is carried in when this member is back).
+    fn set_weight(&self, weight: u32) -> Result<(), GroupError> {
+        let _ = weight;
+        Err(GroupError::Config(
+            "pc.weight cannot be changed on this group channel".into(),
+        ))
+    }
+    /// The sum of the weights of the members of the current membership
+    /// (`wsrep_cluster_weight` while primary); `None` when not known.
+    fn cluster_weight(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A member whose durable state is open but not started yet: the engine

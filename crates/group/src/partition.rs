@@ -39,11 +39,37 @@ pub enum Standing {
     Minority,
 }
 
-/// How many of `voters` are in `reachable` (this member included), against
-/// the whole. Every voter weighs 1 (`pc.weight` would weigh them here).
-pub fn standing(voters: &[MemberId], reachable: &[MemberId]) -> Standing {
+/// What the voters in `reachable` (this member included) weigh against all
+/// `voters` weigh, each by its `pc.weight`: Galera's weighted quorum. When
+/// every weight is 0 the heads count instead.
+pub fn standing(voters: &[(MemberId, u32)], reachable: &[MemberId]) -> Standing {
+    let (here, total) = weigh(voters, reachable);
+    if total == 0 {
+        let ids: Vec<MemberId> = voters.iter().map(|(id, _)| *id).collect();
+        return heads(&ids, reachable);
+    }
+    compare(here, total)
+}
+
+/// The weight of the voters in `reachable`, and of all voters.
+pub fn weigh(voters: &[(MemberId, u32)], reachable: &[MemberId]) -> (u64, u64) {
+    let weight = |(_, w): &(MemberId, u32)| u64::from(*w);
+    let here = voters
+        .iter()
+        .filter(|(id, _)| reachable.contains(id))
+        .map(weight)
+        .sum();
+    (here, voters.iter().map(weight).sum())
+}
+
+/// How many of `voters` are in `reachable`: Raft's own quorum.
+pub fn heads(voters: &[MemberId], reachable: &[MemberId]) -> Standing {
     let here = voters.iter().filter(|v| reachable.contains(v)).count();
-    match (here * 2).cmp(&voters.len()) {
+    compare(here as u64, voters.len() as u64)
+}
+
+fn compare(here: u64, total: u64) -> Standing {
+    match (here * 2).cmp(&total) {
         std::cmp::Ordering::Greater => Standing::Majority,
         std::cmp::Ordering::Equal => Standing::SplitBrain,
         std::cmp::Ordering::Less => Standing::Minority,
@@ -140,14 +166,61 @@ mod tests {
         ))
     }
 
+    fn ones(ids: &[MemberId]) -> Vec<(MemberId, u32)> {
+        ids.iter().map(|id| (*id, 1)).collect()
+    }
+
     #[test]
     fn standing_counts_reachable_voters_against_all_voters() {
-        assert_eq!(standing(&[1, 2, 3], &[1, 2]), Standing::Majority);
-        assert_eq!(standing(&[1, 2], &[1]), Standing::SplitBrain);
-        assert_eq!(standing(&[1, 2, 3, 4], &[3, 4]), Standing::SplitBrain);
-        assert_eq!(standing(&[1, 2, 3], &[1]), Standing::Minority);
+        assert_eq!(standing(&ones(&[1, 2, 3]), &[1, 2]), Standing::Majority);
+        assert_eq!(standing(&ones(&[1, 2]), &[1]), Standing::SplitBrain);
+        assert_eq!(
+            standing(&ones(&[1, 2, 3, 4]), &[3, 4]),
+            Standing::SplitBrain
+        );
+        assert_eq!(standing(&ones(&[1, 2, 3]), &[1]), Standing::Minority);
         // Learners and strangers heard from do not count.
-        assert_eq!(standing(&[1, 2, 3], &[1, 7, 8]), Standing::Minority);
+        assert_eq!(standing(&ones(&[1, 2, 3]), &[1, 7, 8]), Standing::Minority);
+        for (voters, reachable) in [
+            (&[1, 2, 3][..], &[1, 2][..]),
+            (&[1, 2], &[2]),
+            (&[1, 2, 3], &[3]),
+        ] {
+            assert_eq!(
+                standing(&ones(voters), reachable),
+                heads(voters, reachable),
+                "equal weights are Raft's head count"
+            );
+        }
+    }
+
+    #[test]
+    fn weights_decide_where_heads_and_weights_disagree() {
+        // galera_pc_weight: node 1 weighs 3, nodes 2 and 3 weigh 1 each.
+        let w = [(1, 3), (2, 1), (3, 1)];
+        assert_eq!(standing(&w, &[1]), Standing::Majority);
+        assert_eq!(heads(&[1, 2, 3], &[1]), Standing::Minority);
+        assert_eq!(standing(&w, &[2, 3]), Standing::Minority);
+        assert_eq!(heads(&[1, 2, 3], &[2, 3]), Standing::Majority);
+        // galera_shutdown_nonprim: 2 against 1 in a two-node cluster.
+        assert_eq!(standing(&[(1, 2), (2, 1)], &[1]), Standing::Majority);
+        assert_eq!(standing(&[(1, 2), (2, 1)], &[2]), Standing::Minority);
+        // Exactly half of the weight is a split brain, whatever the heads.
+        assert_eq!(
+            standing(&[(1, 2), (2, 1), (3, 1)], &[1]),
+            Standing::SplitBrain
+        );
+        // A member of weight 0 counts for nothing.
+        assert_eq!(
+            standing(&[(1, 1), (2, 1), (3, 0)], &[1, 3]),
+            Standing::SplitBrain
+        );
+        // All weights 0: the heads count.
+        assert_eq!(
+            standing(&[(1, 0), (2, 0), (3, 0)], &[1, 2]),
+            Standing::Majority
+        );
+        assert_eq!(weigh(&w, &[1, 2]), (4, 5));
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub struct Shared {
     pub replica: SharedReplica,
     /// Written only by the detector task; read by `submit` and `status`.
     pub primary: AtomicBool,
+    /// Set by the detector the first time this member is primary: only a
+    /// member that was in the primary component asks to be taken back.
+    pub ever_primary: AtomicBool,
     pub closed: AtomicBool,
     /// No quorum / leader contact for this long makes us non-primary. It is
     /// openraft's `election_timeout_max`, which is also the leader lease.
@@ -44,6 +47,9 @@ pub struct Shared {
     pub reads: crate::read::Rounds,
     /// Starts as `config.partition`; `SET` changes it.
     pub partition: std::sync::Mutex<crate::PartitionPolicy>,
+    /// `pc.weight` as this member was last given it (`config.me.weight`,
+    /// then `SET`); `weight::watch` carries it into the membership.
+    pub weight: std::sync::atomic::AtomicU32,
 }
 
 impl Shared {
@@ -62,6 +68,15 @@ impl Shared {
 
     pub fn is_primary(&self) -> bool {
         self.primary.load(Ordering::Acquire)
+    }
+
+    /// What this member tells the others about itself: its configuration,
+    /// with the weight it was last given.
+    pub fn my_info(&self) -> crate::MemberInfo {
+        crate::MemberInfo {
+            weight: self.weight.load(Ordering::Acquire),
+            ..self.config.me.clone()
+        }
     }
 
     /// The current leader and its group address, as far as we know.

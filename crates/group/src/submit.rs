@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::StreamExt;
-use log::{debug, warn};
+use log::{debug, info, warn};
 use tokio::sync::mpsc;
 
 use crate::raft::types::AppPayload;
@@ -70,6 +70,13 @@ async fn deliver(shared: &Shared, batch: Vec<AppPayload>) {
                 Ok((_, Response::Done)) => return,
                 Ok((_, Response::NotLeader { .. })) => {
                     debug!("Member {leader} is no longer the leader; retrying")
+                }
+                // A leader whose group no longer has us (it removed us while
+                // we were cut off): the rejoin takes us back, and the engine
+                // resends what it still waits for. A note, not a warning.
+                Ok((_, Response::Failed { reason })) => {
+                    info!("Leader {leader} did not take {count} submitted payloads: {reason}");
+                    return;
                 }
                 Ok((_, other)) => {
                     warn!("Leader {leader} did not take {count} submitted payloads: {other:?}");

@@ -24,7 +24,7 @@ use crate::{MemberId, MemberInfo};
 pub const MAGIC: [u8; 4] = *b"TNDM";
 /// Bumped on any incompatible change of the messages below (2: durable
 /// identities, log positions).
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 /// Hard cap on one frame; a peer announcing more is dropped.
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 /// Budget for the entries of one AppendEntries frame, leaving headroom for the
@@ -83,6 +83,32 @@ pub enum Request {
     Keepalive,
     /// The leader's read index, for a causal read on a follower (see `read`).
     ReadIndex,
+    /// `pc.weight`: a member asks the leader to record its new weight.
+    SetWeight {
+        member: MemberId,
+        weight: u32,
+    },
+}
+
+impl Request {
+    /// What the request is, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::AppendEntries(_) => "an append",
+            Request::Vote(_) => "a vote request",
+            Request::PreVote(_) => "a pre-vote request",
+            Request::Snapshot { .. } => "a snapshot",
+            Request::TransferLeader(_) => "a leadership transfer",
+            Request::Join { .. } => "a join request",
+            Request::Forward { .. } => "forwarded payloads",
+            Request::Promote { .. } => "a promotion request",
+            Request::Leave { .. } => "a leave request",
+            Request::LogPosition => "a log position request",
+            Request::Keepalive => "a keepalive",
+            Request::ReadIndex => "a read index request",
+            Request::SetWeight { .. } => "a weight change",
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]

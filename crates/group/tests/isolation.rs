@@ -11,37 +11,10 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use common::*;
-use tandem_group::{Connectivity, GroupChannel, GroupError, Isolation};
+use tandem_group::{GroupChannel, GroupError, Isolation};
 
 fn msg(n: usize) -> Vec<u8> {
     format!("w{n}").into_bytes()
-}
-
-/// Three voters: `names[0]` bootstrapped with no peer address at all (as
-/// `--wsrep-new-cluster` with `gcomm://`), the others joined through it.
-fn three_voters(names: [&str; 3]) -> Vec<Member> {
-    let first = start(config(names[0], CLUSTER, true, vec![]));
-    wait_primary(&first);
-    let mut members = vec![first];
-    for name in &names[1..] {
-        let m = start(config(name, CLUSTER, false, vec![members[0].addr()]));
-        wait_primary(&m);
-        m.group.promote(m.id()).expect("promote");
-        members.push(m);
-    }
-    wait_until("three voters everywhere", || {
-        members
-            .iter()
-            .all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
-    });
-    members
-}
-
-fn told_non_primary(m: &Member) -> bool {
-    m.rec
-        .connectivity()
-        .iter()
-        .any(|c| matches!(c, Connectivity::NonPrimary { .. }))
 }
 
 /// Whether the listener closes a new connection without a word.

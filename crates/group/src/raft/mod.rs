@@ -291,6 +291,28 @@ impl GroupChannel for RaftGroup {
         Ok(())
     }
 
+    fn set_weight(&self, weight: u32) -> Result<(), GroupError> {
+        if weight > crate::weight::MAX_WEIGHT {
+            return Err(GroupError::Config(format!(
+                "pc.weight {weight} is out of range 0 to {}",
+                crate::weight::MAX_WEIGHT
+            )));
+        }
+        let shared = self.shared.clone();
+        let within = self.shared.request_timeout();
+        self.run(within * 2, async move {
+            crate::weight::set(&shared, weight, within)
+                .await
+                .map_err(GroupError::Other)
+        })
+    }
+
+    fn cluster_weight(&self) -> Option<u64> {
+        let m = self.shared.metrics();
+        let membership = m.membership_config.membership();
+        Some(membership.nodes().map(|(_, n)| u64::from(n.weight)).sum())
+    }
+
     fn reload_tls(&self) -> Result<(), GroupError> {
         let tls = self.shared.net.tls.tls().ok_or_else(|| {
             GroupError::Config(

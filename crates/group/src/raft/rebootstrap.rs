@@ -84,7 +84,7 @@ fn new_membership(
 ) -> (BTreeMap<MemberId, MemberInfo>, BTreeSet<MemberId>) {
     let m = shared.metrics();
     let current = m.membership_config.membership();
-    let mut nodes = BTreeMap::from([(shared.me, shared.config.me.clone())]);
+    let mut nodes = BTreeMap::from([(shared.me, shared.my_info())]);
     for id in members.iter().filter(|id| **id != shared.me) {
         if let Some(info) = current.get_node(id) {
             nodes.insert(*id, info.clone());

@@ -186,6 +186,7 @@ fn launch_member(
         }
     };
     let config_partition = config.partition;
+    let config_weight = config.me.weight;
     let shared = Arc::new(Shared {
         me,
         config,
@@ -194,6 +195,7 @@ fn launch_member(
         net,
         replica,
         primary: AtomicBool::new(false),
+        ever_primary: AtomicBool::new(false),
         closed: AtomicBool::new(false),
         suspect,
         restored: opened.restored,
@@ -203,6 +205,7 @@ fn launch_member(
         released: AtomicI64::new(i64::MIN),
         reads: Default::default(),
         partition: std::sync::Mutex::new(config_partition),
+        weight: std::sync::atomic::AtomicU32::new(config_weight),
     });
     let (queue, queue_rx) = mpsc::channel(submit::QUEUE_CAPACITY);
     if let Err(e) = spawn_tasks(&runtime, &shared, listener, queue_rx) {
@@ -421,6 +424,7 @@ fn spawn_tasks(
     runtime.spawn(detector::run(shared.clone()));
     runtime.spawn(evict::run(shared.clone()));
     runtime.spawn(crate::mesh::run(shared.clone()));
+    runtime.spawn(crate::weight::watch(shared.clone()));
     runtime.spawn(crate::store::purger::run(shared.clone()));
     if !shared.config.bootstrap {
         runtime.spawn(join::join_loop(shared.clone(), local_addr.clone()));

@@ -88,8 +88,19 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
         if shared.net.isolated() {
             return; // isolated since this connection opened
         }
-        shared.net.liveness.heard(from);
-        let resp = dispatch(&shared, from, req).await;
+        let resp = match refuses(&shared, from, &req) {
+            Some(reason) => {
+                debug!(
+                    "Refusing {} from member {from} at {peer}: {reason}",
+                    req.name()
+                );
+                Response::Failed { reason }
+            }
+            None => {
+                shared.net.liveness.heard(from);
+                dispatch(&shared, from, req).await
+            }
+        };
         if let Err(e) = wire::write_frame(&mut stream, &resp).await {
             debug!("Connection from member {from} at {peer} closed while answering: {e}");
             return;
@@ -188,6 +199,48 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
     }
 }
 
+/// Why this member does not take `req` from member `from`, if it does not.
+///
+/// - Raft's traffic and the mesh's from a member outside this one's
+///   membership, while this one is in it: a member the group removed, or
+///   one still in a group this one formed without it (a weighted majority
+///   going on alone, `pc.bootstrap`). Its votes must not unseat our leader
+///   and its appends must not overwrite our log; it asks to join instead,
+///   which is always heard.
+/// - A vote, while the members this one is in touch with do not weigh
+///   enough to be primary (`pc.weight`): heads alone would elect a leader
+///   on the light side of a partition, which then commits what the heavy
+///   side never sees.
+fn refuses(shared: &Shared, from: MemberId, req: &Request) -> Option<String> {
+    let membership_only = matches!(
+        req,
+        Request::AppendEntries(_)
+            | Request::Vote(_)
+            | Request::PreVote(_)
+            | Request::Snapshot { .. }
+            | Request::TransferLeader(_)
+            | Request::Keepalive
+            | Request::Forward { .. }
+            | Request::ReadIndex
+    );
+    if membership_only {
+        let m = shared.metrics();
+        let membership = m.membership_config.membership();
+        if membership.get_node(&shared.me).is_some() && membership.get_node(&from).is_none() {
+            return Some(format!(
+                "member {from} is not in the group of member {}; it may ask to join",
+                shared.me
+            ));
+        }
+    }
+    if matches!(req, Request::Vote(_) | Request::PreVote(_)) {
+        if let Some(why) = crate::detector::outweighed(shared) {
+            return Some(format!("no vote while {why}"));
+        }
+    }
+    None
+}
+
 async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
     let raft = shared.raft();
     match req {
@@ -221,6 +274,9 @@ async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
         },
         Request::Keepalive => Response::Done,
         Request::ReadIndex => crate::read::handle_read_index(shared).await,
+        Request::SetWeight { member, weight } => {
+            crate::weight::handle_set_weight(shared, member, weight).await
+        }
     }
 }
 

@@ -1,0 +1,284 @@
+//! `pc.weight`: what each member counts for in the quorum.
+//!
+//! Galera's weighted quorum: a component is primary when its members weigh
+//! more than half of what the voters of the last primary component weigh
+//! (`partition::standing`). Raft's own quorum counts heads, so with unequal
+//! weights the two can disagree, and the weighted rule decides:
+//! - a weighted majority that is a minority of heads (one heavy member cut
+//!   from two light ones) re-forms around itself, as `pc.ignore_quorum`
+//!   would (see `detector`);
+//! - a majority of heads that is a weighted minority stays non-primary: its
+//!   members neither serve nor grant votes (`server`), so it commits nothing
+//!   while the heavy side goes on, and it rejoins that side afterwards.
+//! With equal weights (the default) nothing here changes what Raft decides.
+//!
+//! A member's weight lives in its [`MemberInfo`], so that every member judges
+//! by the same weights: a change is a membership change on the leader
+//! (`SetNodes`), agreed in total order like any other. A member asks for it
+//! when `SET GLOBAL wsrep_provider_options='pc.weight=N'` runs, and again
+//! whenever it finds the membership carrying another weight than the one it
+//! was given (a change made while it was out of the primary component, or a
+//! restart with another `pc.weight`).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use log::{debug, info};
+use serde::{Deserialize, Serialize};
+
+use crate::join::{self, ask_leader, Change};
+use crate::shared::Shared;
+use crate::wire::{Request, Response};
+use crate::{MemberId, MemberInfo};
+
+/// Galera's range for `pc.weight`.
+pub const MAX_WEIGHT: u32 = 255;
+
+/// Ends `app` when the weight is not 1: the weight (u32, little endian),
+/// then this mark. Logs, snapshots and peers from before weights existed
+/// carry no mark and read as weight 1.
+const WEIGHT_MARK: [u8; 8] = *b"\xf7tndmWGT";
+
+/// How a [`MemberInfo`] is encoded: its fields before weights existed.
+#[derive(Serialize, Deserialize)]
+pub struct MemberInfoWire {
+    uuid: [u8; 16],
+    name: String,
+    group_addr: String,
+    incoming: String,
+    app: Vec<u8>,
+}
+
+impl From<MemberInfo> for MemberInfoWire {
+    fn from(info: MemberInfo) -> Self {
+        let mut app = info.app;
+        if info.weight != 1 {
+            app.extend_from_slice(&info.weight.to_le_bytes());
+            app.extend_from_slice(&WEIGHT_MARK);
+        }
+        MemberInfoWire {
+            uuid: info.uuid,
+            name: info.name,
+            group_addr: info.group_addr,
+            incoming: info.incoming,
+            app,
+        }
+    }
+}
+
+impl From<MemberInfoWire> for MemberInfo {
+    fn from(wire: MemberInfoWire) -> Self {
+        let mut app = wire.app;
+        let mut weight = 1;
+        if app.len() >= 12 && app.ends_with(&WEIGHT_MARK) {
+            let at = app.len() - 12;
+            weight = u32::from_le_bytes(app[at..at + 4].try_into().expect("four bytes"));
+            app.truncate(at);
+        }
+        MemberInfo {
+            uuid: wire.uuid,
+            name: wire.name,
+            group_addr: wire.group_addr,
+            incoming: wire.incoming,
+            app,
+            weight,
+        }
+    }
+}
+
+/// Each voter of the current membership with its weight.
+pub fn voter_weights(shared: &Shared) -> Vec<(MemberId, u32)> {
+    let m = shared.metrics();
+    let membership = m.membership_config.membership();
+    membership
+        .voter_ids()
+        .map(|id| (id, membership.get_node(&id).map_or(1, |n| n.weight)))
+        .collect()
+}
+
+/// Every voter weighs the same: Raft's head count is the weighted rule.
+pub fn uniform(weights: &[(MemberId, u32)]) -> bool {
+    weights.windows(2).all(|w| w[0].1 == w[1].1)
+}
+
+/// Leader side of `SetWeight`.
+pub async fn handle_set_weight(shared: &Shared, member: MemberId, weight: u32) -> Response {
+    if !shared.raft().is_leader() {
+        return shared.not_leader();
+    }
+    let m = shared.metrics();
+    let Some(info) = m.membership_config.membership().get_node(&member) else {
+        return Response::Failed {
+            reason: format!("member {member} is not in the group"),
+        };
+    };
+    if info.weight == weight {
+        return Response::Done;
+    }
+    let info = MemberInfo {
+        weight,
+        ..info.clone()
+    };
+    info!(
+        "Member {member} ({}) now weighs {weight} in the quorum",
+        info.name
+    );
+    join::change_membership(shared, Change::SetInfo(member, info)).await
+}
+
+/// The weight the membership gives this member, if it holds it.
+fn weight_in_membership(shared: &Shared) -> Option<u32> {
+    let m = shared.metrics();
+    let w = m
+        .membership_config
+        .membership()
+        .get_node(&shared.me)?
+        .weight;
+    Some(w)
+}
+
+/// Asks the leader once to give this member its wanted weight; `Ok(true)`
+/// when the membership already carries it.
+async fn carry_in(shared: &Shared) -> Result<bool, String> {
+    let wanted = shared.weight.load(Ordering::Acquire);
+    if weight_in_membership(shared).is_none_or(|w| w == wanted) {
+        return Ok(true);
+    }
+    let req = Request::SetWeight {
+        member: shared.me,
+        weight: wanted,
+    };
+    if shared.raft().is_leader() {
+        return match handle_set_weight(shared, shared.me, wanted).await {
+            Response::Done => Ok(false),
+            Response::Failed { reason } => Err(reason),
+            _ => Err("leadership moved".into()),
+        };
+    }
+    ask_leader(shared, None, &req)
+        .await
+        .map(|()| false)
+        .map_err(|e| e.to_string())
+}
+
+/// `pc.weight=N` at runtime: waits (up to `within`) until the membership
+/// carries it, as Galera's weight change returns once its view is in.
+pub async fn set(shared: &Shared, weight: u32, within: Duration) -> Result<(), String> {
+    shared.weight.store(weight, Ordering::Release);
+    if !shared.is_primary() {
+        info!("pc.weight={weight} is taken into the group once this member is in the primary component");
+        return Ok(());
+    }
+    let deadline = Instant::now() + within;
+    loop {
+        match carry_in(shared).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(e) => debug!("pc.weight={weight} not in the membership yet: {e}"),
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "pc.weight={weight} did not reach the membership within {within:?}"
+            ));
+        }
+        tokio::time::sleep(shared.retry_pause()).await;
+    }
+}
+
+/// Keeps this member's weight in the membership equal to the wanted one.
+pub async fn watch(shared: Arc<Shared>) {
+    let period = Duration::from_millis(500);
+    loop {
+        tokio::time::sleep(period).await;
+        if shared.closed.load(Ordering::Acquire) {
+            return;
+        }
+        if !shared.is_primary() {
+            continue;
+        }
+        if let Err(e) = carry_in(&shared).await {
+            debug!("Could not carry pc.weight into the membership yet: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(app: &[u8], weight: u32) -> MemberInfo {
+        MemberInfo {
+            uuid: [3; 16],
+            name: "node3".into(),
+            group_addr: "127.0.0.1:4567".into(),
+            incoming: "127.0.0.1:3306".into(),
+            app: app.to_vec(),
+            weight,
+        }
+    }
+
+    /// The fields as builds before weights encoded them.
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct Before {
+        uuid: [u8; 16],
+        name: String,
+        group_addr: String,
+        incoming: String,
+        app: Vec<u8>,
+    }
+
+    #[test]
+    fn a_weight_of_one_encodes_exactly_as_before_weights_existed() {
+        let i = info(b"join info", 1);
+        let bytes = bincode::serialize(&i).unwrap();
+        let before: Before = bincode::deserialize(&bytes).unwrap();
+        assert_eq!(before.app, b"join info");
+        assert_eq!(bincode::serialize(&before).unwrap(), bytes);
+        assert_eq!(bincode::deserialize::<MemberInfo>(&bytes).unwrap(), i);
+    }
+
+    #[test]
+    fn other_weights_round_trip_and_old_readers_keep_their_app_prefix() {
+        for weight in [0, 2, 3, MAX_WEIGHT] {
+            for app in [&b""[..], b"x", b"a longer join info"] {
+                let i = info(app, weight);
+                let bytes = bincode::serialize(&i).unwrap();
+                assert_eq!(bincode::deserialize::<MemberInfo>(&bytes).unwrap(), i);
+                let before: Before = bincode::deserialize(&bytes).unwrap();
+                assert!(
+                    before.app.starts_with(app),
+                    "an old build reads the app data first"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn app_data_that_merely_ends_like_a_weight_is_not_misread_unless_marked() {
+        // Twelve bytes without the mark: weight 1, app untouched.
+        let i = info(&[7; 12], 1);
+        let back: MemberInfo = bincode::deserialize(&bincode::serialize(&i).unwrap()).unwrap();
+        assert_eq!(back, i);
+        // Shorter than a weight and its mark: untouched too.
+        let short = Before {
+            uuid: [0; 16],
+            name: String::new(),
+            group_addr: String::new(),
+            incoming: String::new(),
+            app: WEIGHT_MARK.to_vec(),
+        };
+        let back: MemberInfo = bincode::deserialize(&bincode::serialize(&short).unwrap()).unwrap();
+        assert_eq!((back.weight, back.app), (1, WEIGHT_MARK.to_vec()));
+    }
+
+    #[test]
+    fn uniform_means_every_voter_weighs_the_same() {
+        assert!(uniform(&[]));
+        assert!(uniform(&[(1, 3)]));
+        assert!(uniform(&[(1, 1), (2, 1), (3, 1)]));
+        assert!(!uniform(&[(1, 3), (2, 1), (3, 1)]));
+        assert!(uniform(&[(1, 0), (2, 0)]));
+    }
+}
