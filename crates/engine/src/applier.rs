@@ -105,7 +105,15 @@ impl Node {
         if inner.apply.has_left(seqno) {
             return Step::Next; // contained in the state we received
         }
+        let (group_uuid, voted_failed) = {
+            let mut core = inner.core.lock();
+            (core.group_uuid(), core.skips(seqno))
+        };
         let (depends_on, extra) = match verdict {
+            _ if voted_failed => {
+                log::info!("Skipping seqno {seqno}: the group voted that it failed, and rolled it back");
+                (seqno - 1, flags::ROLLBACK)
+            }
             Verdict::Pass { depends_on } => (*depends_on, 0),
             // A loser still consumes its seqno, as an empty ordered event.
             Verdict::Fail => (seqno - 1, flags::ROLLBACK),
@@ -122,7 +130,7 @@ impl Node {
             source: ws.source,
             flags: ws.flags | extra,
             data: &ws.data,
-            gtid: Gtid { uuid: inner.core.lock().group_uuid(), seqno },
+            gtid: Gtid { uuid: group_uuid, seqno },
             depends_on,
             opaque: 0,
         };
@@ -134,6 +142,10 @@ impl Node {
         Stats::add(&inner.stats.received, 1);
         Stats::add(&inner.stats.received_bytes, ws.data.len() as u64);
         if !applied.ok {
+            if self.is_inconsistent() {
+                // Voted out (`leave_inconsistent`): the final view is on its way.
+                return Step::Next;
+            }
             log::error!("Failed to apply write-set {seqno} from {}: node is inconsistent", ws.source);
             return Step::Fatal;
         }
@@ -240,6 +252,7 @@ impl Node {
         let s = vc.state_id.seqno;
         self.inner.apply.reset(s - 1);
         self.inner.commit.reset(s - 1);
+        self.inner.core.lock().applies_after(s - 1);
         let step = self.deliver_view(ctx, vc);
         if matches!(step, Step::Next) {
             self.inner.core.lock().on_connected(&Plan::Found);
@@ -254,6 +267,7 @@ impl Node {
         let inner = &self.inner;
         inner.apply.reset(position);
         inner.commit.reset(position);
+        inner.core.lock().applies_after(position);
         if !inner.app.view(ctx, &self.view_for(vc)) {
             log::error!("The server refused view {} at its own position {position}", vc.view_no);
             return Step::Fatal;
@@ -296,7 +310,11 @@ impl Node {
         inner.apply.reset(position);
         inner.commit.reset(position);
         log::info!("Joined at seqno {position}; catching up with the group");
-        let commands = inner.core.lock().on_state_received();
+        let commands = {
+            let mut core = inner.core.lock();
+            core.applies_after(position);
+            core.on_state_received()
+        };
         self.execute(commands);
         Step::Next
     }
@@ -357,6 +375,10 @@ impl Node {
     /// The server reports the end of a received state transfer.
     pub fn sst_received(&self, gtid: Gtid, rcode: i32) {
         let outcome = if rcode < 0 { Err(rcode) } else { Ok(gtid) };
+        if outcome.is_ok() {
+            // Data voted inconsistent before is replaced now.
+            *self.inner.inconsistent_at.lock() = None;
+        }
         *self.inner.sst.lock() = Some(outcome);
         self.inner.sst_done.notify_all();
     }

@@ -292,15 +292,37 @@ impl Node {
         }
     }
 
+    /// A non-empty `error` is the server's apply failure: the group votes
+    /// (`voting.rs`) before later seqnos may commit, as Galera does.
     pub fn commit_order_leave(&self, seqno: Seqno, error: &[u8]) -> Status {
-        if !error.is_empty() {
-            log::info!(
-                "Failed to apply or commit seqno {seqno}: {}; this node may be inconsistent",
-                String::from_utf8_lossy(error)
-            );
-        }
+        let status = if error.is_empty() { Status::Ok } else { self.vote_on_failure(seqno, error, "Failed to apply writeset") };
         self.inner.commit.leave(seqno);
-        Status::Ok
+        status
+    }
+
+    /// Votes this node's failure on `seqno` and waits for the group's
+    /// decision: Ok if the majority failed in the same way (every node rolled
+    /// it back), NodeFail if this node is the odd one out (it is leaving).
+    fn vote_on_failure(&self, seqno: Seqno, error: &[u8], what: &str) -> Status {
+        let text = String::from_utf8_lossy(error);
+        let reason: String = text.trim_matches(|c: char| c == '\0' || c.is_whitespace()).chars().take(512).collect();
+        let code = crate::voting::code_of(error);
+        log::info!("{what} {seqno}, error: {reason}; voting {code:016x}");
+        let applied = self.inner.apply.last_left();
+        let policy = u32::try_from(self.inner.options.lock().int("gcs.vote_policy")).unwrap_or(u32::MAX);
+        let commands = self.inner.core.lock().vote_failed(seqno, code, reason, applied, policy);
+        self.execute(commands);
+        let mut core = self.inner.core.lock();
+        loop {
+            if let Some(winner) = core.vote_decision(seqno) {
+                return if winner == code { Status::Ok } else { Status::NodeFail };
+            }
+            if self.inner.closing.load(Ordering::Acquire) {
+                // `disconnect` marks the data inconsistent (undecided failure).
+                return Status::NodeFail;
+            }
+            self.inner.votes_changed.wait_for(&mut core, Duration::from_millis(500));
+        }
     }
 
     /// End of a local transaction (committed or rolled back).
@@ -389,14 +411,12 @@ impl Node {
 
     pub fn to_execute_end(&self, conn_id: u64, error: &[u8]) -> Status {
         let Some(seqno) = self.inner.local.toi.lock().remove(&conn_id) else { return Status::TrxMissing };
-        if !error.is_empty() {
-            // Usually a user error that every node hit the same way (CREATE of
-            // an existing table). Consistency voting is not implemented yet.
-            log::info!("TOI statement at seqno {seqno} ended with an error: {}", String::from_utf8_lossy(error));
-        }
+        // Usually a user error that every node hit the same way (CREATE of an
+        // existing table): the vote agrees and nothing else happens.
+        let status = if error.is_empty() { Status::Ok } else { self.vote_on_failure(seqno, error, "Failed to execute TOI action") };
         self.inner.commit.leave(seqno);
         self.inner.apply.leave(seqno);
-        Status::Ok
+        status
     }
 
     /// Causal read: wait until everything ordered cluster-wide before now is

@@ -26,6 +26,7 @@ use crate::queue::Task;
 use crate::retention::{Retention, SETTLE_MS};
 use crate::types::{Gtid, Seqno, Uuid};
 use crate::view::ViewMember;
+use crate::voting::{Ballots, Code, MyVotes, VoteAction, SUCCESS};
 use crate::waiter::Reply;
 use crate::writeset::WriteSet;
 
@@ -102,6 +103,11 @@ pub enum Command {
     /// This process cannot go on: its server was connected on a history the
     /// group no longer has for it. Restarting fixes it (state transfer).
     RestartRequired(String),
+    /// The group's ballots changed: wake the threads waiting on a vote.
+    VotesChanged,
+    /// This node's outcome on `seqno` differs from the group's decision: it
+    /// leaves the cluster, and its data must be replaced before it returns.
+    Inconsistent { seqno: Seqno, mine: Code, winner: Code },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +190,10 @@ pub struct NodeCore {
     pub admit_budget_bytes: usize,
     /// When this node last reported its IST progress, and how far it was.
     ist_reported: (u64, Seqno),
+    /// Consistency voting, this node's side (`voting.rs`).
+    votes: MyVotes,
+    /// Whether this process votes at all (an arbitrator holds no data).
+    pub votes_enabled: bool,
     closing: bool,
     now_ms: u64,
 }
@@ -218,6 +228,8 @@ impl NodeCore {
             held_bytes: 0,
             admit_budget_bytes: ADMIT_BUDGET_BYTES,
             ist_reported: (0, Seqno::MIN),
+            votes: MyVotes::default(),
+            votes_enabled: true,
             closing: false,
             now_ms: 0,
         }
@@ -543,7 +555,81 @@ impl NodeCore {
         }
         self.report_ist_progress(now_ms, committed, &mut out);
         self.announcements(&mut out);
+        if self.votes.active() {
+            self.vote_step(committed, &mut out);
+        }
         out
+    }
+
+    // ---- consistency voting ------------------------------------------------
+
+    /// Whether `on_votes` has anything to do (cheap: checked on every event).
+    pub fn votes_moved(&self, ballots: &Ballots) -> bool {
+        self.votes.active() || ballots.generation != self.votes.seen.generation
+    }
+
+    /// After an ordered event: follow the group's ballots. `applied`: the
+    /// last seqno this node has applied (left the apply monitor).
+    pub fn on_votes(&mut self, ballots: &Ballots, applied: Seqno) -> Vec<Command> {
+        let mut out = vec![];
+        if self.votes.observe(ballots) {
+            out.push(Command::VotesChanged);
+        }
+        if self.votes.active() || matches!(out.first(), Some(Command::VotesChanged)) {
+            self.vote_step(applied, &mut out);
+        }
+        out
+    }
+
+    /// The server failed to apply (or execute, for TOI) `seqno` here.
+    /// `policy`: `gcs.vote_policy` now.
+    pub fn vote_failed(&mut self, seqno: Seqno, code: Code, reason: String, applied: Seqno, policy: u32) -> Vec<Command> {
+        let mut out = vec![];
+        self.votes.policy = policy;
+        self.votes.failed(seqno, code, reason);
+        self.vote_step(applied, &mut out);
+        out
+    }
+
+    /// The server's data is now at `position` (see `MyVotes::applies_after`).
+    pub fn applies_after(&mut self, position: Seqno) {
+        self.votes.applies_after(position);
+    }
+
+    /// A failure of ours still under vote: if the node stops now, its data
+    /// may be the odd one out.
+    pub fn undecided_failure(&self) -> Option<Seqno> {
+        self.votes.undecided_failure()
+    }
+
+    /// The group's decision on `seqno`, once there is one.
+    pub fn vote_decision(&self, seqno: Seqno) -> Option<Code> {
+        self.votes.decision(seqno)
+    }
+
+    /// Whether the applier must skip `seqno`: the group voted that it failed
+    /// on the majority, which rolled it back (Galera skips it in the same way,
+    /// and leaves it out of IST).
+    pub fn skips(&mut self, seqno: Seqno) -> bool {
+        let skip = self.votes.decision(seqno).is_some_and(|w| w != SUCCESS);
+        if skip {
+            self.votes.skipped(seqno);
+        }
+        skip
+    }
+
+    fn vote_step(&mut self, applied: Seqno, out: &mut Vec<Command>) {
+        if !self.votes_enabled || self.closing {
+            return;
+        }
+        for action in self.votes.step(self.me, applied, self.live, self.now_ms) {
+            out.push(match action {
+                VoteAction::Submit { seqno, code, reason, policy } => {
+                    Command::Submit(Body::Vote { seqno, code, reason, policy })
+                }
+                VoteAction::Inconsistent { seqno, mine, winner } => Command::Inconsistent { seqno, mine, winner },
+            });
+        }
     }
 
     /// While catching up by IST, this node tells the group how far it got

@@ -430,3 +430,74 @@ fn an_announcement_the_group_refused_goes_again_at_the_next_tick() {
     h.core.on_submit_refused();
     assert_eq!(submitted(&h.tick(100, -1)), vec![&Body::State(MemberState::Synced)]);
 }
+
+fn votes(cmds: &[Command]) -> Vec<(Seqno, u64)> {
+    cmds.iter()
+        .filter_map(|c| match c {
+            Command::Submit(Body::Vote { seqno, code, .. }) => Some((*seqno, *code)),
+            _ => None,
+        })
+        .collect()
+}
+
+const FAILED: u64 = (1 << 63) | 42;
+
+#[test]
+fn a_node_answers_a_ballot_after_applying_and_the_odd_one_out_is_told() {
+    let (mut h, _) = group_with_me(0);
+    h.message(ME, 1, 8, Body::State(MemberState::Synced)); // counted as a voter
+    h.remote_write();
+    let ws = h.state.seqno;
+    // OTHER failed to apply it.
+    h.message(OTHER, 1, 9, Body::Vote { seqno: ws, code: FAILED, reason: "dup".into(), policy: 0 });
+    assert!(votes(&h.core.on_votes(&h.state.ballots, ws - 1)).is_empty(), "not applied here yet");
+    let cmds = h.core.on_votes(&h.state.ballots, ws);
+    assert_eq!(votes(&cmds), vec![(ws, crate::voting::SUCCESS)]);
+    // Our answer comes back ordered: 1:1, success wins; we agree with it.
+    h.message(ME, 1, 10, Body::Vote { seqno: ws, code: crate::voting::SUCCESS, reason: String::new(), policy: 0 });
+    let cmds = h.core.on_votes(&h.state.ballots, ws);
+    assert!(cmds.contains(&Command::VotesChanged));
+    assert!(!cmds.iter().any(|c| matches!(c, Command::Inconsistent { .. })), "{cmds:?}");
+    assert_eq!(h.core.vote_decision(ws), Some(crate::voting::SUCCESS));
+}
+
+#[test]
+fn a_lone_failure_here_makes_this_node_leave() {
+    let (mut h, _) = group_with_me(0);
+    h.message(ME, 1, 8, Body::State(MemberState::Synced)); // counted as a voter
+    h.remote_write();
+    let ws = h.state.seqno;
+    let cmds = h.core.vote_failed(ws, FAILED, "Duplicate entry".into(), ws - 1, 0);
+    assert_eq!(votes(&cmds), vec![(ws, FAILED)]);
+    h.message(ME, 1, 10, Body::Vote { seqno: ws, code: FAILED, reason: "Duplicate entry".into(), policy: 0 });
+    assert!(h.core.on_votes(&h.state.ballots, ws - 1).iter().all(|c| !matches!(c, Command::Inconsistent { .. })));
+    h.message(OTHER, 1, 11, Body::Vote { seqno: ws, code: crate::voting::SUCCESS, reason: String::new(), policy: 0 });
+    let cmds = h.core.on_votes(&h.state.ballots, ws - 1);
+    assert!(cmds.contains(&Command::Inconsistent { seqno: ws, mine: FAILED, winner: crate::voting::SUCCESS }), "{cmds:?}");
+    assert_eq!(h.core.undecided_failure(), None);
+}
+
+#[test]
+fn a_seqno_the_group_voted_failed_is_skipped_by_a_node_catching_up() {
+    let (mut h, _) = group_with_me(0);
+    h.remote_write();
+    let ws = h.state.seqno;
+    h.message(OTHER, 1, 9, Body::Vote { seqno: ws, code: FAILED, reason: "x".into(), policy: 0 });
+    // ME is a joiner (not counted): OTHER's failure alone decides.
+    h.core.on_votes(&h.state.ballots, ws - 5);
+    assert_eq!(h.core.vote_decision(ws), Some(FAILED));
+    assert!(h.core.skips(ws), "the majority rolled it back");
+    assert!(!h.core.skips(ws - 1));
+    let cmds = h.core.on_votes(&h.state.ballots, ws);
+    assert!(!cmds.iter().any(|c| matches!(c, Command::Inconsistent { .. })), "{cmds:?}");
+}
+
+#[test]
+fn an_arbitrator_never_votes() {
+    let (mut h, _) = group_with_me(0);
+    h.core.votes_enabled = false;
+    h.remote_write();
+    let ws = h.state.seqno;
+    h.message(OTHER, 1, 9, Body::Vote { seqno: ws, code: FAILED, reason: "x".into(), policy: 0 });
+    assert!(votes(&h.core.on_votes(&h.state.ballots, ws)).is_empty());
+}

@@ -40,7 +40,16 @@ impl Replica for NodeReplica {
         if matches!(outcome, Outcome::FlowControl { pause: true, .. }) {
             Stats::add(&self.node.inner.stats.flow_control_recv, 1);
         }
-        let commands = self.node.inner.core.lock().on_ordered(outcome, &self.state);
+        let commands = {
+            let mut core = self.node.inner.core.lock();
+            let mut commands = core.on_ordered(outcome, &self.state);
+            // Votes are rare: the apply position is only read when one moved.
+            if core.votes_moved(&self.state.ballots) {
+                let applied = self.node.inner.apply.last_left();
+                commands.extend(core.on_votes(&self.state.ballots, applied));
+            }
+            commands
+        };
         self.node.execute(commands);
         self.observe_flow_control();
     }
@@ -51,7 +60,16 @@ impl Replica for NodeReplica {
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
         self.state = GroupState::decode(snapshot)?;
-        let commands = self.node.inner.core.lock().on_restored(&self.state);
+        let commands = {
+            let mut core = self.node.inner.core.lock();
+            let mut commands = core.on_restored(&self.state);
+            // Votes are rare: the apply position is only read when one moved.
+            if core.votes_moved(&self.state.ballots) {
+                let applied = self.node.inner.apply.last_left();
+                commands.extend(core.on_votes(&self.state.ballots, applied));
+            }
+            commands
+        };
         self.node.execute(commands);
         self.observe_flow_control();
         Ok(())

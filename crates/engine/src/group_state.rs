@@ -13,6 +13,7 @@ use crate::certification::{Certifier, Verdict};
 use crate::message::{Body, Envelope, JoinInfo, MemberState};
 use crate::types::{Gtid, Seqno, Uuid};
 use crate::view::ViewMember;
+use crate::voting::{Ballots, Cast, Code, Decision, Voter, SUCCESS};
 use crate::writeset::WriteSet;
 
 /// How often (in seqnos) the certification index is purged.
@@ -59,6 +60,9 @@ pub struct GroupState {
     /// Encoded after the paused set, for the same reason.
     #[serde(skip)]
     pub arbitrators: Vec<Uuid>,
+    /// Consistency votes (`voting.rs`). Encoded after the arbitrators.
+    #[serde(skip)]
+    pub ballots: Ballots,
 }
 
 /// A primary configuration change, as ordered.
@@ -102,6 +106,16 @@ impl GroupState {
     }
 
     pub fn apply(&mut self, event: Ordered<'_>) -> Outcome {
+        let outcome = self.apply_event(event);
+        // Any event can end a count: a vote, a member leaving, a member
+        // reporting it committed past the seqno.
+        if !self.ballots.open.is_empty() {
+            self.recount_votes();
+        }
+        outcome
+    }
+
+    fn apply_event(&mut self, event: Ordered<'_>) -> Outcome {
         match event {
             Ordered::Membership(m) => self.apply_membership(&m),
             Ordered::Message { payload, .. } => match Envelope::decode(payload) {
@@ -241,7 +255,51 @@ impl GroupState {
             Body::ViewBump => self.next_view(),
             Body::Rejoin { position } => self.apply_rejoin(from, position),
             Body::FlowControl { pause } => self.apply_flow_control(from, pause),
+            Body::Vote { seqno, code, reason, policy } => self.apply_vote(from.uuid, seqno, code, &reason, policy),
         }
+    }
+
+    fn apply_vote(&mut self, from: Uuid, seqno: Seqno, code: Code, reason: &str, policy: u32) -> Outcome {
+        let gtid = Gtid { uuid: self.group_uuid, seqno };
+        let name = self.member(from).map_or(String::new(), |m| m.name.clone());
+        match self.ballots.cast(seqno, from, code, policy) {
+            Cast::Opened | Cast::Counted if code != SUCCESS => {
+                log::info!("Member {name} ({from}) votes failure {code:016x} on {gtid}: {reason}")
+            }
+            Cast::Opened | Cast::Counted => log::info!("Member {name} ({from}) votes success on {gtid}"),
+            Cast::Late { winner } => {
+                log::info!("Member {name} ({from}) voted {code:016x} on {gtid} after the vote ended ({winner:016x} won)")
+            }
+            Cast::Ignored => {}
+        }
+        Outcome::Nothing
+    }
+
+    fn recount_votes(&mut self) {
+        let voters: Vec<Voter> = self
+            .members
+            .iter()
+            .filter(|m| !self.arbitrators.contains(&m.uuid))
+            .map(|m| Voter {
+                uuid: m.uuid,
+                eligible: matches!(m.state, MemberState::Synced | MemberState::Donor),
+                committed: m.committed,
+            })
+            .collect();
+        for d in self.ballots.recount(&voters) {
+            self.log_decision(&d);
+        }
+    }
+
+    fn log_decision(&self, d: &Decision) {
+        let tally: Vec<String> = d.counts.iter().map(|(c, n)| format!("{c:016x}: {n}/{}", d.voters)).collect();
+        log::info!(
+            "Votes over {}: {}. Winner: {:016x}{}",
+            Gtid { uuid: self.group_uuid, seqno: d.seqno },
+            tally.join(", "),
+            d.winner,
+            if d.winner == SUCCESS { " (success)" } else { "" }
+        );
     }
 
     /// A restarted member's new incarnation. Resubmissions of the same
@@ -347,6 +405,7 @@ impl GroupState {
         let mut out = bincode::serialize(self).expect("encode group state");
         bincode::serialize_into(&mut out, &self.paused_by).expect("encode paused set");
         bincode::serialize_into(&mut out, &self.arbitrators).expect("encode arbitrators");
+        bincode::serialize_into(&mut out, &self.ballots).expect("encode ballots");
         out
     }
 
@@ -359,8 +418,11 @@ impl GroupState {
                 .map_err(|e| format!("corrupt group snapshot (flow control): {e}"))?;
         }
         if !rest.is_empty() {
-            state.arbitrators =
-                bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (arbitrators): {e}"))?;
+            state.arbitrators = bincode::deserialize_from(&mut rest)
+                .map_err(|e| format!("corrupt group snapshot (arbitrators): {e}"))?;
+        }
+        if !rest.is_empty() {
+            state.ballots = bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (ballots): {e}"))?;
         }
         Ok(state)
     }

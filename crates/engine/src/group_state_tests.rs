@@ -358,3 +358,67 @@ fn snapshots_carry_the_arbitrators_and_a_departed_one_is_forgotten() {
     s.apply(Ordered::Membership(membership(&[1])));
     assert!(s.arbitrators.is_empty());
 }
+
+/// Three synced members, 1..=3, and one write-set ordered at the returned seqno.
+fn three_synced_with_a_write_set() -> (GroupState, Seqno) {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    add(&mut s, &[1, 2], 2, 0, Gtid::UNDEFINED);
+    add(&mut s, &[1, 2, 3], 3, 0, Gtid::UNDEFINED);
+    for n in [2, 3] {
+        s.apply(Ordered::Message { origin: n as u64, payload: &msg(n, Body::State(MemberState::Synced)) });
+    }
+    s.apply(Ordered::Message { origin: 1, payload: &write_set(1, s.seqno, 9) });
+    let seqno = s.seqno;
+    (s, seqno)
+}
+
+fn vote(s: &mut GroupState, from: u8, seqno: Seqno, code: u64) {
+    let body = Body::Vote { seqno, code, reason: "Error_code: 1050;".into(), policy: 0 };
+    s.apply(Ordered::Message { origin: from as u64, payload: &msg(from, body) });
+}
+
+const E: u64 = (1 << 63) | 77;
+
+#[test]
+fn two_of_three_failing_alike_decide_without_the_third() {
+    let (mut s, ws) = three_synced_with_a_write_set();
+    vote(&mut s, 1, ws, E);
+    assert_eq!(s.ballots.decision(ws), None);
+    vote(&mut s, 2, ws, E);
+    assert_eq!(s.ballots.decision(ws), Some(E));
+    let back = GroupState::decode(&s.encode()).unwrap();
+    assert_eq!(back.ballots, s.ballots, "decisions travel in snapshots, for members that replay later");
+}
+
+#[test]
+fn a_tie_left_by_a_departing_member_goes_to_success() {
+    let (mut s, ws) = three_synced_with_a_write_set();
+    vote(&mut s, 2, ws, E);
+    vote(&mut s, 3, ws, crate::voting::SUCCESS);
+    assert_eq!(s.ballots.decision(ws), None, "node 1 has not answered");
+    s.apply(Ordered::Membership(membership(&[2, 3])));
+    assert_eq!(s.ballots.decision(ws), Some(crate::voting::SUCCESS), "1:1 between the two left");
+}
+
+#[test]
+fn a_member_reporting_progress_past_the_seqno_counts_as_success() {
+    let (mut s, ws) = three_synced_with_a_write_set();
+    vote(&mut s, 1, ws, E);
+    vote(&mut s, 2, ws, crate::voting::SUCCESS);
+    s.apply(Ordered::Message { origin: 3, payload: &msg(3, Body::Progress(ws)) });
+    assert_eq!(s.ballots.decision(ws), Some(crate::voting::SUCCESS));
+}
+
+#[test]
+fn arbitrators_never_count() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    s.apply(Ordered::Membership(with_arbitrator(&[1, 2], 2)));
+    s.apply(Ordered::Message { origin: 2, payload: &msg(2, Body::State(MemberState::Synced)) });
+    s.apply(Ordered::Message { origin: 2, payload: &msg(2, Body::Progress(s.seqno + 5)) });
+    s.apply(Ordered::Message { origin: 1, payload: &write_set(1, s.seqno, 9) });
+    let ws = s.seqno;
+    vote(&mut s, 1, ws, E);
+    assert_eq!(s.ballots.decision(ws), Some(E), "the only data node decides alone");
+}

@@ -33,5 +33,6 @@ pub mod stats;
 pub mod status;
 pub mod types;
 pub mod view;
+pub mod voting;
 pub mod waiter;
 pub mod writeset;

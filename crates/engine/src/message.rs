@@ -48,6 +48,11 @@ pub enum Body {
     /// limit and its pause is lifted. Appended last, so messages of older
     /// builds decode unchanged.
     FlowControl { pause: bool },
+    /// Consistency voting (`voting.rs`): the sender's outcome on `seqno`,
+    /// 0 for success or the code of its error, whose text `reason` is only
+    /// for the logs; `policy` is its `gcs.vote_policy`. Appended last, like
+    /// flow control.
+    Vote { seqno: Seqno, code: u64, reason: String, policy: u32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

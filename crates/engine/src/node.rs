@@ -91,6 +91,13 @@ pub(crate) struct Inner {
     ticker_live: Arc<AtomicUsize>,
     /// `pc.bootstrap=YES` was in the configuration.
     bootstrap_at_connect: bool,
+    /// Woken when the group's ballots change (threads waiting on a vote).
+    pub(crate) votes_changed: Condvar,
+    /// The seqno on which this node's data was voted inconsistent: it left
+    /// the cluster, and only a state transfer brings it back.
+    pub(crate) inconsistent_at: Mutex<Option<Seqno>>,
+    /// The thread that takes an inconsistent node out of the cluster.
+    leaver: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The node, shared by every server thread.
@@ -173,6 +180,9 @@ impl Node {
             ticker: Mutex::new(None),
             ticker_live: Arc::new(AtomicUsize::new(0)),
             bootstrap_at_connect,
+            votes_changed: Condvar::new(),
+            inconsistent_at: Mutex::new(None),
+            leaver: Mutex::new(None),
             config,
         };
         Ok(Node { inner: Arc::new(inner) })
@@ -216,7 +226,11 @@ impl Node {
         self.inner.incarnation.store(incarnation, Ordering::Release);
         self.inner.closing.store(false, Ordering::Release);
         self.inner.queue.reopen();
-        *self.inner.core.lock() = NodeCore::new(me, incarnation, start, donors.to_string());
+        {
+            let mut core = self.inner.core.lock();
+            *core = NodeCore::new(me, incarnation, start, donors.to_string());
+            core.votes_enabled = !self.inner.config.arbitrator;
+        }
         let freeze = self.inner.options.lock().get("gcache.freeze_purge_at_seqno").to_string();
         self.freeze_purge(&freeze);
         log::info!(
@@ -252,6 +266,16 @@ impl Node {
             LocalData::Known(position) => Ok(position),
             LocalData::Fresh => Ok(Gtid::UNDEFINED),
             LocalData::Unknown { history } => self.unknown_position(history),
+            LocalData::Inconsistent { history, at } => {
+                log::info!(
+                    "This node left the cluster as inconsistent at {}: a full state transfer replaces its data",
+                    Gtid { uuid: history, seqno: at }
+                );
+                // Kept until the transfer is in: a crash before it must not
+                // let the old data join.
+                *self.inner.inconsistent_at.lock() = Some(at);
+                Ok(Gtid::UNDEFINED)
+            }
         }
     }
 
@@ -292,6 +316,15 @@ impl Node {
             }
             group.shutdown();
         }
+        self.inner.votes_changed.notify_all();
+        let undecided = self.inner.core.lock().undecided_failure();
+        if let Some(seqno) = undecided {
+            log::error!(
+                "Leaving while the vote on seqno {seqno} this node failed is not decided: assuming inconsistency; \
+                 a full state transfer replaces this node's data at its next start"
+            );
+            self.inner.inconsistent_at.lock().get_or_insert(seqno);
+        }
         self.save_state();
         // Applier pushes waiting for room give up; the final view goes in.
         self.inner.queue.release_hold();
@@ -310,7 +343,14 @@ impl Node {
         if uuid.is_nil() {
             return;
         }
-        let state = SavedState { position: Gtid { uuid, seqno: self.inner.apply.last_left() }, safe_to_bootstrap: last_member };
+        let state = match *self.inner.inconsistent_at.lock() {
+            Some(at) => SavedState { inconsistent_at: Some(at), ..SavedState::running(uuid, false) },
+            None => SavedState {
+                position: Gtid { uuid, seqno: self.inner.apply.last_left() },
+                safe_to_bootstrap: last_member,
+                inconsistent_at: None,
+            },
+        };
         if let Err(e) = state.store(&self.inner.config.data_dir) {
             log::error!("Could not write {}: {e}", crate::saved_state::FILE);
         }
@@ -324,7 +364,8 @@ impl Node {
             return;
         }
         let uuid = self.inner.core.lock().group_uuid();
-        let state = SavedState { position: Gtid { uuid, seqno: -1 }, safe_to_bootstrap: only_member };
+        let inconsistent_at = *self.inner.inconsistent_at.lock();
+        let state = SavedState { inconsistent_at, ..SavedState::running(uuid, only_member && inconsistent_at.is_none()) };
         if let Err(e) = state.store(&self.inner.config.data_dir) {
             log::warn!("Could not write {}: {e}", crate::saved_state::FILE);
         }
@@ -335,6 +376,10 @@ impl Node {
     pub fn shutdown(&self) {
         self.inner.closing.store(true, Ordering::Release);
         self.inner.core.lock().close();
+        let leaver = self.inner.leaver.lock().take();
+        if let Some(handle) = leaver {
+            let _ = handle.join();
+        }
         self.stop_ticker();
         if let Some(group) = self.inner.group.lock().take() {
             group.shutdown();
@@ -475,7 +520,48 @@ impl Node {
                 log::error!("{why}. This is unrecoverable, restart required.");
                 inner.queue.push_front(Task::RestartRequired);
             }
+            Command::VotesChanged => {
+                inner.votes_changed.notify_all();
+            }
+            Command::Inconsistent { seqno, mine, winner } => self.leave_inconsistent(seqno, mine, winner),
         }
+    }
+
+    /// This node's outcome on `seqno` lost the vote: it leaves the cluster,
+    /// as Galera's does, and grastate.dat says its data must be replaced.
+    /// The server stays up, disconnected, until restarted. The leave runs on
+    /// its own thread: this may be the group's delivery thread, which a
+    /// leave waits on.
+    fn leave_inconsistent(&self, seqno: Seqno, mine: crate::voting::Code, winner: crate::voting::Code) {
+        let gtid = Gtid { uuid: self.inner.core.lock().group_uuid(), seqno };
+        if mine == crate::voting::SUCCESS {
+            log::error!("Vote 0 (success) on {gtid} is inconsistent with group. Leaving cluster.");
+        } else {
+            log::error!(
+                "Inconsistency detected: Inconsistent by consensus on {gtid} (this node voted {mine:016x}, the \
+                 group {winner:016x}). Leaving cluster; a full state transfer replaces this node's data at its \
+                 next start."
+            );
+        }
+        {
+            let mut at = self.inner.inconsistent_at.lock();
+            if at.is_some() {
+                return; // already leaving
+            }
+            *at = Some(seqno);
+        }
+        self.inner.votes_changed.notify_all();
+        let node = self.clone();
+        let spawned = std::thread::Builder::new().name("tandem-leave".into()).spawn(move || node.disconnect());
+        match spawned {
+            Ok(handle) => *self.inner.leaver.lock() = Some(handle),
+            Err(e) => log::error!("Could not start the thread that leaves the cluster: {e}"),
+        }
+    }
+
+    /// Whether this node was voted inconsistent and is leaving (or left).
+    pub fn is_inconsistent(&self) -> bool {
+        self.inner.inconsistent_at.lock().is_some()
     }
 
     /// IST progress of a joiner, logged by the member that serves the log

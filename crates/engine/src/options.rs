@@ -84,6 +84,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("gcs.recv_q_soft_limit", "0.25", Kind::Fraction),
     ("gcs.stateless", "no", Kind::Bool),
     ("gcs.sync_donor", "no", Kind::Bool),
+    ("gcs.vote_policy", "0", Kind::Count), // consistency voting: successes that win outright
     ("gmcast.listen_addr", "tcp://0.0.0.0:4567", Kind::Str), // group listen address
     ("gmcast.mcast_addr", "", Kind::Str),
     ("gmcast.mcast_ttl", "1", Kind::Int),

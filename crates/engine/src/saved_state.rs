@@ -3,7 +3,10 @@
 //!
 //! While the node runs, seqno is -1 (the data moves on); a clean shutdown
 //! writes the last committed seqno. `safe_to_bootstrap` is 1 only on the last
-//! member to leave a primary component.
+//! member to leave a primary component. A node that left the cluster as
+//! inconsistent (consistency voting) says so in an extra line, which
+//! Galera's reader skips: its data must be replaced by a state transfer,
+//! whatever position the server recovers from it.
 
 use std::fs;
 use std::io::Write;
@@ -17,6 +20,8 @@ pub const FILE: &str = "grastate.dat";
 pub struct SavedState {
     pub position: Gtid,
     pub safe_to_bootstrap: bool,
+    /// The seqno on which this node's data was voted inconsistent.
+    pub inconsistent_at: Option<Seqno>,
 }
 
 pub fn path(data_dir: &Path) -> PathBuf {
@@ -24,11 +29,20 @@ pub fn path(data_dir: &Path) -> PathBuf {
 }
 
 impl SavedState {
+    /// A running node's state: the data moves on.
+    pub fn running(uuid: Uuid, safe_to_bootstrap: bool) -> SavedState {
+        SavedState { position: Gtid { uuid, seqno: -1 }, safe_to_bootstrap, inconsistent_at: None }
+    }
+
     pub fn render(&self) -> String {
-        format!(
+        let mut text = format!(
             "# GALERA saved state\nversion: 2.1\nuuid:    {}\nseqno:   {}\nsafe_to_bootstrap: {}\n",
             self.position.uuid, self.position.seqno, self.safe_to_bootstrap as u8
-        )
+        );
+        if let Some(seqno) = self.inconsistent_at {
+            text.push_str(&format!("inconsistent_at: {seqno}\n"));
+        }
+        text
     }
 
     pub fn parse(text: &str) -> Result<SavedState, String> {
@@ -43,7 +57,11 @@ impl SavedState {
         let seqno = field("seqno").ok_or("no seqno line")?;
         let seqno: Seqno = seqno.parse().map_err(|_| format!("bad seqno '{seqno}'"))?;
         let safe = field("safe_to_bootstrap").map(|v| v == "1").unwrap_or(false);
-        Ok(SavedState { position: Gtid { uuid, seqno }, safe_to_bootstrap: safe })
+        let inconsistent_at = match field("inconsistent_at") {
+            Some(v) => Some(v.parse().map_err(|_| format!("bad inconsistent_at '{v}'"))?),
+            None => None,
+        };
+        Ok(SavedState { position: Gtid { uuid, seqno }, safe_to_bootstrap: safe, inconsistent_at })
     }
 
     /// Reads the file; a missing file is `None`, a damaged one is logged and
@@ -89,11 +107,17 @@ pub enum LocalData {
     /// says seqno -1), and nobody told it where its data is: joining on a
     /// guess could skip or repeat transactions.
     Unknown { history: Uuid },
+    /// The node left the cluster as inconsistent (consistency voting): the
+    /// server's position describes data the group voted wrong.
+    Inconsistent { history: Uuid, at: Seqno },
 }
 
 /// Where the local data is, from the server's start position and
 /// grastate.dat.
 pub fn local_data(start: Gtid, saved: Option<SavedState>) -> LocalData {
+    if let Some(SavedState { position, inconsistent_at: Some(at), .. }) = saved {
+        return LocalData::Inconsistent { history: position.uuid, at };
+    }
     if start.seqno >= 0 && !start.uuid.is_nil() {
         return LocalData::Known(start);
     }
@@ -125,14 +149,25 @@ mod tests {
     #[test]
     fn the_position_is_the_servers_then_the_saved_one_else_unknown_after_a_crash() {
         let g = Gtid { uuid: Uuid([5; 16]), seqno: 9 };
-        let crashed = SavedState { position: Gtid { uuid: Uuid([5; 16]), seqno: -1 }, safe_to_bootstrap: false };
-        let clean = SavedState { position: g, safe_to_bootstrap: true };
+        let crashed = SavedState::running(Uuid([5; 16]), false);
+        let clean = SavedState { position: g, safe_to_bootstrap: true, inconsistent_at: None };
         assert_eq!(local_data(g, Some(crashed)), LocalData::Known(g), "--wsrep-recover wins");
         assert_eq!(local_data(Gtid::UNDEFINED, Some(clean)), LocalData::Known(g));
         assert_eq!(local_data(Gtid::UNDEFINED, Some(crashed)), LocalData::Unknown { history: Uuid([5; 16]) });
         assert_eq!(local_data(Gtid::UNDEFINED, None), LocalData::Fresh);
-        let never_joined = SavedState { position: Gtid::UNDEFINED, safe_to_bootstrap: false };
+        let never_joined = SavedState { position: Gtid::UNDEFINED, safe_to_bootstrap: false, inconsistent_at: None };
         assert_eq!(local_data(Gtid::UNDEFINED, Some(never_joined)), LocalData::Fresh);
+    }
+
+    #[test]
+    fn an_inconsistent_node_does_not_trust_the_servers_position() {
+        let voted_out = SavedState { inconsistent_at: Some(12), ..SavedState::running(Uuid([5; 16]), false) };
+        let recovered = Gtid { uuid: Uuid([5; 16]), seqno: 12 };
+        assert_eq!(local_data(recovered, Some(voted_out)), LocalData::Inconsistent { history: Uuid([5; 16]), at: 12 });
+        let text = voted_out.render();
+        assert!(text.ends_with("safe_to_bootstrap: 0\ninconsistent_at: 12\n"), "{text}");
+        assert_eq!(SavedState::parse(&text), Ok(voted_out));
+        assert!(SavedState::parse(&text.replace("12\n", "x\n")).is_err());
     }
 
     #[test]
@@ -144,7 +179,11 @@ mod tests {
                 let dir = dir.clone();
                 std::thread::spawn(move || {
                     for seqno in 0..40 {
-                        let s = SavedState { position: Gtid { uuid: Uuid([t as u8 + 1; 16]), seqno }, safe_to_bootstrap: t % 2 == 0 };
+                        let s = SavedState {
+                            position: Gtid { uuid: Uuid([t as u8 + 1; 16]), seqno },
+                            safe_to_bootstrap: t % 2 == 0,
+                            inconsistent_at: None,
+                        };
                         s.store(&dir).expect("every write succeeds");
                     }
                 })
@@ -170,7 +209,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_galera_layout() {
-        let s = SavedState { position: Gtid { uuid: Uuid([3; 16]), seqno: 42 }, safe_to_bootstrap: true };
+        let s = SavedState { position: Gtid { uuid: Uuid([3; 16]), seqno: 42 }, safe_to_bootstrap: true, inconsistent_at: None };
         let text = s.render();
         assert!(text.starts_with("# GALERA saved state\nversion: 2.1\nuuid:    03030303-"));
         assert!(text.contains("\nseqno:   42\nsafe_to_bootstrap: 1\n"));

@@ -59,7 +59,17 @@ impl Shared {
     }
 
     pub fn metrics(&self) -> Metrics {
-        self.raft().metrics().borrow_watched().clone()
+        self.with_metrics(Metrics::clone)
+    }
+
+    /// Reads the metrics in place: the hot paths (every AppendEntries passes
+    /// the membership check) should not clone the whole struct each time.
+    /// `f` must not block: the watch is read-locked while it runs.
+    pub fn with_metrics<R>(&self, f: impl FnOnce(&Metrics) -> R) -> R {
+        let raft = self.raft();
+        let watch = raft.metrics();
+        let m = watch.borrow_watched();
+        f(&m)
     }
 
     pub fn partition_policy(&self) -> crate::PartitionPolicy {
@@ -81,10 +91,11 @@ impl Shared {
 
     /// The current leader and its group address, as far as we know.
     pub fn leader(&self) -> Option<(MemberId, String)> {
-        let m = self.raft().metrics().borrow_watched().clone();
-        let id = m.current_leader?;
-        let info = m.membership_config.membership().get_node(&id)?;
-        Some((id, info.group_addr.clone()))
+        self.with_metrics(|m| {
+            let id = m.current_leader?;
+            let info = m.membership_config.membership().get_node(&id)?;
+            Some((id, info.group_addr.clone()))
+        })
     }
 
     /// The answer to a leader-only request that reached a follower.

@@ -445,6 +445,15 @@ impl Process {
             Command::ReleaseLog(seqno) => self.released = self.released.max(seqno),
             Command::IstProgress { .. } => {}
             Command::RestartRequired(why) => self.restart = Some(why),
+            Command::VotesChanged => {}
+            // The simulated database never fails an apply, so no vote may
+            // ever find a node inconsistent.
+            Command::Inconsistent { seqno, mine, winner } => {
+                return fail(
+                    "voted_inconsistent",
+                    format!("{} was voted inconsistent at {seqno} ({mine:x} against {winner:x})", ctx.name),
+                );
+            }
         }
         Ok(())
     }
@@ -486,5 +495,7 @@ fn trace_words(command: &Command) -> [u64; 3] {
         Command::ReleaseLog(s) => [8, *s as u64, 0],
         Command::IstProgress { committed, .. } => [9, *committed as u64, 0],
         Command::RestartRequired(_) => [10, 0, 0],
+        Command::VotesChanged => [11, 0, 0],
+        Command::Inconsistent { seqno, .. } => [12, *seqno as u64, 0],
     }
 }

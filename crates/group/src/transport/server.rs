@@ -224,9 +224,11 @@ fn refuses(shared: &Shared, from: MemberId, req: &Request) -> Option<String> {
             | Request::ReadIndex
     );
     if membership_only {
-        let m = shared.metrics();
-        let membership = m.membership_config.membership();
-        if membership.get_node(&shared.me).is_some() && membership.get_node(&from).is_none() {
+        let outsider = shared.with_metrics(|m| {
+            let membership = m.membership_config.membership();
+            membership.get_node(&shared.me).is_some() && membership.get_node(&from).is_none()
+        });
+        if outsider {
             return Some(format!(
                 "member {from} is not in the group of member {}; it may ask to join",
                 shared.me
