@@ -2,13 +2,13 @@
 # `make demo` and `make test` work on a fresh Debian 12 machine (as root).
 
 SHELL := /bin/bash
-PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy socat tcpdump
+PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy socat tcpdump iproute2 nftables
 CARGO ?= cargo
 PROVIDER := target/release/libtandem.so
 TANDEM := target/release/tandem
 DEMO_DIR ?= .tandem/demo
 
-.PHONY: deps build demo demo-down test test-unit test-cluster test-mtr mtr bench bench-quick clean
+.PHONY: deps build demo demo-down test test-unit test-cluster test-partitions test-mtr mtr bench bench-quick clean
 
 # Install the Debian packages we need (only the missing ones), and stop the
 # distribution's own mariadb service: our clusters use their own ports/dirs.
@@ -42,6 +42,12 @@ test-unit:
 # Real mariadbd clusters on loopback with our provider.
 test-cluster: build
 	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests -- --test-threads=1
+
+# Partitions on a real network: each node in its own network namespace, links
+# cut with nftables (needs root). Not part of `test`: CI runs it where the
+# machine allows namespaces (.ci/run).
+test-partitions: build
+	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test partitions -- --ignored --test-threads=1
 
 # A fast subset of MariaDB's own galera suite (tests/mtr/ci.txt) against our provider.
 test-mtr: build

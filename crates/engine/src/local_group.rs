@@ -243,7 +243,7 @@ impl GroupChannel for LocalMember {
     }
 
     fn status(&self) -> GroupStatus {
-        GroupStatus { me: self.id, primary: !self.hub.cut.lock().get(&self.id).copied().unwrap_or(true), leader: None }
+        GroupStatus { me: self.id, primary: !self.hub.cut.lock().get(&self.id).copied().unwrap_or(true), leader: None, leader_name: None }
     }
 
     fn leave(&self, _timeout: Duration) -> Result<(), GroupError> {

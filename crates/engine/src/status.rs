@@ -120,6 +120,9 @@ impl Node {
             ("local_recv_queue_bytes_max", Int(s.recv_queue_bytes_max.load(Relaxed))),
             // Not Galera's: how each link of the group channel is carried.
             ("group_links", Str(links_text(&links))),
+            // Not Galera's (whose group has no leader): the member that
+            // orders the group's messages now, "" while none is known.
+            ("group_leader", Str(self.group().and_then(|g| g.status().leader_name).unwrap_or_default())),
         ]
     }
 }

@@ -330,6 +330,8 @@ pub struct GroupStatus {
     pub me: MemberId,
     pub primary: bool,
     pub leader: Option<MemberId>,
+    /// The leader's `wsrep_node_name`, when it is known and in the membership.
+    pub leader_name: Option<String>,
 }
 
 /// How this member last talked to another member of the membership.

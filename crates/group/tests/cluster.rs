@@ -40,6 +40,7 @@ fn single_member_bootstraps_and_orders() {
     );
     assert_eq!(m.rec.connectivity(), vec![Connectivity::Primary]);
     assert_eq!(m.group.status().leader, Some(m.id()));
+    assert_eq!(m.group.status().leader_name.as_deref(), Some("solo"));
 }
 
 /// A member that never reached a group refuses submissions.
@@ -174,6 +175,12 @@ fn promoted_learners_count_for_quorum() {
     wait_until("a new leader among the promoted members", || {
         let leader = m2.group.status().leader;
         leader.is_some() && leader != Some(m1.id()) && m2.group.status().primary
+    });
+    // Both survivors name the same new leader, by its node name.
+    let name = m2.group.status().leader_name.expect("the leader's name");
+    assert!(name == "v2" || name == "v3", "leader named {name}");
+    wait_until("m3 names the same leader", || {
+        m3.group.status().leader_name.as_deref() == Some(name.as_str())
     });
     submit(&m2, b"after-crash-2");
     submit(&m3, b"after-crash-3");

@@ -5,6 +5,9 @@
 //! assert on how long something took, except where the acceptance itself is
 //! a deadline a DBA relies on (for example "writable again within 10 s").
 
+pub mod bank;
+pub mod netns;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};

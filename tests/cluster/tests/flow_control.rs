@@ -73,11 +73,14 @@ fn a_slow_node_throttles_the_writers_and_its_lag_stays_bounded() -> Result<()> {
     // took effect: what the writers committed while node 3's delivery
     // lagged the order (it gets entries in batches, and on two cores its
     // busy applier slows its delivery too) and while the pause was on its
-    // way. We saw up to 14 write-sets per writer (peaks of 79 to 88 on the
-    // 2-core machine) and allow 24. With the limit out of reach (fc_limit
-    // 100000) node 3's queue peaked at 1,436 instead, and grows with the run.
+    // way. How much that is depends on the scheduler, not on Tandem: we saw
+    // up to 14 write-sets per writer (peaks of 79 to 88) on the 2-core
+    // development machine and one sample of 131 (24 per writer) on a loaded
+    // CI machine, so we allow 48. What this bound tells apart is bounded from
+    // unbounded: with the limit out of reach (fc_limit 100000) node 3's queue
+    // peaked at 1,436 instead, and grows with the run.
     let upper = (FC_LIMIT as f64 * 3f64.sqrt()) as i64;
-    let bound = upper + 24 * WRITERS as i64;
+    let bound = upper + 48 * WRITERS as i64;
     let (mut max_lag, mut samples, mut rss) = (0i64, 0u32, vec![]);
     while writers.iter().any(|w| !w.is_finished()) {
         let ahead = status_i64(&n1, "wsrep_last_committed")?;

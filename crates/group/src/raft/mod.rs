@@ -192,11 +192,17 @@ impl GroupChannel for RaftGroup {
     }
 
     fn status(&self) -> GroupStatus {
-        let m = self.shared.metrics();
+        let (leader, leader_name) = self.shared.with_metrics(|m| {
+            let name = m
+                .current_leader
+                .and_then(|id| m.membership_config.membership().get_node(&id));
+            (m.current_leader, name.map(|info| info.name.clone()))
+        });
         GroupStatus {
             me: self.shared.me,
             primary: self.shared.is_primary(),
-            leader: m.current_leader,
+            leader,
+            leader_name,
         }
     }
 

@@ -49,7 +49,7 @@ fn base_options(state: &ClusterState, node: &Node) -> Vec<(String, String)> {
         ("socket", path(&node.socket)),
         ("pid_file", path(&node.dir.join("mariadbd.pid"))),
         ("port", node.sql_port.to_string()),
-        ("bind_address", "127.0.0.1".into()),
+        ("bind_address", node.host.clone()),
         ("log_error", path(&node.error_log)),
         // Small footprint: several nodes share a 2-core box.
         ("innodb_buffer_pool_size", "64M".into()),
@@ -65,11 +65,11 @@ fn base_options(state: &ClusterState, node: &Node) -> Vec<(String, String)> {
         ("wsrep_node_name", node.name.clone()),
         (
             "wsrep_node_address",
-            format!("127.0.0.1:{}", node.base_port),
+            format!("{}:{}", node.host, node.base_port),
         ),
         (
             "wsrep_node_incoming_address",
-            format!("127.0.0.1:{}", node.sql_port),
+            format!("{}:{}", node.host, node.sql_port),
         ),
         ("wsrep_provider_options", provider_options(state, node)),
         // rsync SST refuses to run as root; mariabackup works and uses the socket.
@@ -77,7 +77,7 @@ fn base_options(state: &ClusterState, node: &Node) -> Vec<(String, String)> {
         ("wsrep_sst_auth", "root:".into()),
         (
             "wsrep_sst_receive_address",
-            format!("127.0.0.1:{}", node.sst_port),
+            format!("{}:{}", node.host, node.sst_port),
         ),
         ("wsrep_slave_threads", state.slave_threads.to_string()),
     ];
@@ -98,7 +98,7 @@ pub fn cluster_address(state: &ClusterState) -> String {
     let members: Vec<String> = state
         .nodes
         .iter()
-        .map(|n| format!("127.0.0.1:{}", n.base_port))
+        .map(|n| format!("{}:{}", n.host, n.base_port))
         .collect();
     format!("gcomm://{}", members.join(","))
 }
@@ -192,6 +192,27 @@ mod tests {
             assert!(lines.contains(&want), "missing line {want:?} in\n{cnf}");
         }
         assert!(lines[0].starts_with(CNF_MARKER));
+    }
+
+    #[test]
+    fn nodes_on_their_own_hosts_listen_and_are_reached_there() {
+        let mut state = sample_state(Path::new("/d"), 2);
+        for (i, node) in state.nodes.iter_mut().enumerate() {
+            node.host = format!("10.77.0.{}", i + 1);
+            node.netns = Some(format!("ns{i}"));
+        }
+        let cnf = render_cnf(&state, &state.nodes[1]);
+        let lines = lines(&cnf);
+        for want in [
+            "bind_address=10.77.0.2",
+            "wsrep_cluster_address=gcomm://10.77.0.1:23010,10.77.0.2:23020",
+            "wsrep_node_address=10.77.0.2:23020",
+            "wsrep_node_incoming_address=10.77.0.2:21002",
+            "wsrep_sst_receive_address=10.77.0.2:25002",
+        ] {
+            assert!(lines.contains(&want), "missing line {want:?} in\n{cnf}");
+        }
+        assert!(!cnf.contains("127.0.0.1"), "{cnf}");
     }
 
     #[test]

@@ -60,6 +60,16 @@ pub struct ClusterSpec {
     pub sync_timeout: Duration,
     /// Report each node's progress on stderr (the CLI; tests keep quiet).
     pub verbose: bool,
+    /// Where each node lives, in node order; empty: all on loopback.
+    pub hosts: Vec<Host>,
+}
+
+/// A node's address, and the network namespace it runs in (tests that cut
+/// links between nodes put each in its own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    pub address: String,
+    pub netns: Option<String>,
 }
 
 impl ClusterSpec {
@@ -75,6 +85,7 @@ impl ClusterSpec {
             tls: false,
             sync_timeout: DEFAULT_SYNC_TIMEOUT,
             verbose: false,
+            hosts: Vec::new(),
         }
     }
 }
@@ -108,6 +119,12 @@ impl Cluster {
     /// one's data) and returns once every node is Synced.
     pub fn up(spec: ClusterSpec) -> Result<Cluster> {
         anyhow::ensure!(spec.nodes >= 1, "a cluster needs at least one node");
+        anyhow::ensure!(
+            spec.hosts.is_empty() || spec.hosts.len() == spec.nodes,
+            "{} hosts given for {} nodes",
+            spec.hosts.len(),
+            spec.nodes
+        );
         anyhow::ensure!(
             spec.provider != ProviderKind::Standalone || spec.nodes == 1,
             "a standalone server (no provider) is a single node"
@@ -339,7 +356,7 @@ impl Cluster {
                 args.push(format!("--wsrep_start_position={position}"));
             }
         }
-        let child = process::spawn_detached(&mariadbd, &args, &how.env, &node.error_log)?;
+        let child = process::spawn_detached(&mariadbd, &args, &how.env, &node.error_log, node.netns.as_deref())?;
         let pid = child.id();
         self.children.insert(i, child);
         self.record_pid(i, Some(pid))
@@ -456,6 +473,7 @@ fn new_state(
 ) -> ClusterState {
     let node = |(k, p): (usize, &ports::NodePorts)| {
         let nd = dir.join(format!("node{}", k + 1));
+        let host = spec.hosts.get(k);
         Node {
             index: k + 1,
             name: format!("node{}", k + 1),
@@ -464,6 +482,8 @@ fn new_state(
             sst_port: p.sst,
             // Galera would refuse the options.
             health_port: (spec.provider == ProviderKind::Tandem).then_some(p.health),
+            host: host.map_or_else(state::loopback, |h| h.address.clone()),
+            netns: host.and_then(|h| h.netns.clone()),
             datadir: nd.join("data"),
             socket: nd.join("mysql.sock"),
             cnf: nd.join("my.cnf"),

@@ -9,8 +9,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Starts `program` in its own session (so a Ctrl-C in the CLI's terminal does
-/// not reach it), stdout and stderr appended to `log`.
-pub fn spawn_detached(program: &Path, args: &[String], env: &[(String, String)], log: &Path) -> Result<Child> {
+/// not reach it), stdout and stderr appended to `log`; in the network
+/// namespace `netns` when given (iproute2's `ip netns exec`, which also execs
+/// in place, so the PID is still the program's).
+pub fn spawn_detached(
+    program: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    log: &Path,
+    netns: Option<&str>,
+) -> Result<Child> {
     let open = || OpenOptions::new().create(true).append(true).open(log);
     let out = open().with_context(|| format!("opening {}", log.display()))?;
     let err = open()?;
@@ -21,6 +29,9 @@ pub fn spawn_detached(program: &Path, args: &[String], env: &[(String, String)],
     // so it does not fork): the PID is mariadbd's, and no `unsafe` pre_exec
     // hook is needed outside the FFI crate.
     let mut cmd = Command::new("setsid");
+    if let Some(ns) = netns {
+        cmd.args(["ip", "netns", "exec", ns]);
+    }
     cmd.arg(program).args(args).envs(env.iter().cloned()).stdin(Stdio::null()).stdout(out).stderr(err);
     let child = cmd.spawn().with_context(|| format!("starting {}", program.display()))?;
     // Until setsid(1) has exec'd, the PID is not yet the program's, and a

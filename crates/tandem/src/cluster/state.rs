@@ -43,6 +43,14 @@ pub struct Node {
     /// next port is its agent check. None: Galera, or a cluster made before.
     #[serde(default)]
     pub health_port: Option<u16>,
+    /// The address the node's group, SST and SQL listeners bind to, and
+    /// the others reach it at.
+    #[serde(default = "loopback")]
+    pub host: String,
+    /// The network namespace its mariadbd runs in (`ip netns exec`); None:
+    /// the caller's own. Made and removed by whoever made the cluster.
+    #[serde(default)]
+    pub netns: Option<String>,
     pub dir: PathBuf,
     pub datadir: PathBuf,
     pub socket: PathBuf,
@@ -50,6 +58,10 @@ pub struct Node {
     pub error_log: PathBuf,
     /// PID of the running mariadbd, None once stopped.
     pub pid: Option<u32>,
+}
+
+pub fn loopback() -> String {
+    "127.0.0.1".to_string()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +159,8 @@ pub(crate) fn sample_state(dir: &Path, nodes: usize) -> ClusterState {
             base_port: 23000 + 10 * i as u16,
             sst_port: 25000 + i as u16,
             health_port: None,
+            host: loopback(),
+            netns: None,
             datadir: nd.join("data"),
             socket: nd.join("mysql.sock"),
             cnf: nd.join("my.cnf"),
@@ -180,6 +194,21 @@ mod tests {
         let back = ClusterState::load(tmp.path()).unwrap().unwrap();
         assert_eq!(back, state);
         assert!(!tmp.path().join("cluster.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_state_file_from_before_hosts_reads_as_loopback() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = sample_state(tmp.path(), 2);
+        let mut json: serde_json::Value = serde_json::to_value(&state).unwrap();
+        for node in json["nodes"].as_array_mut().unwrap() {
+            let node = node.as_object_mut().unwrap();
+            assert!(node.remove("host").is_some() && node.remove("netns").is_some());
+        }
+        std::fs::write(ClusterState::path(tmp.path()), json.to_string()).unwrap();
+        let back = ClusterState::load(tmp.path()).unwrap().unwrap();
+        assert_eq!(back, state);
+        assert!(back.nodes.iter().all(|n| n.host == "127.0.0.1" && n.netns.is_none()));
     }
 
     #[test]
