@@ -42,11 +42,6 @@ impl Net {
         Ok(net)
     }
 
-    /// Whether this machine lets us build one: the reason when it does not.
-    pub fn unavailable() -> Option<String> {
-        Net::new(1).err().map(|e| format!("{e:#}"))
-    }
-
     /// The namespace node `i` runs in.
     pub fn namespace(&self, i: usize) -> String {
         format!("{}n{i}", self.tag)
