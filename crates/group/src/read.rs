@@ -66,7 +66,19 @@ async fn run_rounds(shared: Arc<Shared>) {
             }
             std::mem::take(&mut s.next)
         };
-        let answer = read_index(&shared).await;
+        // A round can hang: openraft confirms leadership only once a quorum
+        // answers, and a Raft instance being replaced (a component formed
+        // under `pc.ignore_sb`) may never answer. Every read waiting behind
+        // a hung round would hang with it, so each round is bounded and a
+        // late one answers with an error the caller retries.
+        let answer = tokio::time::timeout(shared.request_timeout(), read_index(&shared))
+            .await
+            .unwrap_or_else(|_| {
+                Err(GroupError::Other(format!(
+                    "no read index within {:?}",
+                    shared.request_timeout()
+                )))
+            });
         for reader in waiting {
             let _ = reader.send(answer.clone());
         }
@@ -74,16 +86,37 @@ async fn run_rounds(shared: Arc<Shared>) {
 }
 
 /// Returns once this member's replica has been given every entry committed
-/// in the group before the call.
+/// in the group before the call. A round that fails while the group changes
+/// leader, or re-forms under `pc.ignore_sb`, is tried again until `timeout`;
+/// only a lost primary component (or a closed group) ends it early, as it
+/// ends a causal read in Galera.
 pub async fn barrier(shared: &Arc<Shared>, timeout: Duration) -> Result<(), GroupError> {
-    if !shared.is_primary() {
-        return Err(GroupError::NonPrimary);
-    }
-    let index = shared_read_index(shared).await?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let index = loop {
+        if !shared.is_primary() {
+            return Err(GroupError::NonPrimary);
+        }
+        match tokio::time::timeout_at(deadline, shared_read_index(shared)).await {
+            Ok(Ok(index)) => break index,
+            Ok(Err(e @ (GroupError::NonPrimary | GroupError::Closed))) => return Err(e),
+            Ok(Err(e)) if tokio::time::Instant::now() + shared.retry_pause() >= deadline => {
+                return Err(e)
+            }
+            Ok(Err(e)) => {
+                log::debug!("Read barrier: {e}; trying again");
+                tokio::time::sleep(shared.retry_pause()).await;
+            }
+            Err(_) => {
+                return Err(GroupError::Other(format!(
+                    "read barrier: no read index within {timeout:?}"
+                )))
+            }
+        }
+    };
     // Our own state machine's applied index, published as each batch is
     // applied (openraft's metrics report it a little later).
     let mut applied = shared.sm.applied_index();
-    let reached = tokio::time::timeout(timeout, async {
+    let reached = tokio::time::timeout_at(deadline, async {
         applied.wait_for(|&at| at >= index).await.is_ok()
     })
     .await;
@@ -101,8 +134,12 @@ async fn read_index(shared: &Shared) -> Result<u64, GroupError> {
     if shared.raft().is_leader() {
         return local_read_index(shared).await;
     }
+    // No leader known is not a lost primary component (that is
+    // `barrier`'s check): between two leaders, or while a component forms
+    // under `pc.ignore_sb`, there is none for an election's time. The
+    // caller tries again until its timeout.
     let Some((leader, addr)) = shared.leader() else {
-        return Err(GroupError::NonPrimary);
+        return Err(GroupError::Other("no leader known yet".into()));
     };
     match shared
         .net
