@@ -450,19 +450,14 @@ impl Node {
     /// leader is tried again until the deadline.
     fn causal_point(&self, deadline: Instant) -> Result<Seqno, Status> {
         let group = self.group().ok_or(Status::ConnFail)?;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match group.read_barrier(left) {
-                Ok(()) => return Ok(self.inner.core.lock().last_ordered),
-                Err(GroupError::NonPrimary | GroupError::Closed) => return Err(Status::ConnFail),
-                Err(e) if left.is_zero() || Instant::now() >= deadline => {
-                    log::warn!("Causal read: no read barrier before the timeout: {e}");
-                    return Err(Status::TrxFail);
-                }
-                Err(e) => {
-                    log::debug!("Causal read: read barrier failed, trying again: {e}");
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+        // The group retries transient failures up to the deadline itself
+        // (see `GroupChannel::read_barrier`).
+        match group.read_barrier(deadline.saturating_duration_since(Instant::now())) {
+            Ok(()) => Ok(self.inner.core.lock().last_ordered),
+            Err(GroupError::NonPrimary | GroupError::Closed) => Err(Status::ConnFail),
+            Err(e) => {
+                log::warn!("Causal read: no read barrier before the timeout: {e}");
+                Err(Status::TrxFail)
             }
         }
     }

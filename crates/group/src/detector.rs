@@ -14,6 +14,11 @@
 //! passed since its last evidence of one: a planned leadership hand-over is
 //! not a loss of the primary component, and a real loss is still declared
 //! `suspect` after the last contact, as Galera's `evs.suspect_timeout` does.
+//! While a majority of the voters is still in touch, one election window
+//! more: when the leader is lost, the others can elect a new one only once
+//! their lease on the old one has run out (`election_timeout_max`, which is
+//! `suspect`), and a Galera majority goes from the old primary view straight
+//! to the new one, never through a non-primary view.
 //!
 //! Coming back additionally needs the local state machine caught up with what
 //! the leader had committed, so `Primary` means "my view is current".
@@ -58,18 +63,16 @@ enum Verdict {
 
 /// Whether a verdict leaves this member in the primary component (`Err` says
 /// why not). `Electing` keeps a member that was primary while its last
-/// evidence is younger than `suspect`.
+/// evidence is younger than `grace` (see `grace`).
 fn settle(
     verdict: Verdict,
     was_primary: bool,
     evidence: Option<Instant>,
-    suspect: Duration,
+    grace: Duration,
 ) -> Result<(), String> {
     match verdict {
         Verdict::Primary { .. } => Ok(()),
-        Verdict::Electing(_)
-            if was_primary && evidence.is_some_and(|at| at.elapsed() <= suspect) =>
-        {
+        Verdict::Electing(_) if was_primary && evidence.is_some_and(|at| at.elapsed() <= grace) => {
             Ok(())
         }
         Verdict::Electing(reason) | Verdict::NonPrimary(reason) => Err(reason),
@@ -103,12 +106,18 @@ impl Detector {
             return;
         }
         let m = shared.metrics();
-        let verdict = weigh(shared, self.assess(shared, &m));
+        let in_touch = majority_in_touch(shared);
+        let verdict = weigh(shared, self.assess(shared, &m, in_touch));
         self.prev_cluster_committed = m.cluster_committed.as_ref().map(|l| l.index);
         if let Verdict::Primary { at } = verdict {
             self.evidence = Some(at);
         }
-        let settled = settle(verdict, self.primary, self.evidence, shared.suspect);
+        let settled = settle(
+            verdict,
+            self.primary,
+            self.evidence,
+            grace(shared.suspect, in_touch),
+        );
         self.report_missing(shared, &m, settled.is_ok() || self.going_on_until.is_some());
         match settled {
             Ok(()) if !self.primary => {
@@ -243,7 +252,7 @@ impl Detector {
         );
     }
 
-    fn assess(&self, shared: &Shared, m: &Metrics) -> Verdict {
+    fn assess(&self, shared: &Shared, m: &Metrics, in_touch: bool) -> Verdict {
         if let Err(fatal) = &m.running_state {
             return Verdict::NonPrimary(format!("Raft stopped: {fatal}"));
         }
@@ -256,18 +265,27 @@ impl Detector {
         }
         match m.state {
             ServerState::Leader => leader_verdict(m, shared.me, shared.suspect),
-            ServerState::Follower | ServerState::Learner => self.follower_verdict(shared, m),
+            ServerState::Follower | ServerState::Learner => {
+                self.follower_verdict(shared, m, in_touch)
+            }
             ServerState::Candidate => Verdict::Electing("election in progress".into()),
             ServerState::Shutdown => Verdict::NonPrimary("shut down".into()),
         }
     }
 
-    fn follower_verdict(&self, shared: &Shared, m: &Metrics) -> Verdict {
+    /// `in_touch`: a majority of the voters is still in touch with this
+    /// member, so a leader gone silent is one they can replace.
+    fn follower_verdict(&self, shared: &Shared, m: &Metrics, in_touch: bool) -> Verdict {
         let Some(leader) = m.current_leader else {
             return Verdict::Electing("no leader".into());
         };
         let at = match shared.net.liveness.since_append(leader) {
             Some(quiet) if quiet <= shared.suspect => Instant::now().checked_sub(quiet),
+            Some(quiet) if in_touch => {
+                return Verdict::Electing(format!(
+                    "no contact with leader {leader} for {quiet:?}, and no new leader yet"
+                ))
+            }
             Some(quiet) => {
                 return Verdict::NonPrimary(format!(
                     "no contact with leader {leader} for {quiet:?}"
@@ -351,6 +369,25 @@ fn leader_verdict(m: &Metrics, me: MemberId, suspect: Duration) -> Verdict {
     }
 }
 
+/// How long a member that was primary stays so without evidence of a
+/// leader: `suspect`, plus one election window while a majority of the
+/// voters is in touch (the module's comment says why).
+fn grace(suspect: Duration, majority_in_touch: bool) -> Duration {
+    if majority_in_touch {
+        suspect * 2
+    } else {
+        suspect
+    }
+}
+
+/// Whether the voters this member still hears (itself included) weigh more
+/// than half of all voters: enough to elect a leader among themselves.
+fn majority_in_touch(shared: &Shared) -> bool {
+    let weights = weight::voter_weights(shared);
+    weights.iter().any(|(id, _)| *id == shared.me)
+        && partition::standing(&weights, &reachable(shared)) == partition::Standing::Majority
+}
+
 /// Members we still hear, ourselves included, for the non-primary report.
 /// A live peer is heard every heartbeat; half the suspect timeout leaves out
 /// the peer whose silence made us non-primary in the first place.
@@ -396,6 +433,25 @@ mod tests {
             settle(verdict, true, Some(long_ago), SUSPECT),
             Err("no leader".into())
         );
+    }
+
+    #[test]
+    fn a_majority_in_touch_waits_one_election_more_for_a_new_leader() {
+        assert_eq!(grace(SUSPECT, false), SUSPECT);
+        assert_eq!(grace(SUSPECT, true), SUSPECT * 2);
+        let Some(past_suspect) = ago(SUSPECT + Duration::from_secs(1)) else {
+            return; // the clock started less than six seconds ago: nothing to check
+        };
+        let electing = || Verdict::Electing("no new leader yet".into());
+        assert_eq!(
+            settle(electing(), true, Some(past_suspect), grace(SUSPECT, true)),
+            Ok(())
+        );
+        assert!(settle(electing(), true, Some(past_suspect), grace(SUSPECT, false)).is_err());
+        let Some(past_grace) = ago(SUSPECT * 2 + Duration::from_secs(1)) else {
+            return;
+        };
+        assert!(settle(electing(), true, Some(past_grace), grace(SUSPECT, true)).is_err());
     }
 
     #[test]

@@ -24,9 +24,14 @@ pub async fn run(shared: Arc<Shared>) {
         .timeouts
         .heartbeat
         .clamp(Duration::from_millis(10), Duration::from_secs(1));
-    // When this leader first saw each member in the membership: a member
-    // is silent only since then, whatever the acks say (a new leader has no
-    // ack history, a member that just joined has not been asked yet).
+    // Since when each member has been silent as far as this leader knows,
+    // whatever the acks say (a new leader has no ack history, a member that
+    // just joined has not been asked yet): since this member last heard it
+    // (every member hears every other one, `mesh`), or else since this
+    // leader first saw it in the membership. A leader elected because the
+    // old one went silent removes it at once, as Galera's majority installs
+    // its new view without the lost node, instead of a suspect timeout
+    // after the election.
     let mut seen: HashMap<MemberId, Instant> = HashMap::new();
     loop {
         tokio::time::sleep(period).await;
@@ -44,7 +49,14 @@ pub async fn run(shared: Arc<Shared>) {
             .collect();
         seen.retain(|id, _| members.contains(id));
         for id in &members {
-            seen.entry(*id).or_insert(now);
+            seen.entry(*id).or_insert_with(|| {
+                shared
+                    .net
+                    .liveness
+                    .since_heard(*id)
+                    .and_then(|quiet| now.checked_sub(quiet))
+                    .unwrap_or(now)
+            });
         }
         if let Some(victim) = silent_member(&shared, &m, &seen) {
             evict(&shared, victim).await;

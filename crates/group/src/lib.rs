@@ -390,7 +390,10 @@ pub trait GroupChannel: Send + Sync + 'static {
     fn links(&self) -> Vec<Link>;
     /// Returns once every payload ordered in the group before the call has
     /// been handed to this member's replica ([`Replica::apply`]): the point
-    /// a causal read waits for, found without ordering anything.
+    /// a causal read waits for, found without ordering anything. Transient
+    /// failures (no leader yet, a round lost to a re-forming group) are
+    /// retried inside until `timeout`; only `NonPrimary` and `Closed` end it
+    /// early, so a caller needs no retry loop of its own.
     fn read_barrier(&self, timeout: Duration) -> Result<(), GroupError>;
     /// `pc.ignore_sb` / `pc.ignore_quorum` changed: the next loss of the
     /// primary component is judged by the new policy.

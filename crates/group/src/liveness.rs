@@ -35,6 +35,11 @@ impl Liveness {
         lock(&self.appends).get(&member).map(Instant::elapsed)
     }
 
+    /// Time since `member` was last heard from, if it ever was.
+    pub fn since_heard(&self, member: MemberId) -> Option<Duration> {
+        lock(&self.heard).get(&member).map(Instant::elapsed)
+    }
+
     /// Members heard from within `window`, sorted.
     pub fn reachable(&self, window: Duration) -> Vec<MemberId> {
         let mut ids: Vec<MemberId> = lock(&self.heard)
@@ -59,6 +64,8 @@ mod tests {
         assert_eq!(l.reachable(Duration::from_secs(60)), vec![1, 3]);
         assert!(l.since_append(1).is_some());
         assert!(l.since_append(3).is_none());
+        assert!(l.since_heard(3).is_some());
+        assert!(l.since_heard(4).is_none());
         std::thread::sleep(Duration::from_millis(5));
         assert!(l.reachable(Duration::from_millis(1)).is_empty());
     }

@@ -296,6 +296,16 @@ fn non_primary_reports(m: &Member) -> usize {
         .count()
 }
 
+/// Durable voters, one for each seat, all with `pc.ignore_sb`, after
+/// `writes` messages.
+fn ignore_sb_voters(all: &[Seat], writes: usize) -> Vec<Member> {
+    let members = durable_voters(all, writes);
+    for m in &members {
+        m.group.set_partition_policy(IGNORE_SB);
+    }
+    members
+}
+
 /// A 2-node cluster with `pc.ignore_sb` loses one node: the other keeps
 /// serving without ever being non-primary (Galera delivers it a primary
 /// view of one), whichever of the two led. The lost one rejoins it.
@@ -305,10 +315,7 @@ fn ignore_sb_keeps_the_survivor_of_two_primary_whichever_one_led() {
     for crash_leader in [false, true] {
         let root = tempfile::tempdir().unwrap();
         let all = seats(&root, &["s1", "s2"]);
-        let mut members = durable_voters(&all, 5);
-        for m in &members {
-            m.group.set_partition_policy(IGNORE_SB);
-        }
+        let mut members = ignore_sb_voters(&all, 5);
         let before: Vec<usize> = members.iter().map(non_primary_reports).collect();
         let gone = if crash_leader { 0 } else { 1 };
         let crashed = crash(members.remove(gone));
@@ -348,10 +355,7 @@ fn ignore_sb_a_causal_read_across_the_re_forming_succeeds() {
     for crash_leader in [false, true] {
         let root = tempfile::tempdir().unwrap();
         let all = seats(&root, &["s1", "s2"]);
-        let mut members = durable_voters(&all, 3);
-        for m in &members {
-            m.group.set_partition_policy(IGNORE_SB);
-        }
+        let mut members = ignore_sb_voters(&all, 3);
         let gone = if crash_leader { 0 } else { 1 };
         crash(members.remove(gone));
         let survivor = &members[0];
@@ -410,10 +414,7 @@ fn ignore_sb_lets_half_of_four_go_on_together() {
     let _serial = serial();
     let root = tempfile::tempdir().unwrap();
     let all = seats(&root, &["h1", "h2", "h3", "h4"]);
-    let mut members = durable_voters(&all, 4);
-    for m in &members {
-        m.group.set_partition_policy(IGNORE_SB);
-    }
+    let mut members = ignore_sb_voters(&all, 4);
     // The leader goes: the survivors must elect within the new component.
     crash(members.remove(0));
     crash(members.remove(0));
