@@ -53,8 +53,8 @@ test-partitions: build
 test-mtr: build
 	$(TANDEM) mtr --providers tandem --tandem-path $(CURDIR)/$(PROVIDER) --list tests/mtr/ci.txt --no-doc --expect-pass
 
-# MariaDB's galera and galera_3nodes suites, whole, with Galera and with Tandem
-# (about 1.5 hours); writes docs/compatibility.md.
+# MariaDB's galera, galera_3nodes and galera_sr suites, whole, with Galera and
+# with Tandem (about 2 hours); writes docs/compatibility.md.
 mtr: build
 	$(TANDEM) mtr --tandem-path $(CURDIR)/$(PROVIDER)
 

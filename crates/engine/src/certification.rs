@@ -85,8 +85,10 @@ impl Certifier {
     /// Certifies `ws`, ordered at `seqno` and sent by `incarnation` of its
     /// source, and indexes it if it passes.
     pub fn certify(&mut self, ws: &WriteSet, seqno: Seqno, incarnation: u32) -> Verdict {
-        let verdict = if ws.is_toi() {
+        let verdict = if ws.is_toi() || ws.is_stream_rollback() {
             // TOI runs alone on every node: it waits for everything before it.
+            // A rollback fragment only removes what its transaction did: it
+            // cannot conflict, and it waits in the same way.
             Verdict::Pass { depends_on: seqno - 1 }
         } else {
             self.test(ws, seqno, incarnation)
@@ -120,7 +122,11 @@ impl Certifier {
                 }
             }
         }
-        if ws.is_pa_unsafe() {
+        // The fragments of one streaming transaction run on one applier of
+        // the server, one after the other. Serialising a fragment after
+        // everything before it is more than that needs, but it is simple,
+        // and each fragment still applies in parallel with what comes after.
+        if ws.is_pa_unsafe() || ws.continues_stream() {
             depends_on = seqno - 1;
         }
         Verdict::Pass { depends_on: depends_on.min(seqno - 1) }

@@ -47,6 +47,42 @@ fn matrix_table_for_unseen_write_from_other_node() {
     }
 }
 
+/// A fragment after the first of a streaming transaction waits for all
+/// before it (the server applies one transaction's fragments on one
+/// applier); the first fragment applies in parallel like any write-set.
+#[test]
+fn later_fragments_of_a_stream_wait_for_everything_before_them() {
+    let mut cert = Certifier::new(0);
+    let other_row: &[&str] = &["db", "t", "pk9"];
+    assert_eq!(cert.certify(&ws(B, 0, &[(other_row, KeyType::Exclusive)]), 1, 1), Verdict::Pass { depends_on: 0 });
+    let mut first = ws(A, 0, &[(ROW, KeyType::Exclusive)]);
+    first.flags = flags::TRX_START;
+    assert_eq!(cert.certify(&first, 2, 1), Verdict::Pass { depends_on: 0 });
+    assert_eq!(cert.certify(&ws(B, 0, &[(&["db", "t", "pk7"], KeyType::Exclusive)]), 3, 1), Verdict::Pass { depends_on: 0 });
+    let mut middle = ws(A, 0, &[(&["db", "t", "pk2"], KeyType::Exclusive)]);
+    middle.flags = 0;
+    assert_eq!(cert.certify(&middle, 4, 1), Verdict::Pass { depends_on: 3 });
+    // The fragment's rows were indexed: another node's unseen write fails.
+    assert_eq!(cert.certify(&ws(B, 3, &[(&["db", "t", "pk2"], KeyType::Exclusive)]), 5, 1), Verdict::Fail);
+    let mut commit = ws(A, 3, &[(&["db", "t"], KeyType::Shared)]);
+    commit.flags = flags::TRX_END | flags::PA_UNSAFE;
+    assert_eq!(cert.certify(&commit, 6, 1), Verdict::Pass { depends_on: 5 });
+}
+
+/// A rollback fragment cannot lose: even when the index has forgotten what
+/// its transaction saw, it passes, after everything before it, and
+/// everything after waits for it (it is PA_UNSAFE).
+#[test]
+fn a_stream_rollback_always_passes_and_orders_what_follows() {
+    let mut cert = Certifier::new(0);
+    cert.certify(&ws(B, 0, &[(ROW, KeyType::Exclusive)]), 1, 1);
+    cert.purge(1);
+    let mut rollback = ws(A, 0, &[]);
+    rollback.flags = flags::ROLLBACK | flags::PA_UNSAFE;
+    assert_eq!(cert.certify(&rollback, 2, 1), Verdict::Pass { depends_on: 1 });
+    assert_eq!(cert.certify(&ws(B, 2, &[(&["db", "t", "pk3"], KeyType::Exclusive)]), 3, 1), Verdict::Pass { depends_on: 2 });
+}
+
 #[test]
 fn conflict_needs_the_earlier_write_to_be_unseen() {
     let mut cert = Certifier::new(0);

@@ -53,6 +53,9 @@ struct TrxBody {
     seqno: Seqno,
     depends_on: Seqno,
     passed: bool,
+    /// A streaming transaction between fragments: `release` keeps it for
+    /// the next one, until its commit fragment or its rollback.
+    streaming: bool,
 }
 
 /// A local transaction the provider has seen (it appended a key or data).
@@ -65,8 +68,11 @@ pub struct LocalTrx {
 }
 
 impl LocalTrx {
-    fn seqno(&self) -> Seqno {
-        self.body.lock().seqno
+    /// Its ordered seqno (if any), and whether that write-set commits the
+    /// transaction (every one but a streaming transaction's fragments).
+    fn ordered_at(&self) -> (Seqno, bool) {
+        let b = self.body.lock();
+        (b.seqno, b.flags & flags::TRX_END != 0)
     }
 }
 
@@ -145,11 +151,13 @@ impl Node {
             Err(status) => return (status, Ordered::NONE),
         };
         let ordered = self.ordered(seqno, &verdict);
+        let passed = matches!(verdict, Verdict::Pass { .. });
         {
             let mut b = trx.body.lock();
             b.seqno = seqno;
             b.depends_on = ordered.depends_on;
-            b.passed = matches!(verdict, Verdict::Pass { .. });
+            b.passed = passed;
+            b.streaming = passed && trx_flags & (flags::TRX_END | flags::ROLLBACK) == 0;
         }
         let status = match verdict {
             Verdict::Fail => {
@@ -288,6 +296,9 @@ impl Node {
         let abort = trx.as_ref().map(|t| &t.aborted);
         match self.inner.commit.enter(seqno, seqno - 1, abort, None) {
             Ok(()) => Status::Ok,
+            // A fragment is not replayed: the server rolls the transaction
+            // back, as Galera has it fail here.
+            Err(_) if trx.as_ref().is_some_and(|t| !t.ordered_at().1) => Status::TrxFail,
             Err(_) => Status::BfAbort,
         }
     }
@@ -325,31 +336,78 @@ impl Node {
         }
     }
 
-    /// End of a local transaction (committed or rolled back).
+    /// End of a local transaction (committed or rolled back), or of one
+    /// fragment of a streaming transaction, which then goes on.
     pub fn release(&self, trx_id: u64, opaque: usize) -> Status {
         if opaque != TRACKED {
             return Status::Ok;
         }
-        let Some(trx) = self.inner.local.open.lock().remove(&trx_id) else { return Status::Ok };
-        let b = trx.body.lock();
+        let mut open = self.inner.local.open.lock();
+        let Some(trx) = open.get(&trx_id).cloned() else { return Status::Ok };
+        let mut b = trx.body.lock();
+        if !b.streaming {
+            open.remove(&trx_id);
+        }
+        drop(open);
         if b.seqno >= 0 {
             self.inner.commit.leave(b.seqno);
             self.inner.apply.leave(b.seqno);
-            if b.passed {
+            if b.passed && b.flags & flags::TRX_END != 0 {
                 Stats::add(&self.inner.stats.local_commits, 1);
             }
         }
+        if b.streaming {
+            // Only the fragment ends: the next one starts from nothing.
+            let keep = TrxBody { seqno: SEQNO_UNDEFINED, streaming: true, conn_id: b.conn_id, ..TrxBody::default() };
+            *b = keep;
+        }
         Status::Ok
+    }
+
+    /// Rolls back a streaming transaction on every node: a rollback
+    /// fragment, ordered like any write-set and applied by every node's
+    /// appliers, this one's too (the server turned the client into an
+    /// applier that waits for it). A fragment of it that was ordered but
+    /// never stored (it failed certification, or the transaction was
+    /// aborted meanwhile) is given up here: the server will not commit it.
+    pub fn rollback_stream(&self, trx_id: u64) -> Status {
+        let conn_id = match self.known_trx(trx_id) {
+            Some(trx) => {
+                let mut b = trx.body.lock();
+                if b.seqno >= 0 {
+                    self.inner.commit.leave(b.seqno);
+                    self.inner.apply.leave(b.seqno);
+                    b.seqno = SEQNO_UNDEFINED;
+                }
+                b.streaming = false;
+                b.conn_id
+            }
+            // Not ours (any more): the rollback is still sent, and a node
+            // that has no such transaction takes it as an empty event.
+            None => 0,
+        };
+        let ws = self.write_set(trx_id, conn_id, flags::ROLLBACK | flags::PA_UNSAFE, Vec::new(), Vec::new());
+        match self.replicate_write_set(ws).0 {
+            Ok((seqno, _)) => {
+                log::debug!("Streaming transaction {trx_id} rolled back at seqno {seqno}");
+                Status::Ok
+            }
+            Err(status) => status,
+        }
     }
 
     /// A BF aborter (applier with `bf_seqno`) wants `victim` out of its way.
     pub fn abort_certification(&self, bf_seqno: Seqno, victim: u64) -> (Status, Seqno) {
         let Some(trx) = self.known_trx(victim) else { return (Status::Ok, SEQNO_UNDEFINED) };
-        let seqno = trx.seqno();
-        if seqno >= 0 && seqno < bf_seqno {
+        let (seqno, commits) = trx.ordered_at();
+        if seqno >= 0 && seqno < bf_seqno && commits {
             // Ordered before the aborter: it commits first, the aborter waits.
             return (Status::NotAllowed, seqno);
         }
+        // A streaming transaction's fragment ordered first is not enough: the
+        // transaction goes on holding its locks after it, so the aborter
+        // would wait for all of it (Galera aborts it too; its rollback
+        // fragment undoes what was replicated).
         if !trx.aborted.swap(true, Ordering::AcqRel) {
             Stats::add(&self.inner.stats.local_bf_aborts, 1);
         }

@@ -493,7 +493,8 @@ impl Node {
                 }
                 let taken = waiter.is_some_and(|token| inner.waiters.complete(token, Reply::Ordered { seqno, verdict: verdict.clone() }));
                 // Remote, or local whose client gave up: apply like any other.
-                if !taken && apply {
+                // A rollback fragment is applied on its origin as well.
+                if (!taken || ws.is_stream_rollback()) && apply {
                     inner.queue.push(Task::Apply { seqno, verdict, ws });
                     self.check_flow_control();
                 }

@@ -67,4 +67,17 @@ impl WriteSet {
     pub fn is_pa_unsafe(&self) -> bool {
         self.flags & flags::PA_UNSAFE != 0
     }
+
+    /// A streaming transaction's rollback fragment: it carries no keys and
+    /// undoes the transaction's fragments on every node, the origin too.
+    pub fn is_stream_rollback(&self) -> bool {
+        self.flags & flags::ROLLBACK != 0
+    }
+
+    /// A fragment after the first of a streaming transaction (a middle one
+    /// or the commit): the server applies all of them on one applier, so
+    /// it must not start before the fragment before it has finished.
+    pub fn continues_stream(&self) -> bool {
+        !self.is_toi() && self.flags & (flags::TRX_START | flags::ROLLBACK) == 0
+    }
 }

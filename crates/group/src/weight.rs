@@ -10,6 +10,7 @@
 //! - a majority of heads that is a weighted minority stays non-primary: its
 //!   members neither serve nor grant votes (`server`), so it commits nothing
 //!   while the heavy side goes on, and it rejoins that side afterwards.
+//!
 //! With equal weights (the default) nothing here changes what Raft decides.
 //!
 //! A member's weight lives in its [`MemberInfo`], so that every member judges

@@ -19,15 +19,16 @@ use wsrep_abi::*;
 
 pub use slots::vtable;
 
-/// Capabilities of Galera 4's base protocol. No STREAMING: the server then
-/// refuses `wsrep_trx_fragment_size > 0` instead of streaming.
+/// Capabilities of Galera 4's base protocol, and streaming replication
+/// (`wsrep_trx_fragment_size > 0`; the server refuses it without STREAMING).
 pub const CAPABILITIES: wsrep_cap_t = WSREP_CAP_MULTI_MASTER
     | WSREP_CAP_CERTIFICATION
     | WSREP_CAP_PARALLEL_APPLYING
     | WSREP_CAP_TRX_REPLAY
     | WSREP_CAP_ISOLATION
     | WSREP_CAP_PAUSE
-    | WSREP_CAP_CAUSAL_READS;
+    | WSREP_CAP_CAUSAL_READS
+    | WSREP_CAP_STREAMING;
 
 /// A `const char*` that may live in a `static`.
 #[repr(transparent)]

@@ -343,10 +343,11 @@ unsafe extern "C" fn abort_certification(w: *mut wsrep_t, bf_seqno: wsrep_seqno_
     })
 }
 
-/// Only streaming transactions are rolled back through the provider, and we
-/// do not offer streaming: nothing was replicated, so nothing to undo.
-unsafe extern "C" fn rollback(_w: *mut wsrep_t, _trx: wsrep_trx_id_t, _data: *const wsrep_buf_t) -> wsrep_status_t {
-    WSREP_OK
+/// Only streaming transactions are rolled back through the provider: their
+/// fragments are already on the other nodes. `data` is always NULL from
+/// wsrep-lib, and a rollback fragment carries none.
+unsafe extern "C" fn rollback(w: *mut wsrep_t, trx: wsrep_trx_id_t, _data: *const wsrep_buf_t) -> wsrep_status_t {
+    with_node!(w, "rollback", WSREP_NODE_FAIL, |node| crate::convert::status(node.rollback_stream(trx)))
 }
 
 unsafe extern "C" fn append_key(w: *mut wsrep_t, handle: *mut wsrep_ws_handle_t, keys: *const wsrep_key_t, count: usize, key_type: wsrep_key_type_t, _copy: wsrep_bool_t) -> wsrep_status_t {

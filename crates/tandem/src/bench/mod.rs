@@ -24,6 +24,7 @@ pub mod rejoin_results;
 pub mod results;
 mod runner;
 pub mod single_node;
+pub mod stream_cell;
 pub mod sysbench;
 pub mod tls_cell;
 pub mod transfer;
@@ -163,6 +164,14 @@ pub struct BenchArgs {
     /// throughput, the slow node's lag and the time paused, per provider
     #[arg(long)]
     fc_cell: bool,
+    /// Also measure streaming replication: one large transaction on node 1
+    /// in 1 MiB fragments while the last node takes ordinary writes; its
+    /// INSERT and COMMIT times and every node's peak RSS, per provider
+    #[arg(long)]
+    stream_cell: bool,
+    /// The streaming cell's transaction, MiB of rows [default: 100, 10 with --quick]
+    #[arg(long, value_name = "MIB")]
+    stream_mib: Option<u64>,
 }
 
 /// Three rounds of 6 s rather than one of 18 s: on this kind of VM the noise
@@ -311,8 +320,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
     } else {
         0
     };
+    let stream_runs = if args.stream_cell {
+        let replicated: Vec<ProviderKind> =
+            sizes.matrix.targets.iter().copied().filter(|&k| k != ProviderKind::Standalone).collect();
+        stream_cell::runs(&replicated, sizes.matrix.rounds).len()
+    } else {
+        0
+    };
     let mut progress = Progress::new(
         sizes.matrix.targets.len()
+            + stream_runs
             + tls_kinds.len()
             + runs.len()
             + rejoin_runs
@@ -395,6 +412,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         tls_cell: None,
         causal_cell: None,
         fc_cell: None,
+        stream_cell: None,
     };
     // Before the rejoin scenario restarts nodes (a restart resets the peak)
     // and the 1-node cell stops them.
@@ -424,6 +442,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if args.fc_cell {
         out.fc_cell = Some(fc_cell::run(&bench, &clusters, sizes.matrix.rounds, &mut progress));
     }
+    if args.stream_cell {
+        let size_mib = args.stream_mib.unwrap_or(if args.quick { 10 } else { 100 });
+        out.stream_cell = Some(stream_cell::run(&bench, &clusters, size_mib, sizes.matrix.rounds, &mut progress));
+    }
     if let Some(plan) = &sizes.rejoin {
         out.rejoin = Some(rejoin::run(&bench, &mut clusters, plan, sizes.matrix.nodes, &mut progress));
     }
@@ -447,8 +469,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         + out.single_node.as_ref().map_or(0, |s| s.failed())
         + out.tls_cell.as_ref().map_or(0, |t| t.failed())
         + out.causal_cell.as_ref().map_or(0, |c| c.failed())
-        + out.fc_cell.as_ref().map_or(0, |c| c.failed());
-    let all_runs = runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs + fc_runs;
+        + out.fc_cell.as_ref().map_or(0, |c| c.failed())
+        + out.stream_cell.as_ref().map_or(0, |c| c.failed());
+    let all_runs = runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs + fc_runs + stream_runs;
     let _ = std::io::Write::write_all(
         &mut std::io::stdout(),
         format!(

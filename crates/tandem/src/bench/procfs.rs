@@ -19,6 +19,13 @@ pub fn peak_rss_kib(pid: u32) -> Result<u64> {
     parse_peak_rss_kib(&text).with_context(|| format!("parsing {path}"))
 }
 
+/// Resets `pid`'s peak resident set (VmHWM) to its resident set now, so
+/// that a later `peak_rss_kib` covers only what happened since.
+pub fn reset_peak_rss(pid: u32) -> Result<()> {
+    let path = format!("/proc/{pid}/clear_refs");
+    std::fs::write(&path, "5").with_context(|| format!("writing 5 to {path}"))
+}
+
 /// Resident set of `pid` now, split as the kernel counts it, in KiB:
 /// (anonymous memory, file pages mapped into the process).
 pub fn rss_split_kib(pid: u32) -> Result<(u64, u64)> {

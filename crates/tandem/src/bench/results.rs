@@ -35,6 +35,9 @@ pub struct Results {
     /// The flow-control cell (`--fc-cell`); none without it.
     #[serde(default)]
     pub fc_cell: Option<super::fc_cell::FcCell>,
+    /// The streaming cell (`--stream-cell`); none without it.
+    #[serde(default)]
+    pub stream_cell: Option<super::stream_cell::StreamCell>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -463,6 +466,7 @@ pub(crate) mod tests {
             tls_cell: None,
             causal_cell: None,
             fc_cell: None,
+            stream_cell: None,
         }
     }
 

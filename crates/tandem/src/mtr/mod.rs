@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 /// The doc's place in the workspace.
 pub const DOC_PATH: &str = "docs/compatibility.md";
 /// Default suites.
-pub const SUITES: [&str; 2] = ["galera", "galera_3nodes"];
+pub const SUITES: [&str; 3] = ["galera", "galera_3nodes", "galera_sr"];
 /// Whole suites: the run waits far more than it computes (SST, restarts,
 /// sleeps, polling): with 2 workers the load average stayed below 1 on the
 /// 2-core machine and both suites took 49 min (Galera) + 73 min (Tandem);

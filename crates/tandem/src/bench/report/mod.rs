@@ -40,6 +40,9 @@ pub fn render(results: &Results, previous: Option<&Results>) -> String {
     if let Some(c) = &results.fc_cell {
         super::fc_cell::render(&mut out, c, results.settings.matrix.rounds);
     }
+    if let Some(c) = &results.stream_cell {
+        super::stream_cell::render(&mut out, c, results.settings.matrix.rounds);
+    }
     resources(&mut out, results);
     repeatability(&mut out, results, previous.and_then(|p| spread(p, results)));
     out
