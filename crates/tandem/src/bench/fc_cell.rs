@@ -202,7 +202,7 @@ fn measure_slow(bench: &Bench, kind: ProviderKind, writer: &Node, slow: &Node, r
 }
 
 /// Median of the values (NaN for none).
-fn median(values: Vec<f64>) -> f64 {
+pub(super) fn median(values: Vec<f64>) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }
@@ -252,14 +252,16 @@ pub fn render(out: &mut String, c: &FcCell, rounds: u32) {
         );
     }
     out.push('\n');
-    for r in c.runs.iter().filter(|r| r.error.is_some()) {
-        let _ = writeln!(
-            out,
-            "* {}, round {}: **failed**: {}",
-            r.target.map_or("?".into(), |k| k.to_string()),
-            r.round + 1,
-            r.error.as_deref().unwrap_or_default()
-        );
+    failures(out, c.runs.iter().map(|r| (r.target, r.round, r.error.as_deref())));
+}
+
+/// One line per failed run of a cell: (provider, round, error if it failed).
+pub(super) fn failures<'a>(out: &mut String, runs: impl Iterator<Item = (Option<ProviderKind>, u32, Option<&'a str>)>) {
+    for (target, round, error) in runs {
+        if let Some(error) = error {
+            let target = target.map_or("?".into(), |k| k.to_string());
+            let _ = writeln!(out, "* {target}, round {}: **failed**: {error}", round + 1);
+        }
     }
     out.push('\n');
 }

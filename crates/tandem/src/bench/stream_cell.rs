@@ -9,6 +9,7 @@
 //! cell (the kernel's high-water mark, reset just before): memory that grows
 //! with the transaction rather than the fragment shows there.
 
+use super::fc_cell::median;
 use super::runner::{self, Bench};
 use crate::cluster::{Cluster, Node, ProviderKind};
 use crate::progress::Progress;
@@ -107,7 +108,7 @@ fn measure(_bench: &Bench, kind: ProviderKind, cluster: &Cluster, size_mib: u64,
          CREATE TABLE tandem_sr.big (id INT NOT NULL PRIMARY KEY, pad VARCHAR({ROW_BYTES}) NOT NULL); \
          CREATE TABLE tandem_sr.small (id INT NOT NULL PRIMARY KEY, k INT NOT NULL); \
          CREATE TABLE tandem_sr.stop (id INT NOT NULL PRIMARY KEY); \
-         INSERT INTO tandem_sr.small SELECT seq, 0 FROM seq_1_to_{SMALL_ROWS}"
+         USE tandem_sr; INSERT INTO tandem_sr.small SELECT seq, 0 FROM seq_1_to_{SMALL_ROWS}"
     ))?;
     runner::drain(kind, cluster)?;
     let result = measure_stream(kind, cluster, origin, writer, size_mib, round);
@@ -137,7 +138,8 @@ fn measure_stream(
     let started = Instant::now();
     let big = origin.sql_with_timeout(
         &format!(
-            "SET SESSION wsrep_trx_fragment_unit='bytes'; SET SESSION wsrep_trx_fragment_size={FRAGMENT_BYTES}; \
+            "USE tandem_sr; SET SESSION wsrep_trx_fragment_unit='bytes'; \
+             SET SESSION wsrep_trx_fragment_size={FRAGMENT_BYTES}; \
              SET @t0 = NOW(6); BEGIN; \
              INSERT INTO tandem_sr.big SELECT seq, REPEAT(CHAR(65 + seq % 26), {ROW_BYTES}) FROM seq_1_to_{rows}; \
              SET @t1 = NOW(6); COMMIT; \
@@ -205,14 +207,6 @@ fn start_writers(node: &Node) -> Vec<std::thread::JoinHandle<Result<u64>>> {
         .collect()
 }
 
-/// Median of the values (NaN for none).
-fn median(values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    super::results::median(&super::results::sorted(values.into_iter()))
-}
-
 /// The report's section.
 pub fn render(out: &mut String, c: &StreamCell, rounds: u32) {
     let _ = writeln!(out, "## Streaming replication: one large transaction\n");
@@ -260,16 +254,7 @@ pub fn render(out: &mut String, c: &StreamCell, rounds: u32) {
         let _ = writeln!(out, "{row}");
     }
     out.push('\n');
-    for r in c.runs.iter().filter(|r| r.error.is_some()) {
-        let _ = writeln!(
-            out,
-            "* {}, round {}: **failed**: {}",
-            r.target.map_or("?".into(), |k| k.to_string()),
-            r.round + 1,
-            r.error.as_deref().unwrap_or_default()
-        );
-    }
-    out.push('\n');
+    super::fc_cell::failures(out, c.runs.iter().map(|r| (r.target, r.round, r.error.as_deref())));
 }
 
 #[cfg(test)]
