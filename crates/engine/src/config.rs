@@ -152,6 +152,7 @@ impl Node {
             log,
             resume_at: (start.seqno >= 0).then_some(start.seqno),
             start_anew: None,
+            history: None,
             tls: tls_settings(&opts, &self.inner.config.data_dir),
             admission: Some(self.admission()),
             partition: partition_policy(&opts),

@@ -209,6 +209,7 @@ impl Node {
         let start = self.check_start(bootstrap)?;
         let mut config = self.group_config(cluster_name, peers, bootstrap);
         config.resume_at = (start.seqno >= 0).then_some(start.seqno);
+        config.history = (start.uuid != Uuid::NIL).then_some(start.uuid.0);
         if bootstrap && start.seqno < 0 {
             // As Galera: bootstrapping data of no known position starts a new
             // history, and the old log describes nothing this node holds.

@@ -18,6 +18,7 @@ mod evict;
 mod join;
 mod liveness;
 mod mesh;
+mod moved_on;
 mod partition;
 mod raft;
 mod read;
@@ -241,6 +242,10 @@ pub struct GroupConfig {
     /// reason (a bootstrap whose local data has no saved position starts a
     /// new history, so the old log describes nothing it holds).
     pub start_anew: Option<String>,
+    /// The history the local data belongs to (the engine: the state uuid of
+    /// its position), when known. A restored member whose peers are live in
+    /// another group sets its durable state aside (see `RaftGroup::open`).
+    pub history: Option<[u8; 16]>,
     /// Encrypt the group channel (`socket.ssl`); `None`: plaintext.
     pub tls: Option<TlsSettings>,
     /// Which addresses may connect to the group port (the server's

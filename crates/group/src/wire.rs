@@ -23,8 +23,9 @@ use crate::{MemberId, MemberInfo};
 
 pub const MAGIC: [u8; 4] = *b"TNDM";
 /// Bumped on any incompatible change of the messages below (2: durable
-/// identities, log positions).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// identities, log positions; 5: the accepting member's live group in
+/// its hello reply).
+pub const PROTOCOL_VERSION: u32 = 5;
 /// Hard cap on one frame; a peer announcing more is dropped.
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 /// Budget for the entries of one AppendEntries frame, leaving headroom for the
@@ -46,8 +47,15 @@ pub struct Hello {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum HelloReply {
-    Accepted { member: MemberId },
-    Refused { reason: String },
+    /// `group`: the group uuid of the primary component the accepting
+    /// member is in, if any (see [`Hello::group`]).
+    Accepted {
+        member: MemberId,
+        group: Option<[u8; 16]>,
+    },
+    Refused {
+        reason: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]

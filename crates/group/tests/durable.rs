@@ -435,3 +435,89 @@ fn ignore_sb_lets_half_of_four_go_on_together() {
     wait_delivered(&refs, b"from h4");
     same_history(&refs);
 }
+
+/// The cluster moved on while a member was away: its peers were restarted
+/// as a new group (a node bootstrapped a new history, as Galera does from
+/// data with no saved position). The member's durable state belongs to the
+/// old group and can never rejoin this one. Already running, it is refused
+/// with what to do, and the new group never takes it in (it would evict the
+/// silent member over and over); restarted, it sets the state aside and
+/// joins the new group as a new member.
+#[test]
+fn a_member_whose_cluster_moved_on_to_a_new_history_joins_it_anew_after_a_restart() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["h1", "h2"]);
+    let (old_history, new_history) = ([1u8; 16], [2u8; 16]);
+    let members = durable_voters(&all, 3);
+    // The engine announces the group uuid of each primary view.
+    members
+        .iter()
+        .for_each(|m| m.group.announce_group(Some(old_history)));
+    let old_ids: Vec<u64> = members.into_iter().map(crash).collect();
+
+    // No history from the local data (as with grastate.dat removed): the
+    // group recorded beside the state when it was announced decides.
+    let restored = || durable(&all[1], false, &all);
+    let waiting = start(restored());
+    assert_eq!(
+        waiting.id(),
+        old_ids[1],
+        "restored as itself: its peer is not up yet"
+    );
+    let mut anew = durable(&all[0], true, &all);
+    anew.start_anew = Some("a new history".into());
+    let founder = start(anew);
+    wait_primary(&founder);
+    founder.group.announce_group(Some(new_history));
+    assert_ne!(founder.id(), old_ids[0]);
+
+    wait_until("the refusal is logged", || {
+        logged(&["Cannot rejoin", "Restart this node"])
+    });
+    // Its join loop asks again within two seconds: none gets it taken in.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let seen_by_founder = founder.rec.views();
+    assert!(
+        seen_by_founder.iter().all(|v| !v.contains(old_ids[1])),
+        "the new group never admits the old group's member: {seen_by_founder:?}"
+    );
+    assert!(!waiting.group.status().primary);
+
+    crash(waiting);
+    let back = start(restored());
+    assert_ne!(
+        back.id(),
+        old_ids[1],
+        "its old state was set aside: a new member"
+    );
+    wait_primary(&back);
+    wait_until("the founder sees the new member", || {
+        founder
+            .rec
+            .last_view()
+            .is_some_and(|v| v.contains(back.id()))
+    });
+    submit(&founder, b"in the new history");
+    wait_delivered(&[&back], b"in the new history");
+}
+
+/// A member restarted into the group its state belongs to is not moved:
+/// the probe of its peers finds them live in that same group.
+#[test]
+fn a_member_restarted_into_its_own_live_group_keeps_its_state() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["k1", "k2", "k3"]);
+    let history = [3u8; 16];
+    let mut members = three_durable_voters(&all, 3);
+    members
+        .iter()
+        .for_each(|m| m.group.announce_group(Some(history)));
+    let old_id = crash(members.pop().unwrap());
+    let mut c = durable(&all[2], false, &all);
+    c.history = Some(history);
+    let back = start(c);
+    assert_eq!(back.id(), old_id, "the same member, not a new one");
+    wait_primary(&back);
+}

@@ -272,6 +272,14 @@ impl GroupChannel for RaftGroup {
 
     fn announce_group(&self, group: Option<[u8; 16]>) {
         self.shared.net.set_group(group);
+        // The durable state now belongs to this group: if it is ever left
+        // and the cluster moves on to another, this member cannot rejoin.
+        if let Some(g) = group.filter(|g| self.shared.net.former_group() != Some(*g)) {
+            self.shared.net.set_former_group(Some(g));
+            if let Err(e) = self.shared.log.save_group(g) {
+                warn!("Could not record the group this member is in: {e}");
+            }
+        }
     }
 
     fn set_partition_policy(&self, policy: crate::PartitionPolicy) {

@@ -82,12 +82,25 @@ fn known_addr(config: &GroupConfig) -> String {
 impl RaftGroup {
     /// Opens a member's durable state and tells who it is; nothing runs yet.
     pub fn open(config: GroupConfig) -> Result<RaftStarter, GroupError> {
-        let opened = store::open(
+        let mut opened = store::open(
             &config.log,
             &config.cluster_name,
             &known_addr(&config),
             config.start_anew.as_deref(),
         )?;
+        let belongs_to = opened.group.or(config.history);
+        if let Some(ours) = belongs_to.filter(|_| opened.restored) {
+            if let Some(why) = crate::moved_on::check(&config, opened.identity.member, ours) {
+                stop_flusher(&opened.log);
+                drop(opened);
+                opened = store::open(
+                    &config.log,
+                    &config.cluster_name,
+                    &known_addr(&config),
+                    Some(&why),
+                )?;
+            }
+        }
         info!(
             "Group state in {}: member {}, incarnation {}{}",
             opened.disk.describe(),
@@ -161,6 +174,9 @@ fn launch_member(
         group: None,
     };
     let net = Arc::new(NetCtx::new(hello, suspect, tls, config.admission.clone()));
+    if opened.restored {
+        net.set_former_group(opened.group.or(config.history));
+    }
     let started = start_raft(
         &runtime,
         me,

@@ -142,6 +142,14 @@ impl DurableLog {
         (inner.vote, inner.last.or(inner.purged))
     }
 
+    /// Records the live group this state now belongs to (`BLOB_GROUP`).
+    /// Without fsync: it only informs a later start (`crate::moved_on`).
+    pub fn save_group(&self, group: [u8; 16]) -> Result<(), io::Error> {
+        let inner = self.read_inner();
+        let bytes = bincode::serialize(&group).map_err(io_err)?;
+        write_blob(&inner.disk, super::BLOB_GROUP, &bytes, false).map_err(io_err)
+    }
+
     /// Writes an entry and a vote outside openraft (a forced bootstrap,
     /// while openraft is stopped), durably.
     pub fn force_append(&self, entry: Entry, vote: Vote) -> Result<(), io::Error> {

@@ -6,6 +6,7 @@
 //!     identity.galera.cache                     member id, uuid, incarnation, cluster, address, boot id
 //!     vote.galera.cache                         Raft vote (fsynced)
 //!     committed.galera.cache, purged...         Raft log pointers
+//!     group.galera.cache                        the live group the state last belonged to
 //!     log.<first index>.seg.galera.cache ...    the log, one checksummed record per entry
 //!     checkpoint.<index>.galera.cache ...       the replicated state after that entry
 //! ```
@@ -37,6 +38,9 @@ pub const BLOB_IDENTITY: &str = "identity";
 pub const BLOB_VOTE: &str = "vote";
 pub const BLOB_COMMITTED: &str = "committed";
 pub const BLOB_PURGED: &str = "purged";
+/// The group uuid of the last primary component the member was in (see
+/// `crate::moved_on`).
+pub const BLOB_GROUP: &str = "group";
 pub(crate) const LOG_NAME: &str = "log";
 /// Recent entries kept in memory, at most.
 const RECENT_MAX_BYTES: u64 = 32 << 20;
@@ -57,6 +61,8 @@ pub struct Opened {
     pub log: DurableLog,
     pub checkpoints: Arc<Checkpoints>,
     pub disk: Disk,
+    /// The live group this state last belonged to, if it was ever saved.
+    pub group: Option<[u8; 16]>,
 }
 
 /// What was read back, before judging it.
@@ -67,6 +73,7 @@ struct Found {
     problems: Vec<String>,
     vote: Option<Vote>,
     committed: Option<LogId>,
+    group: Option<[u8; 16]>,
     purged: Option<LogId>,
     last: Option<LogId>,
     checkpoints: Checkpoints,
@@ -158,6 +165,7 @@ pub fn open(
         log,
         checkpoints,
         disk,
+        group: found.group,
     })
 }
 
@@ -227,6 +235,9 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
     if let Some(why) = ignored.first() {
         log::info!("Group log in {where_}: ignoring the saved commit point ({why}); the leader will tell it again");
     }
+    // As informative as the commit point (written without fsync): torn, it
+    // reads as unknown and the history of the local data stands in.
+    let group: Option<[u8; 16]> = blob(disk, BLOB_GROUP, &mut vec![]);
     let purged: Option<LogId> = blob::<Option<LogId>>(disk, BLOB_PURGED, &mut problems).flatten();
     let log = opened.log;
     let last = match log.last_index() {
@@ -267,6 +278,7 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
         problems,
         vote,
         committed,
+        group,
         purged,
         last,
         checkpoints,

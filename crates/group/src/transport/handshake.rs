@@ -17,7 +17,8 @@ use crate::MemberId;
 /// silent port scanner cannot pin a task forever.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Dialer side: send our hello, return the id of the member that answered.
+/// Dialer side: send our hello, return the id of the member that answered
+/// and the live group it is in.
 /// A refusal is logged through `net`, once per peer and reason per minute:
 /// we retry a refusing peer every few seconds.
 pub async fn dial<S>(
@@ -25,7 +26,7 @@ pub async fn dial<S>(
     hello: &Hello,
     addr: &str,
     net: &NetCtx,
-) -> Result<MemberId, CallError>
+) -> Result<(MemberId, Option<[u8; 16]>), CallError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -62,7 +63,7 @@ where
         .await
         .map_err(CallError::unreachable)?
     {
-        HelloReply::Accepted { member } => Ok(member),
+        HelloReply::Accepted { member, group } => Ok((member, group)),
         HelloReply::Refused { reason } => {
             let key = super::refusals::reason_key("refused by peer", &reason);
             net.refused(addr, &key, || {
@@ -200,7 +201,10 @@ where
             return None;
         }
     }
-    let reply = HelloReply::Accepted { member: us.member };
+    let reply = HelloReply::Accepted {
+        member: us.member,
+        group: us.group,
+    };
     if wire::write_preamble(stream).await.is_err()
         || wire::write_frame(stream, &reply).await.is_err()
     {
@@ -239,7 +243,7 @@ async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, reason: String) {
 }
 
 /// A uuid as Galera prints it.
-fn uuid_text(u: &[u8; 16]) -> String {
+pub(crate) fn uuid_text(u: &[u8; 16]) -> String {
     let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
     format!(
         "{}-{}-{}-{}-{}",

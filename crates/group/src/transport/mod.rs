@@ -71,6 +71,8 @@ impl fmt::Display for CallError {
 pub struct Conn {
     stream: PeerStream,
     peer: MemberId,
+    /// The peer's live group when the connection was made.
+    group: Option<[u8; 16]>,
 }
 
 impl Conn {
@@ -118,6 +120,10 @@ pub struct NetCtx {
     pub admission: Option<crate::Admission>,
     /// The live group this member is in, as the engine announced it.
     group: Mutex<Option<[u8; 16]>>,
+    /// The group this member's durable state belongs to: the last live
+    /// group it was in, or, restored and not yet live, the history of its
+    /// local data (see [`NetCtx::check_moved_on`]).
+    former_group: Mutex<Option<[u8; 16]>>,
     /// Per member group address: whether the last connection with it, in
     /// either direction, was encrypted (`wsrep_group_links`).
     links: Mutex<HashMap<String, bool>>,
@@ -144,6 +150,7 @@ impl NetCtx {
             refusals: refusals::Refusals::default(),
             admission,
             group: Mutex::new(None),
+            former_group: Mutex::new(None),
             links: Mutex::new(HashMap::new()),
             leaving: std::sync::atomic::AtomicBool::new(false),
             isolation: Mutex::new(Isolation::Off),
@@ -329,7 +336,7 @@ impl NetCtx {
             group: self.group(),
             ..self.hello.clone()
         };
-        let peer = match handshake::dial(&mut stream, &hello, addr, self).await {
+        let (peer, peer_group) = match handshake::dial(&mut stream, &hello, addr, self).await {
             // With TLS 1.3 a listener checks our certificate after we think
             // the handshake done: its verdict arrives as an alert on the
             // first read, here.
@@ -350,9 +357,58 @@ impl NetCtx {
         if peer == self.me {
             return Err(CallError::Myself);
         }
+        self.check_moved_on(addr, peer_group)?;
         debug!("Connected to member {peer} at {addr}");
         self.note_link(addr, stream.is_encrypted());
-        Ok(Conn { stream, peer })
+        Ok(Conn {
+            stream,
+            peer,
+            group: peer_group,
+        })
+    }
+
+    /// The group uuid of the primary component the member at `addr` is in,
+    /// if any: a connection made and closed only to ask.
+    pub async fn live_group_at(&self, addr: &str) -> Result<Option<[u8; 16]>, CallError> {
+        Ok(self.connect(addr).await?.group)
+    }
+
+    /// A restored member that is in no live group yet, whose peer is live in
+    /// another group than the one its durable state belongs to: the cluster
+    /// moved on to a new history (a node bootstrapped it from data with no
+    /// saved position) and that state can never rejoin it. Joining anyway
+    /// would mix two groups' logs under one membership, and the group would
+    /// evict the silent member over and over; so it is refused here, with
+    /// what to do. A restart sets the state aside (`RaftGroup::open` asks
+    /// the peers first) and the node joins as a new member.
+    fn check_moved_on(&self, addr: &str, peer_group: Option<[u8; 16]>) -> Result<(), CallError> {
+        let former = *lock(&self.former_group);
+        let (Some(theirs), Some(ours), None) = (peer_group, former, self.group()) else {
+            return Ok(());
+        };
+        if theirs == ours {
+            return Ok(());
+        }
+        let (theirs, ours) = (handshake::uuid_text(&theirs), handshake::uuid_text(&ours));
+        let why = format!(
+            "the member at {addr} is live in group {theirs}, a new history; this member's durable state \
+             belongs to group {ours}, which that cluster left. Restart this node: it then sets that state \
+             aside and joins group {theirs} as a new member, with a full state transfer"
+        );
+        self.refused(addr, &format!("moved on to {theirs}"), || {
+            format!("Cannot rejoin: {why}")
+        });
+        Err(CallError::Refused(why))
+    }
+
+    /// See [`NetCtx::check_moved_on`]; `None` once the member is in a live
+    /// group again.
+    pub fn set_former_group(&self, group: Option<[u8; 16]>) {
+        *lock(&self.former_group) = group;
+    }
+
+    pub fn former_group(&self) -> Option<[u8; 16]> {
+        *lock(&self.former_group)
     }
 
     async fn connect_tcp(&self, addr: &str) -> Result<TcpStream, CallError> {

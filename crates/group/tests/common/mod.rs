@@ -73,6 +73,16 @@ impl Recording {
             .count()
     }
 
+    pub fn views(&self) -> Vec<Membership> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::View(v) => Some(v),
+                Event::Message { .. } => None,
+            })
+            .collect()
+    }
+
     pub fn last_view(&self) -> Option<Membership> {
         self.events().into_iter().rev().find_map(|e| match e {
             Event::View(v) => Some(v),
@@ -231,6 +241,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         log: Default::default(),
         resume_at: None,
         start_anew: None,
+        history: None,
         tls: None,
         admission: None,
         partition: Default::default(),

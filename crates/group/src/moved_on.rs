@@ -1,0 +1,130 @@
+//! Whether the cluster moved on to a new history while this member was
+//! away.
+//!
+//! A member restarted with durable state rejoins the group that state
+//! belongs to. If, meanwhile, a node bootstrapped the cluster anew from data
+//! with no saved position (Galera starts a new history then, and so do we),
+//! the members it reaches are live in another group, and that state can
+//! never rejoin it: Raft would meet a log of another group under the same
+//! member id. Galera's node would simply join the new primary component and
+//! take a full state transfer. So before opening its state for good, a
+//! restored member asks its peers which group they are live in; one live in
+//! a group other than the one the state belongs to means the state is set
+//! aside and the member joins as a new one. The engine sees the other
+//! history and asks for a state transfer.
+//!
+//! The group a state belongs to is recorded beside it each time the member
+//! enters a primary component of another group (`BLOB_GROUP`); when that
+//! record is missing, the history of the local data (the engine's saved
+//! position) stands in.
+//!
+//! Peers that do not answer in [`PROBE_TIME`] decide nothing: the member
+//! starts with its state, and if it later meets the new group the
+//! connection is refused with what to do (`NetCtx::check_moved_on`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use log::debug;
+
+use crate::transport::handshake::uuid_text;
+use crate::transport::tls::Tls;
+use crate::transport::{NetCtx, TlsMode};
+use crate::wire::Hello;
+use crate::{GroupConfig, MemberId};
+
+/// How long a restored member waits for its peers' answers before it opens
+/// its state anyway. A peer that is up answers on loopback in milliseconds;
+/// one that is down refuses the connection at once.
+pub const PROBE_TIME: Duration = Duration::from_secs(2);
+
+/// Why the restored state of `member`, which belongs to group `ours`, must
+/// be set aside, if a peer is live in another group.
+pub fn check(config: &GroupConfig, member: MemberId, ours: [u8; 16]) -> Option<String> {
+    let peers = peers(config);
+    if config.bootstrap || peers.is_empty() {
+        return None;
+    }
+    let live = probe(config, member, &peers);
+    let (addr, theirs) = live.into_iter().find(|(_, g)| *g != ours)?;
+    Some(format!(
+        "the cluster moved on: the member at {addr} is live in group {}, while this state belongs to \
+         group {} (a node bootstrapped a new history meanwhile)",
+        uuid_text(&theirs),
+        uuid_text(&ours)
+    ))
+}
+
+/// The configured peers, without this member's own addresses.
+fn peers(config: &GroupConfig) -> Vec<String> {
+    let own = [config.listen_addr.as_str(), config.me.group_addr.as_str()];
+    let mut peers: Vec<String> = vec![];
+    for p in config
+        .peers
+        .iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+    {
+        if !own.contains(&p) && !peers.iter().any(|q| q == p) {
+            peers.push(p.to_string());
+        }
+    }
+    peers
+}
+
+/// (address, live group) of each peer that answered in time and is live.
+fn probe(config: &GroupConfig, member: MemberId, peers: &[String]) -> Vec<(String, [u8; 16])> {
+    let Some(tls) = tls_mode(config) else {
+        return vec![];
+    };
+    let hello = Hello {
+        cluster: config.cluster_name.clone(),
+        member,
+        info: config.me.clone(),
+        group: None,
+    };
+    let net = Arc::new(NetCtx::new(hello, PROBE_TIME, tls, None));
+    let peers = peers.to_vec();
+    // On a thread of its own: the caller may stand inside an async context,
+    // where a runtime can neither be started nor dropped.
+    let asked = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        let answers = runtime.block_on(async {
+            let net = &net;
+            let asks = peers.iter().map(|addr| async move {
+                let answer = net.live_group_at(addr).await;
+                debug!("Peer {addr} is live in group {answer:?}");
+                (addr.clone(), answer)
+            });
+            tokio::time::timeout(PROBE_TIME, join_all(asks)).await.ok()
+        })?;
+        Some(answers)
+    })
+    .join()
+    .ok()
+    .flatten()
+    .unwrap_or_default();
+    asked
+        .into_iter()
+        .filter_map(|(addr, answer)| Some((addr, answer.ok()??)))
+        .collect()
+}
+
+/// The group channel's encryption, without the start's log lines (the
+/// start loads it again and reports it); `None` if it cannot be loaded (the
+/// start reports why).
+fn tls_mode(config: &GroupConfig) -> Option<TlsMode> {
+    let Some(settings) = &config.tls else {
+        return Some(TlsMode::Off);
+    };
+    let tls = Arc::new(Tls::load_with(&settings.files, &settings.policy).ok()?);
+    Some(if settings.dynamic {
+        TlsMode::Dynamic(tls)
+    } else {
+        TlsMode::Required(tls)
+    })
+}
