@@ -149,11 +149,23 @@ fn fresh_member_id() -> MemberId {
     }
 }
 
-/// A random version-4 uuid (wsrep-lib prints ids that look like short text
-/// as text, so they must be real random uuids).
+/// A time-ordered uuid (RFC 9562 version 7: milliseconds since the epoch,
+/// then random bits). Views list their members in uuid order, and the
+/// server derives `auto_increment_offset` from a node's place in the view:
+/// with Galera's time-based uuids the node started first is first, and
+/// MTR's results rely on it. The random tail keeps ids from looking like
+/// short text, which wsrep-lib would print as text.
 fn fresh_uuid() -> [u8; 16] {
-    let mut b: [u8; 16] = rand::random();
-    b[6] = (b[6] & 0x0f) | 0x40;
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    uuid_v7(ms, rand::random())
+}
+
+fn uuid_v7(ms: u64, random: [u8; 16]) -> [u8; 16] {
+    let mut b = random;
+    b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+    b[6] = (b[6] & 0x0f) | 0x70;
     b[8] = (b[8] & 0x3f) | 0x80;
     b
 }
@@ -161,6 +173,16 @@ fn fresh_uuid() -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuids_order_by_creation_time_whatever_their_random_bits() {
+        let early = uuid_v7(1_790_000_000_000, [0xff; 16]);
+        let late = uuid_v7(1_790_000_000_001, [0x00; 16]);
+        assert!(early < late);
+        assert_eq!(early[6] >> 4, 7, "version 7");
+        assert_eq!(late[8] >> 6, 0b10, "RFC variant");
+        assert_eq!(&late[..6], &1_790_000_000_001u64.to_be_bytes()[2..]);
+    }
 
     fn record() -> IdentityRecord {
         IdentityRecord::fresh("c", "127.0.0.1:4567", "boot-a", false)
@@ -277,6 +299,6 @@ mod tests {
         assert_eq!(IdentityRecord::decode(&next.encode()), Ok(next));
         assert!(IdentityRecord::decode(b"junk").is_err());
         assert_ne!(record().member, record().member, "fresh ids are random");
-        assert_eq!(record().uuid[6] >> 4, 4, "uuid version 4");
+        assert_eq!(record().uuid[6] >> 4, 7, "uuid version 7");
     }
 }
