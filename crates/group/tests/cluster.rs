@@ -182,8 +182,8 @@ fn promoted_learners_count_for_quorum() {
     wait_until("m3 names the same leader", || {
         m3.group.status().leader_name.as_deref() == Some(name.as_str())
     });
-    submit(&m2, b"after-crash-2");
-    submit(&m3, b"after-crash-3");
+    submit_until_ordered(&m2, b"after-crash-2");
+    submit_until_ordered(&m3, b"after-crash-3");
     wait_delivered(&[&m2, &m3], b"after-crash-3");
     wait_delivered(&[&m2, &m3], b"after-crash-2");
     same_history(&[&m2, &m3]);

@@ -307,6 +307,30 @@ pub fn submit(m: &Member, payload: &[u8]) {
     }
 }
 
+/// Submits on `m` until `m` has applied `payload`. Right after a leader
+/// change a forwarded payload may be lost (its answer timed out, and the
+/// group never resends what the leader may have appended); the engine
+/// then rolls the transaction back and its client retries, as this does.
+pub fn submit_until_ordered(m: &Member, payload: &[u8]) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        submit(m, payload);
+        let attempt = Instant::now() + PATIENCE / 3;
+        while Instant::now() < attempt && !m.rec.has_message(payload) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if m.rec.has_message(payload) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never ordered {:?}",
+            m.name,
+            String::from_utf8_lossy(payload)
+        );
+    }
+}
+
 /// Waits until every member has applied `payload`.
 pub fn wait_delivered(members: &[&Member], payload: &[u8]) {
     for m in members {
