@@ -54,7 +54,7 @@ test-mtr: build
 	$(TANDEM) mtr --providers tandem --tandem-path $(CURDIR)/$(PROVIDER) --list tests/mtr/ci.txt --no-doc --expect-pass
 
 # MariaDB's galera, galera_3nodes and galera_sr suites, whole, with Galera and
-# with Tandem (about 2 hours); writes docs/compatibility.md.
+# with Tandem (hours: every test of three suites, once per provider); writes docs/compatibility.md.
 mtr: build
 	$(TANDEM) mtr --tandem-path $(CURDIR)/$(PROVIDER)
 

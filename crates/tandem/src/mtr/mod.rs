@@ -87,7 +87,7 @@ impl std::fmt::Display for Provider {
 /// compatibility report (see the examples in `--help`).
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
-  tandem mtr        both suites, Galera then Tandem; writes docs/compatibility.md (takes about 1.5 hours)
+  tandem mtr        the three suites, Galera then Tandem; writes docs/compatibility.md (hours)
   tandem mtr --providers tandem --list tests/mtr/ci.txt --no-doc --expect-pass
   tandem mtr --providers tandem galera.basic galera.fk -- --mysqld=--wsrep_debug=1
   tandem mtr --reparse /tmp/tandem-mtr.AbC123     re-render the doc from a kept run
