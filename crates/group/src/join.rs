@@ -330,14 +330,18 @@ fn in_membership(shared: &Shared) -> bool {
 
 /// Peer addresses to try, without our own (gcomm:// lists usually include it).
 fn candidate_peers(shared: &Shared, local: &str) -> Vec<String> {
+    configured_peers(&shared.config, local)
+}
+
+/// The configured peers, without `local` or the addresses of `config.me`.
+pub(crate) fn configured_peers(config: &crate::GroupConfig, local: &str) -> Vec<String> {
     let own = [
-        shared.config.listen_addr.as_str(),
-        shared.config.me.group_addr.as_str(),
+        config.listen_addr.as_str(),
+        config.me.group_addr.as_str(),
         local,
     ];
     let mut peers: Vec<String> = Vec::new();
-    for p in shared
-        .config
+    for p in config
         .peers
         .iter()
         .map(|p| p.trim())

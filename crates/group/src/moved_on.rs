@@ -42,7 +42,7 @@ pub const PROBE_TIME: Duration = Duration::from_secs(2);
 /// Why the restored state of `member`, which belongs to group `ours`, must
 /// be set aside, if a peer is live in another group.
 pub fn check(config: &GroupConfig, member: MemberId, ours: [u8; 16]) -> Option<String> {
-    let peers = peers(config);
+    let peers = crate::join::configured_peers(config, "");
     if config.bootstrap || peers.is_empty() {
         return None;
     }
@@ -54,23 +54,6 @@ pub fn check(config: &GroupConfig, member: MemberId, ours: [u8; 16]) -> Option<S
         uuid_text(&theirs),
         uuid_text(&ours)
     ))
-}
-
-/// The configured peers, without this member's own addresses.
-fn peers(config: &GroupConfig) -> Vec<String> {
-    let own = [config.listen_addr.as_str(), config.me.group_addr.as_str()];
-    let mut peers: Vec<String> = vec![];
-    for p in config
-        .peers
-        .iter()
-        .map(|p| p.trim())
-        .filter(|p| !p.is_empty())
-    {
-        if !own.contains(&p) && !peers.iter().any(|q| q == p) {
-            peers.push(p.to_string());
-        }
-    }
-    peers
 }
 
 /// (address, live group) of each peer that answered in time and is live.
