@@ -470,6 +470,9 @@ pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
             info: shared.my_info(),
         };
         for addr in peers {
+            if !in_our_group(&shared, &addr).await {
+                continue;
+            }
             match ask_leader(&shared, Some(addr.clone()), &req).await {
                 Ok(()) => break,
                 Err(e) => debug!("Could not rejoin via {addr} yet: {e}"),
@@ -492,6 +495,28 @@ fn known_peers(shared: &Shared, local: &str) -> Vec<String> {
     peers
 }
 
+/// Whether a member out of the primary component may ask the peer at
+/// `addr` to take it in. Once its state belongs to a known group (it was
+/// live in it, or restored with it), only a peer live in that same group
+/// may: one live in another group is refused when the connection is made
+/// (`NetCtx::check_moved_on`), and one not live yet, or whose engine has
+/// not announced its group yet, is asked on a later round. A fresh
+/// connection each time: a pooled one tells the group of when it was made.
+async fn in_our_group(shared: &Shared, addr: &str) -> bool {
+    if shared.net.former_group().is_none() || shared.net.group().is_some() {
+        return true;
+    }
+    match shared.net.live_group_at(addr).await {
+        Ok(group) => group.is_some(),
+        // Ours: `ask_leader` drops it from the list.
+        Err(CallError::Myself) => true,
+        Err(e) => {
+            debug!("Not asking {addr} to take us in: {e}");
+            false
+        }
+    }
+}
+
 /// One round of join requests to the peers.
 async fn ask_peers(
     shared: &Shared,
@@ -500,6 +525,9 @@ async fn ask_peers(
     warned: &mut Option<Instant>,
 ) {
     for addr in peers.clone() {
+        if !in_our_group(shared, &addr).await {
+            continue;
+        }
         match ask_leader(shared, Some(addr.clone()), req).await {
             Ok(()) if wait_until_member(shared, shared.request_timeout()).await => return,
             Ok(()) => debug!("Join via {addr} accepted; the new membership has not reached us yet"),
