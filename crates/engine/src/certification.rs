@@ -5,7 +5,7 @@
 //! index remembers, for each key and each key type, the last write-set that
 //! used it; an incoming write-set conflicts with one it could not have seen.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -46,11 +46,48 @@ struct Use {
 }
 
 impl Use {
-    /// The same process sent both: its row locks ordered them already, so
-    /// the later one did see the earlier one even if `last_seen` lags.
-    fn serialized_locally(&self, ws: &WriteSet, incarnation: u32) -> bool {
-        !self.toi && self.source == ws.source && self.incarnation == incarnation
+    /// The same process sent both under the same locks: its row locks
+    /// ordered them already, so the later one did see the earlier one even
+    /// if `last_seen` lags. `since` is where the later one's lock epoch
+    /// began (`Certifier::note_epoch`).
+    fn serialized_locally(&self, ws: &WriteSet, incarnation: u32, since: Option<Seqno>) -> bool {
+        !self.toi
+            && self.source == ws.source
+            && self.incarnation == incarnation
+            && since.is_some_and(|since| self.seqno >= since)
     }
+}
+
+/// The local locks a write-set was sent under: its source's process
+/// incarnation, and the epoch within it. A process's row locks order its
+/// own transactions, so its write-sets need no certification against each
+/// other, unless an earlier one's locks were let go before it was known
+/// how it ends: a client that gave up waiting for its write-set (which may
+/// still be ordered, and then applies like a remote one), or a certified
+/// transaction rolled back by a BF abort to be replayed. Another local
+/// transaction may then read the rows the first one changes, so the
+/// source starts a new epoch, and its write-sets of different epochs
+/// certify against each other like two nodes' do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LockSession {
+    pub incarnation: u32,
+    pub epoch: u32,
+}
+
+/// An incarnation alone is its first epoch (what earlier builds sent).
+impl From<u32> for LockSession {
+    fn from(incarnation: u32) -> LockSession {
+        LockSession { incarnation, epoch: 0 }
+    }
+}
+
+/// Where a source's current epoch began in the total order. Kept only for
+/// epochs after the first: the first one's write-sets are all serialized
+/// by the same locks, which the incarnation check alone tells.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EpochStart {
+    session: (u32, u32),
+    since: Seqno,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,30 +108,37 @@ pub struct Certifier {
     /// Last write-set that must not apply in parallel with later ones
     /// (TOI or PA_UNSAFE): everything after depends on it.
     last_barrier: Seqno,
+    /// By source, where its current lock epoch began, for sources past
+    /// their first epoch. Snapshots carry it after the rest of the group
+    /// state (`GroupState::encode`), so it is not in this encoding.
+    #[serde(skip)]
+    pub(crate) epochs: BTreeMap<Uuid, EpochStart>,
 }
 
 impl Certifier {
     pub fn new(position: Seqno) -> Certifier {
-        Certifier { index: HashMap::new(), purged_upto: position, last_barrier: SEQNO_UNDEFINED }
+        Certifier { index: HashMap::new(), purged_upto: position, last_barrier: SEQNO_UNDEFINED, epochs: BTreeMap::new() }
     }
 
     pub fn index_size(&self) -> usize {
         self.index.len()
     }
 
-    /// Certifies `ws`, ordered at `seqno` and sent by `incarnation` of its
+    /// Certifies `ws`, ordered at `seqno` and sent under `session` of its
     /// source, and indexes it if it passes.
-    pub fn certify(&mut self, ws: &WriteSet, seqno: Seqno, incarnation: u32) -> Verdict {
+    pub fn certify(&mut self, ws: &WriteSet, seqno: Seqno, session: impl Into<LockSession>) -> Verdict {
+        let session = session.into();
+        let since = self.note_epoch(ws.source, session, seqno);
         let verdict = if ws.is_toi() || ws.is_stream_rollback() {
             // TOI runs alone on every node: it waits for everything before it.
             // A rollback fragment only removes what its transaction did: it
             // cannot conflict, and it waits in the same way.
             Verdict::Pass { depends_on: seqno - 1 }
         } else {
-            self.test(ws, seqno, incarnation)
+            self.test(ws, seqno, session.incarnation, since)
         };
         if let Verdict::Pass { .. } = verdict {
-            self.index_keys(ws, seqno, incarnation);
+            self.index_keys(ws, seqno, session.incarnation);
             if ws.is_toi() || ws.is_pa_unsafe() {
                 self.last_barrier = seqno;
             }
@@ -102,7 +146,31 @@ impl Certifier {
         verdict
     }
 
-    fn test(&self, ws: &WriteSet, seqno: Seqno, incarnation: u32) -> Verdict {
+    /// Records `session` of `source`, whose write-set is ordered at `seqno`,
+    /// and returns the seqno from which `source`'s write-sets were ordered
+    /// under the same locks: everything of this incarnation for its first
+    /// epoch, this write-set on for a later epoch first seen here. `None`
+    /// for a session older than the last one seen (a dead process's
+    /// message ordered late): its locks are gone, so nothing is spared.
+    /// A source's messages are ordered as it sent them, so its epochs only
+    /// grow along the total order.
+    fn note_epoch(&mut self, source: Uuid, session: LockSession, seqno: Seqno) -> Option<Seqno> {
+        let key = (session.incarnation, session.epoch);
+        match self.epochs.get(&source) {
+            Some(start) if start.session == key => Some(start.since),
+            Some(start) if start.session > key => None,
+            _ if session.epoch == 0 => {
+                self.epochs.remove(&source);
+                Some(SEQNO_UNDEFINED)
+            }
+            _ => {
+                self.epochs.insert(source, EpochStart { session: key, since: seqno });
+                Some(seqno)
+            }
+        }
+    }
+
+    fn test(&self, ws: &WriteSet, seqno: Seqno, incarnation: u32, since: Option<Seqno>) -> Verdict {
         // Uses between last_seen and the purge point are gone: we cannot prove
         // there was no conflict, so fail. Every node purges identically.
         if ws.last_seen < self.purged_upto {
@@ -115,7 +183,7 @@ impl Certifier {
                 let Some(u) = uses[earlier as usize] else { continue };
                 match MATRIX[earlier as usize][kind as usize] {
                     Clash::None => {}
-                    Clash::Conflict if u.seqno > ws.last_seen && !u.serialized_locally(ws, incarnation) => {
+                    Clash::Conflict if u.seqno > ws.last_seen && !u.serialized_locally(ws, incarnation, since) => {
                         return Verdict::Fail;
                     }
                     Clash::Conflict | Clash::Depend => depends_on = depends_on.max(u.seqno),

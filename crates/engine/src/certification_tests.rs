@@ -110,6 +110,46 @@ fn a_restarted_node_conflicts_with_its_previous_incarnation() {
     assert_eq!(cert.certify(&ws(A, 1, &[(ROW, KeyType::Exclusive)]), 3, 2), Verdict::Pass { depends_on: 1 });
 }
 
+fn session(incarnation: u32, epoch: u32) -> LockSession {
+    LockSession { incarnation, epoch }
+}
+
+#[test]
+fn a_new_lock_epoch_conflicts_with_the_unseen_write_sets_of_earlier_epochs() {
+    // Seqno 1's client gave up (or it was rolled back to replay): its locks
+    // are gone, and a later transaction of the same process that did not
+    // see it read what it overwrites.
+    let mut cert = Certifier::new(0);
+    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1, session(1, 0));
+    assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 2, session(1, 1)), Verdict::Fail);
+    // One that saw it depends on it.
+    assert_eq!(cert.certify(&ws(A, 1, &[(ROW, KeyType::Exclusive)]), 3, session(1, 1)), Verdict::Pass { depends_on: 1 });
+    // Within the new epoch the locks order the process's write-sets again.
+    assert_eq!(cert.certify(&ws(A, 1, &[(ROW, KeyType::Exclusive)]), 4, session(1, 1)), Verdict::Pass { depends_on: 3 });
+}
+
+#[test]
+fn epochs_are_counted_from_where_the_total_order_first_shows_them() {
+    let mut cert = Certifier::new(0);
+    cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1, session(1, 2));
+    cert.certify(&ws(A, 0, &[(&["db", "t", "pk2"], KeyType::Exclusive)]), 2, session(1, 3));
+    // Epoch 3 began at seqno 2: seqno 1 (epoch 2) is another epoch's.
+    assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 3, session(1, 3)), Verdict::Fail);
+    assert_eq!(
+        cert.certify(&ws(A, 0, &[(&["db", "t", "pk2"], KeyType::Exclusive)]), 4, session(1, 3)),
+        Verdict::Pass { depends_on: 2 }
+    );
+    // A message of an older session ordered late spares nothing: its
+    // process's locks are gone.
+    assert_eq!(cert.certify(&ws(A, 0, &[(&["db", "t", "pk2"], KeyType::Exclusive)]), 5, session(1, 2)), Verdict::Fail);
+    // A restarted process starts at epoch 0 again; its own write-sets
+    // serialise each other, the old process's do not.
+    assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 6, session(2, 0)), Verdict::Fail);
+    cert.certify(&ws(A, 4, &[(ROW, KeyType::Exclusive)]), 7, session(2, 0));
+    assert_eq!(cert.certify(&ws(A, 4, &[(ROW, KeyType::Exclusive)]), 8, session(2, 0)), Verdict::Pass { depends_on: 7 });
+    assert!(cert.epochs.is_empty(), "a first epoch needs no record: {:?}", cert.epochs);
+}
+
 #[test]
 fn failed_write_set_is_not_indexed() {
     let mut cert = Certifier::new(0);

@@ -166,7 +166,10 @@ impl Node {
             }
             // Ordered and certified, but an applier aborted it meanwhile:
             // the server rolls back and replays it.
-            Verdict::Pass { .. } if trx.aborted.load(Ordering::Acquire) => Status::BfAbort,
+            Verdict::Pass { .. } if trx.aborted.load(Ordering::Acquire) => {
+                self.new_lock_epoch("a certified transaction is rolled back to be replayed");
+                Status::BfAbort
+            }
             Verdict::Pass { .. } => Status::Ok,
         };
         (status, ordered)
@@ -283,6 +286,7 @@ impl Node {
             let cut_off = inner.core.lock().cut_since_ms().is_some_and(|since| now.saturating_sub(since) >= grace_ms);
             if cut_off || inner.closing.load(Ordering::Acquire) {
                 if inner.waiters.abandon(token) {
+                    self.new_lock_epoch("gave up waiting for a write-set the group may still order");
                     return Err(Status::ConnFail);
                 }
                 // The reply won the race: it is (about to be) in the slot.
@@ -294,12 +298,15 @@ impl Node {
     pub fn commit_order_enter(&self, trx_id: u64, opaque: usize, seqno: Seqno) -> Status {
         let trx = if opaque == TRACKED { self.known_trx(trx_id) } else { None };
         let abort = trx.as_ref().map(|t| &t.aborted);
-        match self.inner.commit.enter(seqno, seqno - 1, abort, None) {
-            Ok(()) => Status::Ok,
+        if self.inner.commit.enter(seqno, seqno - 1, abort, None).is_ok() {
+            return Status::Ok;
+        }
+        self.new_lock_epoch("a transaction waiting to commit is rolled back");
+        match trx {
             // A fragment is not replayed: the server rolls the transaction
             // back, as Galera has it fail here.
-            Err(_) if trx.as_ref().is_some_and(|t| !t.ordered_at().1) => Status::TrxFail,
-            Err(_) => Status::BfAbort,
+            Some(t) if !t.ordered_at().1 => Status::TrxFail,
+            _ => Status::BfAbort,
         }
     }
 

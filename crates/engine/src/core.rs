@@ -167,9 +167,12 @@ pub struct NodeCore {
     view_with_me: Option<ViewChange>,
     /// This node's incarnation as the group's replicated state knows it.
     group_incarnation: Option<u32>,
-    /// The seqno of the view that removed this live process, until a view
-    /// takes it back.
-    removed_at: Option<Seqno>,
+    /// The seqno of the view that removed this live process, and when (tick
+    /// time), until a view takes it back. Kept apart from `link`: the group
+    /// may report this member primary again (it reached the leader) before
+    /// the removal, ordered earlier, is delivered, and it reports nothing
+    /// more once the member is taken back.
+    removed_at: Option<(Seqno, u64)>,
     views_ordered: u64,
     pub desyncs: u32,
     /// The next primary view must be followed by a synced announcement.
@@ -245,15 +248,22 @@ impl NodeCore {
         self.footing.start
     }
 
+    /// In the primary component: connected to it, and a member of its view.
     pub fn is_primary(&self) -> bool {
-        self.link == Link::Primary
+        self.link == Link::Primary && self.removed_at.is_none()
     }
 
-    /// Since when (tick time) this node has been cut off, if it is.
+    /// Since when (tick time) this node has been out of the primary
+    /// component, cut off or removed, if it is.
     pub fn cut_since_ms(&self) -> Option<u64> {
-        match self.link {
+        let removed = self.removed_at.map(|(_, since_ms)| since_ms);
+        let cut = match self.link {
             Link::Cut { since_ms } => Some(since_ms),
             _ => None,
+        };
+        match (cut, removed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -416,7 +426,7 @@ impl NodeCore {
             self.live = true;
             self.admit_at_view(vc, state, out);
         } else if self.live && included {
-            if let Some(removal) = self.removed_at.take() {
+            if let Some((removal, _)) = self.removed_at.take() {
                 let last = vc.state_id.seqno - 1;
                 log::info!(
                     "Taken back into the primary component: Receiving IST of seqnos {}-{last} ({} events) ordered \
@@ -433,14 +443,11 @@ impl NodeCore {
             // The group layer asks to take it back once it reaches the
             // group again (`rejoin_watch`); what it misses comes as IST.
             log::info!("This node was removed from the primary component; it rejoins when it reaches the group again");
-            if self.link == Link::Primary {
-                self.link = Link::Cut { since_ms: self.now_ms };
-            }
             // The group forgot this node's desync with it: it comes back as
             // a joiner, through IST, and is synced after (Galera clears the
             // desync count on a state transfer in the same way).
             self.desyncs = 0;
-            self.removed_at = Some(vc.state_id.seqno);
+            self.removed_at = Some((vc.state_id.seqno, self.now_ms));
             out.push(Command::Queue(Task::NonPrimary { after: vc.state_id.seqno - 1, removal: Some(vc.state_id.seqno) }));
         } else if self.wants(vc.state_id.seqno) {
             // History this node was away for: part of its IST.
@@ -533,7 +540,8 @@ impl NodeCore {
         } else {
             if self.link == Link::Primary {
                 self.link = Link::Cut { since_ms: now_ms };
-                if self.live {
+                // A removed member's server was told already.
+                if self.live && self.removed_at.is_none() {
                     out.push(Command::Queue(Task::NonPrimary { after: self.last_ordered, removal: None }));
                 }
             }
@@ -637,7 +645,7 @@ impl NodeCore {
     fn report_ist_progress(&mut self, now_ms: u64, committed: Seqno, out: &mut Vec<Command>) {
         let catching_up = self.live && self.state == LocalState::Joined && self.ist_range().is_some();
         let (at, reported) = self.ist_reported;
-        if catching_up && self.link == Link::Primary && committed > reported && now_ms >= at + RESUBMIT_EVERY_MS {
+        if catching_up && self.is_primary() && committed > reported && now_ms >= at + RESUBMIT_EVERY_MS {
             self.ist_reported = (now_ms, committed);
             out.push(Command::Submit(Body::Progress(committed)));
         }
@@ -654,7 +662,7 @@ impl NodeCore {
     /// The messages repeated until the group has seen them: the rejoin of a
     /// restarted incarnation, our synced state, a fresh view after a cut.
     fn announcements(&mut self, out: &mut Vec<Command>) {
-        let primary = self.link == Link::Primary && !self.closing;
+        let primary = self.is_primary() && !self.closing;
         let now = self.now_ms;
         let rejoin = primary && !self.live && self.group_incarnation.is_some_and(|i| i < self.incarnation);
         if self.rejoin.due(rejoin, now) {
@@ -757,7 +765,7 @@ impl NodeCore {
             return vec![];
         }
         // Not connected: nothing to catch up with.
-        let connected = self.link == Link::Primary && self.live;
+        let connected = self.is_primary() && self.live;
         self.state = if connected { LocalState::Joined } else { LocalState::Synced };
         self.synced_ordered = false;
         let mut out = vec![];

@@ -22,7 +22,7 @@ fn info(n: u8, inc: u32, position: Gtid) -> MemberInfo {
 }
 
 fn envelope(from: u8, inc: u32, token: u64, body: Body) -> Vec<u8> {
-    Envelope { source: uuid(from), incarnation: inc, token, body }.encode()
+    Envelope { source: uuid(from), incarnation: inc, token, body, epoch: 0 }.encode()
 }
 
 fn write_set(from: u8, last_seen: Seqno, row: u8, len: usize) -> Body {
@@ -416,6 +416,37 @@ fn a_removed_node_is_taken_back_live_and_passes_every_seqno_in_between() {
     assert!(v.members.iter().any(|m| m.uuid == uuid(ME)));
     assert_eq!(h.state.member(uuid(ME)).map(|m| m.incarnation), Some(1));
     assert_eq!(h.core.desyncs, 0, "the removal cleared the desync, as a state transfer does in Galera");
+}
+
+/// The partition test's isolated leader: the member reached the group
+/// again (the group reports it primary, and reports nothing more) before
+/// the view that removed it while it was cut off was delivered. Taken
+/// back, it must resync by itself: nothing else will tell it it is primary.
+#[test]
+fn a_removal_delivered_after_the_member_is_back_does_not_cut_it_off_for_good() {
+    let (mut h, _) = group_with_me(1);
+    h.core.on_connected(&Plan::Transfer);
+    h.core.on_state_received();
+    h.connectivity(true);
+    h.message(ME, 1, 1, Body::State(MemberState::Synced));
+    h.core.on_synced_reached();
+    h.connectivity(false);
+    h.core.on_non_primary_delivered();
+    h.connectivity(true);
+    assert!(h.core.is_primary());
+    h.remove(ME);
+    h.core.on_non_primary_delivered();
+    assert!(!h.core.is_primary(), "removed: out of the primary component, whatever the link says");
+    assert!(h.core.cut_since_ms().is_some(), "clients waiting on it give up in time");
+    h.tick(3_000, 2);
+    let back = h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
+    let Some(Command::Queue(Task::View(view))) = back.last() else { panic!("taken back with a view: {back:?}") };
+    let view = view.clone();
+    assert!(h.core.is_primary());
+    assert_eq!(h.core.cut_since_ms(), None);
+    let announced = h.core.on_view_delivered(&view);
+    assert_eq!(submitted(&announced), vec![&Body::State(MemberState::Synced)], "resyncs without another link event");
+    assert!(h.core.awaits_synced());
 }
 
 #[test]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tandem_group::{MemberId, Membership, Ordered};
 
 
-use crate::certification::{Certifier, Verdict};
+use crate::certification::{Certifier, LockSession, Verdict};
 use crate::message::{Body, Envelope, JoinInfo, MemberState};
 use crate::types::{Gtid, Seqno, Uuid};
 use crate::view::ViewMember;
@@ -240,7 +240,10 @@ impl GroupState {
         let stale = e.incarnation < member.incarnation;
         match e.body {
             // Ordered before the sender died: a transaction like any other.
-            Body::WriteSet(ws) => self.apply_write_set(from, e.token, ws),
+            Body::WriteSet(ws) => {
+                let session = LockSession { incarnation: e.incarnation, epoch: e.epoch };
+                self.apply_write_set(from, session, e.token, ws)
+            }
             _ if stale => Outcome::Nothing,
             Body::Causal => Outcome::Causal { from, token: e.token, seqno: self.seqno },
             Body::StateRequest { donors, request } => self.apply_state_request(from, e.token, &donors, request),
@@ -335,11 +338,11 @@ impl GroupState {
         !self.paused_by.is_empty()
     }
 
-    fn apply_write_set(&mut self, from: Sender, token: u64, ws: WriteSet) -> Outcome {
+    fn apply_write_set(&mut self, from: Sender, session: LockSession, token: u64, ws: WriteSet) -> Outcome {
         self.seqno += 1;
         let seqno = self.seqno;
         self.note_progress(ws.source, ws.safe);
-        let verdict = self.cert.certify(&ws, seqno, from.incarnation);
+        let verdict = self.cert.certify(&ws, seqno, session);
         if seqno % PURGE_INTERVAL == 0 {
             self.purge();
         }
@@ -399,13 +402,16 @@ impl GroupState {
             .map(|m| m.uuid)
     }
 
-    /// The state, then the paused set: a build that does not know the
-    /// paused set reads the state and ignores the bytes after it.
+    /// The state, then the sections added since, each after the last: the
+    /// paused set, the arbitrators, the ballots, the certifier's lock
+    /// epochs. A build that knows fewer sections reads those and ignores
+    /// the bytes after them.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = bincode::serialize(self).expect("encode group state");
         bincode::serialize_into(&mut out, &self.paused_by).expect("encode paused set");
         bincode::serialize_into(&mut out, &self.arbitrators).expect("encode arbitrators");
         bincode::serialize_into(&mut out, &self.ballots).expect("encode ballots");
+        bincode::serialize_into(&mut out, &self.cert.epochs).expect("encode lock epochs");
         out
     }
 
@@ -422,7 +428,12 @@ impl GroupState {
                 .map_err(|e| format!("corrupt group snapshot (arbitrators): {e}"))?;
         }
         if !rest.is_empty() {
-            state.ballots = bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (ballots): {e}"))?;
+            state.ballots = bincode::deserialize_from(&mut rest)
+                .map_err(|e| format!("corrupt group snapshot (ballots): {e}"))?;
+        }
+        if !rest.is_empty() {
+            state.cert.epochs =
+                bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (lock epochs): {e}"))?;
         }
         Ok(state)
     }

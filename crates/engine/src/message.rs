@@ -7,8 +7,11 @@ use crate::writeset::WriteSet;
 
 /// Version of the message encoding. A member that cannot read a message
 /// skips it, and so does every member running the same code: still
-/// deterministic. Bumped on any incompatible change (2: incarnations).
-pub const MESSAGE_VERSION: u8 = 2;
+/// deterministic. Bumped on any incompatible change (2: incarnations;
+/// 3: lock epochs, after the envelope). Messages of version 2 are still
+/// read, epoch 0: a durable log written by an earlier build replays.
+pub const MESSAGE_VERSION: u8 = 3;
+const MESSAGE_VERSION_2: u8 = 2;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub enum MemberState {
@@ -66,6 +69,10 @@ pub struct Envelope {
     /// Sender-local id to find the waiting caller when the message comes back.
     pub token: u64,
     pub body: Body,
+    /// The sender's lock epoch within its incarnation
+    /// (`certification::LockSession`). Encoded after the rest.
+    #[serde(skip)]
+    pub epoch: u32,
 }
 
 impl Envelope {
@@ -73,12 +80,18 @@ impl Envelope {
         let mut out = vec![MESSAGE_VERSION];
         // Serialising plain data into a Vec cannot fail.
         bincode::serialize_into(&mut out, self).expect("encode envelope");
+        bincode::serialize_into(&mut out, &self.epoch).expect("encode epoch");
         out
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Envelope, String> {
         match bytes.split_first() {
-            Some((&MESSAGE_VERSION, rest)) => bincode::deserialize(rest).map_err(|e| e.to_string()),
+            Some((&MESSAGE_VERSION, mut rest)) => {
+                let mut envelope: Envelope = bincode::deserialize_from(&mut rest).map_err(|e| e.to_string())?;
+                envelope.epoch = bincode::deserialize(rest).map_err(|e| format!("lock epoch: {e}"))?;
+                Ok(envelope)
+            }
+            Some((&MESSAGE_VERSION_2, rest)) => bincode::deserialize(rest).map_err(|e| e.to_string()),
             Some((v, _)) => Err(format!("message version {v}, we speak {MESSAGE_VERSION}")),
             None => Err("empty message".into()),
         }
@@ -127,14 +140,27 @@ mod tests {
 
     #[test]
     fn round_trip_and_version_check() {
-        let e = Envelope { source: Uuid([7; 16]), incarnation: 3, token: 9, body: Body::Progress(42) };
+        let e = Envelope { source: Uuid([7; 16]), incarnation: 3, token: 9, body: Body::Progress(42), epoch: 5 };
         let bytes = e.encode();
-        assert_eq!(Envelope::decode(&bytes), Ok(e));
+        assert_eq!(Envelope::decode(&bytes), Ok(e.clone()));
         let mut other = bytes.clone();
         other[0] = 99;
         assert!(Envelope::decode(&other).unwrap_err().contains("version 99"));
         assert!(Envelope::decode(&bytes[..bytes.len() / 2]).is_err());
         assert!(Envelope::decode(&[]).is_err());
+        // Version 3 without its epoch is a truncated message.
+        assert!(Envelope::decode(&bytes[..bytes.len() - 4]).unwrap_err().contains("lock epoch"));
+    }
+
+    /// A durable log written by a build before lock epochs replays: its
+    /// messages read as epoch 0.
+    #[test]
+    fn version_2_messages_read_as_epoch_0() {
+        let e = Envelope { source: Uuid([7; 16]), incarnation: 3, token: 9, body: Body::Causal, epoch: 0 };
+        let mut v2 = vec![MESSAGE_VERSION_2];
+        bincode::serialize_into(&mut v2, &e).unwrap();
+        assert_eq!(Envelope::decode(&v2), Ok(e.clone()));
+        assert_ne!(v2, e.encode(), "version 3 must differ from version 2");
     }
 
     #[test]

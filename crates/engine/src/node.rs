@@ -68,6 +68,10 @@ pub(crate) struct Inner {
     /// This process's identity in the group (set at connect).
     pub(crate) me: RwLock<Uuid>,
     pub(crate) incarnation: AtomicU32,
+    /// The lock epoch within the incarnation (`certification::LockSession`):
+    /// raised whenever a local transaction lets its row locks go before it
+    /// is known how its write-set ends, read under `send_order`.
+    lock_epoch: AtomicU32,
     pub(crate) group: Mutex<Option<Arc<dyn GroupChannel>>>,
     pub(crate) queue: TaskQueue,
     /// Flow control: the gate writers wait at while the group is paused.
@@ -162,6 +166,7 @@ impl Node {
             factory,
             me: RwLock::new(Uuid::NIL),
             incarnation: AtomicU32::new(0),
+            lock_epoch: AtomicU32::new(0),
             group: Mutex::new(None),
             queue: TaskQueue::with_bound(queue_bound),
             flow: FlowGate::default(),
@@ -457,7 +462,8 @@ impl Node {
         let token = self.inner.waiters.next_token();
         let slot = wait.then(|| (token, self.inner.waiters.register(token)));
         let incarnation = self.inner.incarnation.load(Ordering::Acquire);
-        let envelope = Envelope { source: self.me(), incarnation, token, body };
+        let epoch = self.inner.lock_epoch.load(Ordering::Acquire);
+        let envelope = Envelope { source: self.me(), incarnation, token, body, epoch };
         let sent = match group {
             Some(g) => g.submit(envelope.encode()),
             None => Err(GroupError::Closed),
@@ -468,6 +474,17 @@ impl Node {
             }
         }
         Sent { waiter: slot, result: sent, body: envelope.body }
+    }
+
+    /// A local transaction is about to release its row locks although its
+    /// write-set was (or may yet be) ordered and certified: its client gave
+    /// up waiting, or a BF abort rolls it back to replay it. Our write-sets
+    /// sent from now on were not ordered after it by our locks, so the
+    /// group must certify them against it. Must be called before the
+    /// locks go: another transaction can only send after taking them.
+    pub(crate) fn new_lock_epoch(&self, why: &str) {
+        let epoch = self.inner.lock_epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        log::debug!("Lock epoch {epoch}: {why}");
     }
 
     /// Carries out what the core decided, in order.

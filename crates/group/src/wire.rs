@@ -24,8 +24,9 @@ use crate::{MemberId, MemberInfo};
 pub const MAGIC: [u8; 4] = *b"TNDM";
 /// Bumped on any incompatible change of the messages below (2: durable
 /// identities, log positions; 5: the accepting member's live group in
-/// its hello reply).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// its hello reply; 6: the engine's messages carry lock epochs, which a
+/// member of an earlier build would skip and so certify differently).
+pub const PROTOCOL_VERSION: u32 = 6;
 /// Hard cap on one frame; a peer announcing more is dropped.
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 /// Budget for the entries of one AppendEntries frame, leaving headroom for the
