@@ -42,7 +42,12 @@ struct Use {
     /// The source's incarnation: its local locks, which spare a node's own
     /// write-sets from conflicting with each other, died with the process.
     incarnation: u32,
-    toi: bool,
+    /// No later write-set of its source is spared against this one: a TOI
+    /// (not ordered by row locks), or one sent under an older lock session
+    /// than its source's newest already ordered, which a late forward can
+    /// order after newer ones (its locks were gone when the newer ones
+    /// were sent). Encoded where a TOI flag alone was.
+    never_spared: bool,
 }
 
 impl Use {
@@ -51,7 +56,7 @@ impl Use {
     /// if `last_seen` lags. `since` is where the later one's lock epoch
     /// began (`Certifier::note_epoch`).
     fn serialized_locally(&self, ws: &WriteSet, incarnation: u32, since: Option<Seqno>) -> bool {
-        !self.toi
+        !self.never_spared
             && self.source == ws.source
             && self.incarnation == incarnation
             && since.is_some_and(|since| self.seqno >= since)
@@ -81,9 +86,9 @@ impl From<u32> for LockSession {
     }
 }
 
-/// Where a source's current epoch began in the total order. Kept only for
-/// epochs after the first: the first one's write-sets are all serialized
-/// by the same locks, which the incarnation check alone tells.
+/// A source's newest lock session in the total order, and where it began
+/// (for a first epoch, with the incarnation: the incarnation check on the
+/// uses tells the rest).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct EpochStart {
     session: (u32, u32),
@@ -108,8 +113,8 @@ pub struct Certifier {
     /// Last write-set that must not apply in parallel with later ones
     /// (TOI or PA_UNSAFE): everything after depends on it.
     last_barrier: Seqno,
-    /// By source, where its current lock epoch began, for sources past
-    /// their first epoch. Snapshots carry it after the rest of the group
+    /// By source, its newest lock session and where it began: one entry
+    /// per node that ever sent a write-set. Snapshots carry it after the rest of the group
     /// state (`GroupState::encode`), so it is not in this encoding.
     #[serde(skip)]
     pub(crate) epochs: BTreeMap<Uuid, EpochStart>,
@@ -129,6 +134,7 @@ impl Certifier {
     pub fn certify(&mut self, ws: &WriteSet, seqno: Seqno, session: impl Into<LockSession>) -> Verdict {
         let session = session.into();
         let since = self.note_epoch(ws.source, session, seqno);
+        let never_spared = ws.is_toi() || since.is_none();
         let verdict = if ws.is_toi() || ws.is_stream_rollback() {
             // TOI runs alone on every node: it waits for everything before it.
             // A rollback fragment only removes what its transaction did: it
@@ -138,7 +144,7 @@ impl Certifier {
             self.test(ws, seqno, session.incarnation, since)
         };
         if let Verdict::Pass { .. } = verdict {
-            self.index_keys(ws, seqno, session.incarnation);
+            self.index_keys(ws, seqno, session.incarnation, never_spared);
             if ws.is_toi() || ws.is_pa_unsafe() {
                 self.last_barrier = seqno;
             }
@@ -147,25 +153,22 @@ impl Certifier {
     }
 
     /// Records `session` of `source`, whose write-set is ordered at `seqno`,
-    /// and returns the seqno from which `source`'s write-sets were ordered
-    /// under the same locks: everything of this incarnation for its first
-    /// epoch, this write-set on for a later epoch first seen here. `None`
-    /// for a session older than the last one seen (a dead process's
-    /// message ordered late): its locks are gone, so nothing is spared.
-    /// A source's messages are ordered as it sent them, so its epochs only
-    /// grow along the total order.
+    /// and returns the seqno from which `source`'s uses were made under the
+    /// same locks: all of the incarnation's for its first epoch, from this
+    /// write-set on for a later epoch first seen here. Uses of older
+    /// sessions ordered after that are marked `never_spared`. `None` for a
+    /// session older than the newest seen (a forward that arrived late, or
+    /// a dead process's): its locks were let go before the newer session
+    /// began, so nothing is spared.
     fn note_epoch(&mut self, source: Uuid, session: LockSession, seqno: Seqno) -> Option<Seqno> {
         let key = (session.incarnation, session.epoch);
         match self.epochs.get(&source) {
             Some(start) if start.session == key => Some(start.since),
             Some(start) if start.session > key => None,
-            _ if session.epoch == 0 => {
-                self.epochs.remove(&source);
-                Some(SEQNO_UNDEFINED)
-            }
             _ => {
-                self.epochs.insert(source, EpochStart { session: key, since: seqno });
-                Some(seqno)
+                let since = if session.epoch == 0 { SEQNO_UNDEFINED } else { seqno };
+                self.epochs.insert(source, EpochStart { session: key, since });
+                Some(since)
             }
         }
     }
@@ -200,8 +203,8 @@ impl Certifier {
         Verdict::Pass { depends_on: depends_on.min(seqno - 1) }
     }
 
-    fn index_keys(&mut self, ws: &WriteSet, seqno: Seqno, incarnation: u32) {
-        let u = Use { seqno, source: ws.source, incarnation, toi: ws.is_toi() };
+    fn index_keys(&mut self, ws: &WriteSet, seqno: Seqno, incarnation: u32, never_spared: bool) {
+        let u = Use { seqno, source: ws.source, incarnation, never_spared };
         for (path, kind) in expand(ws) {
             self.index.entry(path).or_default()[kind as usize] = Some(u);
         }

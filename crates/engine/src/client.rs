@@ -262,6 +262,11 @@ impl Node {
         let reply = match self.await_reply(token, &slot) {
             Ok(Reply::Lost) => {
                 log::info!("A message of ours was lost before it was ordered (leader change); the transaction is rolled back");
+                // A later message of ours was ordered first. A forward the
+                // leader did not answer in time may still reach it after
+                // that, so "lost" is not certain: the locks go as if the
+                // client had given up.
+                self.new_lock_epoch("a write-set taken for lost may still be ordered");
                 Err(Status::ConnFail)
             }
             other => other,

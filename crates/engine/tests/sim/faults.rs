@@ -50,6 +50,11 @@ pub struct Knobs {
     pub steps: usize,
     /// Negative test: a restarted member drops the first record it replays.
     pub drop_replayed_record: bool,
+    /// A lost forward may reach the leader later, after its member's later
+    /// submissions (`submit.rs` does not resend one whose answer is lost).
+    pub late_forwards: bool,
+    /// Negative test: a process never starts a new lock epoch.
+    pub no_lock_epochs: bool,
     /// Print the run's story (`SIM_VERBOSE=1`); changes nothing else.
     pub verbose: bool,
 }
@@ -75,6 +80,9 @@ impl Knobs {
             steps: rng.gen_range(250..450),
             drop_replayed_record: false,
             verbose: std::env::var("SIM_VERBOSE").is_ok_and(|v| v == "1"),
+            // Drawn last: the knobs drawn before keep their values.
+            late_forwards: rng.gen_bool(0.5),
+            no_lock_epochs: false,
         }
     }
 }

@@ -71,6 +71,11 @@ pub struct Stats {
     pub acked_lost_by_a_database: u32,
     /// Entries restarted members replayed from their own logs.
     pub own_log_replayed: u64,
+    /// Forwards appended after later submissions of their member.
+    pub late_forwards: u32,
+    /// Write-sets ordered after their client was told they failed (gave
+    /// up, or taken for lost): the origin applies them as remote ones.
+    pub ordered_after_giving_up: u32,
 }
 
 impl Stats {
@@ -93,6 +98,8 @@ impl Stats {
             (&mut self.purges, other.purges),
             (&mut self.db_commits_lost, other.db_commits_lost),
             (&mut self.acked_lost_by_a_database, other.acked_lost_by_a_database),
+            (&mut self.late_forwards, other.late_forwards),
+            (&mut self.ordered_after_giving_up, other.ordered_after_giving_up),
         ];
         for (total, n) in counts {
             *total += n;
@@ -125,6 +132,8 @@ pub struct World {
     /// Print what happens (`SIM_VERBOSE=1`), for reading a failing seed.
     pub verbose: bool,
     pub now_ms: u64,
+    /// `Knobs::no_lock_epochs`.
+    pub no_lock_epochs: bool,
 }
 
 impl World {
@@ -197,6 +206,7 @@ impl Sim {
             segment_bytes: knobs.segment_bytes,
             verbose: knobs.verbose,
             now_ms: 0,
+            no_lock_epochs: knobs.no_lock_epochs,
         };
         let seats = (0..knobs.seats)
             .map(|seat| Seat {

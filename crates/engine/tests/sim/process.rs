@@ -135,6 +135,8 @@ pub struct Process {
     pub sst_justified: bool,
     /// Accounts held by local transactions (row locks).
     locked: BTreeSet<usize>,
+    /// Tokens of write-sets whose client was told they failed.
+    gave_up: BTreeSet<u64>,
     /// The lock epoch (`Node::new_lock_epoch`): raised when clients give up
     /// on write-sets the group may still order.
     epoch: u32,
@@ -167,6 +169,7 @@ impl Process {
             restart: None,
             sst_justified: false,
             locked: BTreeSet::new(),
+            gave_up: BTreeSet::new(),
             epoch: 0,
             probed_ms: 0,
             skip_replay: false,
@@ -304,11 +307,12 @@ impl Process {
         let tokens: Vec<u64> =
             self.waiters.iter().filter(|(_, w)| matches!(w, Waiter::Client { .. })).map(|(&t, _)| t).collect();
         if !tokens.is_empty() {
-            self.epoch += 0; // TEMP
+            self.new_lock_epoch(ctx);
         }
         for token in tokens {
             if let Some(Waiter::Client { accounts, .. }) = self.waiters.remove(&token) {
                 self.unlock(accounts);
+                self.gave_up.insert(token);
                 ctx.world.trace.note(&[11, token]);
             }
         }
@@ -357,6 +361,14 @@ impl Process {
         in_flight.fold(committed, Seqno::min)
     }
 
+    /// `Node::new_lock_epoch`: before the locks of a transaction whose
+    /// write-set may still be ordered go.
+    fn new_lock_epoch(&mut self, ctx: &mut Ctx) {
+        if !ctx.world.no_lock_epochs {
+            self.epoch += 1;
+        }
+    }
+
     pub fn unlock(&mut self, accounts: [usize; 2]) {
         for a in accounts {
             self.locked.remove(&a);
@@ -403,7 +415,13 @@ impl Process {
         for (lost, waiter) in older {
             ctx.world.trace.note(&[12, lost]);
             match waiter {
-                Waiter::Client { accounts, .. } => self.unlock(accounts),
+                // `replicate_body`: a later message of ours was ordered, but
+                // a late forward may still order this one.
+                Waiter::Client { accounts, .. } => {
+                    self.new_lock_epoch(ctx);
+                    self.unlock(accounts);
+                    self.gave_up.insert(lost);
+                }
                 Waiter::Donor => self.on_donor_reply(Reply::Lost, ctx),
                 Waiter::Probe => {}
             }
@@ -430,7 +448,12 @@ impl Process {
                         self.queue.tasks.push_back(Work::Local { seqno, verdict, ws, accounts })
                     }
                     Some(other) => panic!("a write-set answered {other:?}"),
-                    None if apply => self.queue.tasks.push_back(Work::Task(Task::Apply { seqno, verdict, ws })),
+                    None if apply => {
+                        if waiter.is_some_and(|token| self.gave_up.remove(&token)) {
+                            ctx.world.stats.ordered_after_giving_up += 1;
+                        }
+                        self.queue.tasks.push_back(Work::Task(Task::Apply { seqno, verdict, ws }))
+                    }
                     None => {}
                 }
             }

@@ -68,6 +68,10 @@ pub struct Pool {
     /// own queue (`submit.rs`): delivered once they can, given up after
     /// `HOLD_MS` (a forward is never repeated: nothing is ordered twice).
     held: BTreeMap<u64, VecDeque<(u64, Vec<u8>)>>,
+    /// Forwards whose answer was lost, still on their way: (due, origin,
+    /// payload). They reach the leader when due, whatever their member
+    /// submitted since.
+    late: Vec<(u64, u64, Vec<u8>)>,
 }
 
 /// How long a member's submit queue keeps trying (two suspect timeouts).
@@ -115,10 +119,25 @@ impl Pool {
     pub fn clear(&mut self) {
         self.queues.clear();
         self.held.clear();
+        self.late.clear();
     }
 
     pub fn is_empty(&self) -> bool {
-        self.queues.values().all(VecDeque::is_empty) && self.held.values().all(VecDeque::is_empty)
+        self.queues.values().all(VecDeque::is_empty)
+            && self.held.values().all(VecDeque::is_empty)
+            && self.late.is_empty()
+    }
+
+    /// A forward delayed on its way: it arrives at `due_ms`.
+    fn delay(&mut self, due_ms: u64, origin: u64, payload: Vec<u8>) {
+        self.late.push((due_ms, origin, payload));
+    }
+
+    /// The delayed forwards that arrive by `now_ms`, in the order sent.
+    fn arrived(&mut self, now_ms: u64) -> Vec<(u64, Vec<u8>)> {
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.late).into_iter().partition(|l| l.0 <= now_ms);
+        self.late = later;
+        due.into_iter().map(|(_, origin, payload)| (origin, payload)).collect()
     }
 }
 
@@ -230,10 +249,19 @@ impl Sim {
         if self.raft.leader.is_none() {
             return Ok(());
         }
+        for (origin, payload) in self.world.pool.arrived(self.now_ms) {
+            self.world.stats.late_forwards += 1;
+            self.world.trace.note(&[33, origin]);
+            self.appended(Event::Message { origin, payload })?;
+        }
         for _ in 0..n {
             let Some((origin, payload)) = self.world.pool.take(&mut self.rng) else { break };
             if self.rng.gen_range(0..100) < loss_pct {
                 self.world.trace.note(&[31, origin]);
+                if self.knobs.late_forwards && self.rng.gen_bool(0.5) {
+                    let due = self.now_ms + self.rng.gen_range(500..8_000);
+                    self.world.pool.delay(due, origin, payload);
+                }
                 continue;
             }
             self.appended(Event::Message { origin, payload })?;
