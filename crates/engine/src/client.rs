@@ -261,7 +261,10 @@ impl Node {
         let (token, slot) = sent.waiter.expect("waiter registered");
         let reply = match self.await_reply(token, &slot) {
             Ok(Reply::Lost) => {
-                log::info!("A message of ours was lost before it was ordered (leader change); the transaction is rolled back");
+                log::info!(
+                    "A message of ours was not ordered before a later one (leader change): the transaction is rolled \
+                     back here; should the message still reach the group, it is applied like a remote write-set"
+                );
                 // A later message of ours was ordered first. A forward the
                 // leader did not answer in time may still reach it after
                 // that, so "lost" is not certain: the locks go as if the
