@@ -114,8 +114,8 @@ pub struct Certifier {
     /// (TOI or PA_UNSAFE): everything after depends on it.
     last_barrier: Seqno,
     /// By source, its newest lock session and where it began: one entry
-    /// per node that ever sent a write-set. Snapshots carry it after the rest of the group
-    /// state (`GroupState::encode`), so it is not in this encoding.
+    /// per node that ever sent a write-set. Snapshots carry it after the
+    /// rest of the group state (`GroupState::encode`), not in this encoding.
     #[serde(skip)]
     pub(crate) epochs: BTreeMap<Uuid, EpochStart>,
 }
