@@ -261,10 +261,7 @@ impl NodeCore {
             Link::Cut { since_ms } => Some(since_ms),
             _ => None,
         };
-        match (cut, removed) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [cut, removed].into_iter().flatten().min()
     }
 
     pub fn is_live(&self) -> bool {
