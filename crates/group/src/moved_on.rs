@@ -18,7 +18,7 @@
 //! record is missing, the history of the local data (the engine's saved
 //! position) stands in.
 //!
-//! Peers that do not answer in [`PROBE_TIME`] decide nothing: the member
+//! Peers that do not answer in [`PROBE_TIME`] (each) decide nothing: the member
 //! starts with its state, and if it later meets the new group the
 //! connection is refused with what to do (`NetCtx::check_moved_on`).
 
@@ -29,7 +29,6 @@ use futures_util::future::join_all;
 use log::debug;
 
 use crate::transport::handshake::uuid_text;
-use crate::transport::tls::Tls;
 use crate::transport::{NetCtx, TlsMode};
 use crate::wire::Hello;
 use crate::{GroupConfig, MemberId};
@@ -58,7 +57,9 @@ pub fn check(config: &GroupConfig, member: MemberId, ours: [u8; 16]) -> Option<S
 
 /// (address, live group) of each peer that answered in time and is live.
 fn probe(config: &GroupConfig, member: MemberId, peers: &[String]) -> Vec<(String, [u8; 16])> {
-    let Some(tls) = tls_mode(config) else {
+    // A certificate that cannot be loaded decides nothing here: the start
+    // loads it again and stops with the reason.
+    let Ok(tls) = TlsMode::load(config.tls.as_ref()) else {
         return vec![];
     };
     let hello = Hello {
@@ -78,13 +79,15 @@ fn probe(config: &GroupConfig, member: MemberId, peers: &[String]) -> Vec<(Strin
             .ok()?;
         let answers = runtime.block_on(async {
             let net = &net;
+            // Each peer has its own deadline: one that hangs must not hide
+            // the answer of one that is live in another group.
             let asks = peers.iter().map(|addr| async move {
-                let answer = net.live_group_at(addr).await;
+                let answer = tokio::time::timeout(PROBE_TIME, net.live_group_at(addr)).await;
                 debug!("Peer {addr} is live in group {answer:?}");
-                (addr.clone(), answer)
+                (addr.clone(), answer.ok())
             });
-            tokio::time::timeout(PROBE_TIME, join_all(asks)).await.ok()
-        })?;
+            join_all(asks).await
+        });
         Some(answers)
     })
     .join()
@@ -93,21 +96,6 @@ fn probe(config: &GroupConfig, member: MemberId, peers: &[String]) -> Vec<(Strin
     .unwrap_or_default();
     asked
         .into_iter()
-        .filter_map(|(addr, answer)| Some((addr, answer.ok()??)))
+        .filter_map(|(addr, answer)| Some((addr, answer?.ok()??)))
         .collect()
-}
-
-/// The group channel's encryption, without the start's log lines (the
-/// start loads it again and reports it); `None` if it cannot be loaded (the
-/// start reports why).
-fn tls_mode(config: &GroupConfig) -> Option<TlsMode> {
-    let Some(settings) = &config.tls else {
-        return Some(TlsMode::Off);
-    };
-    let tls = Arc::new(Tls::load_with(&settings.files, &settings.policy).ok()?);
-    Some(if settings.dynamic {
-        TlsMode::Dynamic(tls)
-    } else {
-        TlsMode::Required(tls)
-    })
 }

@@ -502,6 +502,46 @@ fn a_member_whose_cluster_moved_on_to_a_new_history_joins_it_anew_after_a_restar
     wait_delivered(&[&back], b"in the new history");
 }
 
+/// The probe asks each peer with a deadline of its own: a peer that takes
+/// the connection and never answers (a hung process, a port some other
+/// program holds) must not hide the answer of one live in a new history.
+/// With one deadline around all the answers, the hung peer made the member
+/// open its old state, which the new group then refused for good.
+#[test]
+fn a_peer_that_never_answers_does_not_hide_one_that_moved_on() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["m1", "m2"]);
+    let members = durable_voters(&all, 3);
+    members
+        .iter()
+        .for_each(|m| m.group.announce_group(Some([5u8; 16])));
+    let old_ids: Vec<u64> = members.into_iter().map(crash).collect();
+
+    let mut anew = durable(&all[0], true, &all);
+    anew.start_anew = Some("a new history".into());
+    let founder = start(anew);
+    wait_primary(&founder);
+    founder.group.announce_group(Some([6u8; 16]));
+
+    // Takes connections (the kernel completes them) and never says a word.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut restored = durable(&all[1], false, &all);
+    restored
+        .peers
+        .insert(0, hung.local_addr().unwrap().to_string());
+    let back = start(restored);
+    assert_ne!(
+        back.id(),
+        old_ids[1],
+        "the founder's answer set the old state aside"
+    );
+    wait_primary(&back);
+    submit(&founder, b"past the hung peer");
+    wait_delivered(&[&back], b"past the hung peer");
+    drop(hung);
+}
+
 /// A member restarted into the group its state belongs to is not moved:
 /// the probe of its peers finds them live in that same group.
 #[test]

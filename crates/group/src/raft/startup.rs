@@ -31,7 +31,6 @@ use crate::shared::Shared;
 use crate::store::checkpoint::choose_resume;
 use crate::store::log_store::DurableLog;
 use crate::store::{self, Opened};
-use crate::transport::tls::Tls;
 use crate::transport::{NetCtx, TlsMode};
 use crate::wire::Hello;
 use crate::{
@@ -452,26 +451,18 @@ fn spawn_tasks(
 /// The channel's encryption, its certificate loaded and checked now: a
 /// wrong file stops the start with its name rather than every connection.
 fn tls_mode(config: &GroupConfig) -> Result<TlsMode, GroupError> {
-    let Some(settings) = &config.tls else {
-        return Ok(TlsMode::Off);
-    };
-    let tls = Arc::new(
-        Tls::load_with(&settings.files, &settings.policy)
-            .map_err(|e| GroupError::Config(e.to_string()))?,
-    );
-    info!(
-        "The group channel is encrypted with TLS (certificate {}, CA {}){}",
-        settings.files.cert.display(),
-        settings.files.ca.display(),
-        if settings.dynamic {
-            "; plaintext peers accepted too (socket.dynamic=YES)"
-        } else {
-            ""
-        }
-    );
-    Ok(if settings.dynamic {
-        TlsMode::Dynamic(tls)
-    } else {
-        TlsMode::Required(tls)
-    })
+    let mode = TlsMode::load(config.tls.as_ref()).map_err(GroupError::Config)?;
+    if let Some(settings) = &config.tls {
+        info!(
+            "The group channel is encrypted with TLS (certificate {}, CA {}){}",
+            settings.files.cert.display(),
+            settings.files.ca.display(),
+            if settings.dynamic {
+                "; plaintext peers accepted too (socket.dynamic=YES)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(mode)
 }

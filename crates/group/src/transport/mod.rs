@@ -99,6 +99,22 @@ pub enum TlsMode {
 }
 
 impl TlsMode {
+    /// The channel's encryption from its settings (none: plaintext), the
+    /// certificate, key and CA loaded and checked now. Says nothing: the
+    /// start reports it once, a probe before the start not at all.
+    pub fn load(settings: Option<&crate::TlsSettings>) -> Result<TlsMode, String> {
+        let Some(settings) = settings else {
+            return Ok(TlsMode::Off);
+        };
+        let tls =
+            Arc::new(Tls::load_with(&settings.files, &settings.policy).map_err(|e| e.to_string())?);
+        Ok(if settings.dynamic {
+            TlsMode::Dynamic(tls)
+        } else {
+            TlsMode::Required(tls)
+        })
+    }
+
     pub fn tls(&self) -> Option<&Arc<Tls>> {
         match self {
             TlsMode::Off => None,
