@@ -73,7 +73,7 @@ impl Use {
 /// transaction may then read the rows the first one changes, so the
 /// source starts a new epoch, and its write-sets of different epochs
 /// certify against each other like two nodes' do.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct LockSession {
     pub incarnation: u32,
     pub epoch: u32,
@@ -88,10 +88,11 @@ impl From<u32> for LockSession {
 
 /// A source's newest lock session in the total order, and where it began
 /// (for a first epoch, with the incarnation: the incarnation check on the
-/// uses tells the rest).
+/// uses tells the rest). Encoded in snapshots: `session` is two u32s,
+/// the same bytes earlier builds wrote as a pair.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct EpochStart {
-    session: (u32, u32),
+    session: LockSession,
     since: Seqno,
 }
 
@@ -161,13 +162,12 @@ impl Certifier {
     /// a dead process's): its locks were let go before the newer session
     /// began, so nothing is spared.
     fn note_epoch(&mut self, source: Uuid, session: LockSession, seqno: Seqno) -> Option<Seqno> {
-        let key = (session.incarnation, session.epoch);
         match self.epochs.get(&source) {
-            Some(start) if start.session == key => Some(start.since),
-            Some(start) if start.session > key => None,
+            Some(start) if start.session == session => Some(start.since),
+            Some(start) if start.session > session => None,
             _ => {
                 let since = if session.epoch == 0 { SEQNO_UNDEFINED } else { seqno };
-                self.epochs.insert(source, EpochStart { session: key, since });
+                self.epochs.insert(source, EpochStart { session, since });
                 Some(since)
             }
         }

@@ -222,6 +222,15 @@ fn purge_forgets_old_uses_and_fails_too_old_write_sets() {
     assert_eq!(cert.certify(&ws(B, 1, &[(ROW, KeyType::Exclusive)]), 4, 1), Verdict::Pass { depends_on: 1 });
 }
 
+/// Snapshots of earlier builds wrote a lock session as a pair of u32s:
+/// the struct must keep those bytes, or those snapshots stop decoding.
+#[test]
+fn a_lock_session_encodes_as_the_pair_earlier_snapshots_hold() {
+    let start = EpochStart { session: session(7, 3), since: 42 };
+    let pair: ((u32, u32), Seqno) = ((7, 3), 42);
+    assert_eq!(bincode::serialize(&start).unwrap(), bincode::serialize(&pair).unwrap());
+}
+
 fn arb_ws() -> impl Strategy<Value = (bool, u8, u8, u8)> {
     (any::<bool>(), 0u8..4, 0u8..4, 0u8..6)
 }
