@@ -3,6 +3,8 @@
 
 SHELL := /bin/bash
 PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy socat tcpdump iproute2 nftables
+# Without their recommendations: Prometheus' would add exporters and IPMI tools.
+LEAN_PACKAGES := prometheus
 CARGO ?= cargo
 PROVIDER := target/release/libtandem.so
 TANDEM := target/release/tandem
@@ -17,6 +19,11 @@ deps:
 	if [ -n "$$missing" ]; then \
 		echo "Installing: $$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@missing=$$(for p in $(LEAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "Installing: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (rustup) first"; exit 1; }
 

@@ -11,7 +11,7 @@
 //! ```
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::admission::{Admission, Plan};
 use crate::app::ApplyJob;
@@ -60,10 +60,10 @@ impl Node {
     pub fn recv(&self, ctx: usize) -> RecvEnd {
         self.inner.receivers.fetch_add(1, Ordering::AcqRel);
         let end = loop {
-            let Some(task) = self.inner.queue.pop() else { break RecvEnd::Closed };
+            let Some((task, queued)) = self.inner.queue.pop_timed() else { break RecvEnd::Closed };
             self.inner.stats.note_queue(self.inner.queue.len() as i64);
             self.check_flow_control();
-            match self.run(ctx, task) {
+            match self.run(ctx, task, queued) {
                 Step::Next => {}
                 Step::ExitThread if self.inner.receivers.load(Ordering::Acquire) > 1 => break RecvEnd::Closed,
                 Step::ExitThread => {}
@@ -81,9 +81,9 @@ impl Node {
         end
     }
 
-    fn run(&self, ctx: usize, task: Task) -> Step {
+    fn run(&self, ctx: usize, task: Task, queued: Instant) -> Step {
         match task {
-            Task::Apply { seqno, verdict, ws } => self.apply_write_set(ctx, seqno, &verdict, &ws),
+            Task::Apply { seqno, verdict, ws } => self.apply_write_set(ctx, seqno, &verdict, &ws, queued),
             Task::Connect(admission) => self.join(ctx, admission),
             Task::View(vc) => self.deliver_view(ctx, &vc),
             Task::NonPrimary { after, removal } => self.deliver_non_primary(ctx, after, removal),
@@ -100,7 +100,7 @@ impl Node {
         }
     }
 
-    fn apply_write_set(&self, ctx: usize, seqno: Seqno, verdict: &Verdict, ws: &WriteSet) -> Step {
+    fn apply_write_set(&self, ctx: usize, seqno: Seqno, verdict: &Verdict, ws: &WriteSet, queued: Instant) -> Step {
         let inner = &self.inner;
         if inner.apply.has_left(seqno) {
             return Step::Next; // contained in the state we received
@@ -141,6 +141,7 @@ impl Node {
         inner.apply.leave(seqno);
         Stats::add(&inner.stats.received, 1);
         Stats::add(&inner.stats.received_bytes, ws.data.len() as u64);
+        inner.stats.apply_latency.observe(queued.elapsed());
         if !applied.ok {
             if self.is_inconsistent() {
                 // Voted out (`leave_inconsistent`): the final view is on its way.

@@ -53,6 +53,8 @@ struct TrxBody {
     seqno: Seqno,
     depends_on: Seqno,
     passed: bool,
+    /// When the server asked to certify it: its commit latency starts here.
+    certifying_since: Option<Instant>,
     /// A streaming transaction between fragments: `release` keeps it for
     /// the next one, until its commit fragment or its rollback.
     streaming: bool,
@@ -125,6 +127,7 @@ impl Node {
 
     /// Replicates and certifies a local transaction.
     pub fn certify(&self, conn_id: u64, trx_id: u64, trx_flags: u32) -> (Status, Ordered) {
+        let since = Instant::now();
         let trx = self.trx(trx_id);
         if trx.aborted.load(Ordering::Acquire) {
             return (Status::TrxFail, Ordered::NONE);
@@ -136,6 +139,7 @@ impl Node {
             let mut b = trx.body.lock();
             b.flags = trx_flags;
             b.conn_id = conn_id;
+            b.certifying_since = Some(since);
             let (keys, data) = (std::mem::take(&mut b.keys), std::mem::take(&mut b.data));
             self.write_set(trx_id, conn_id, trx_flags, keys, data)
         };
@@ -373,6 +377,9 @@ impl Node {
             self.inner.apply.leave(b.seqno);
             if b.passed && b.flags & flags::TRX_END != 0 {
                 Stats::add(&self.inner.stats.local_commits, 1);
+                if let Some(since) = b.certifying_since {
+                    self.inner.stats.commit_latency.observe(since.elapsed());
+                }
             }
         }
         if b.streaming {

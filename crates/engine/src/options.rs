@@ -96,6 +96,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("health.agent_address", "", Kind::Str), // Tandem's: HAProxy agent check (host:port)
     ("health.donor_available", "no", Kind::Bool), // Tandem's: a donor/desynced node passes the checks
     ("health.lag_drain", "1000", Kind::Count), // Tandem's: write-sets behind at which the agent drains
+    ("health.lag_drain_seconds", "0", Kind::Count), // Tandem's: seconds behind at which the agent drains (0: off)
     ("ist.recv_addr", "", Kind::Str),
     ("ist.recv_bind", "", Kind::Str),
     ("pc.announce_timeout", "PT3S", Kind::Period),

@@ -9,7 +9,7 @@
 //! before the server even has applier threads.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -53,8 +53,15 @@ impl Task {
     }
 }
 
+/// A task and when it was handed to the queue (for apply latency and lag
+/// in seconds; nothing decides on it).
+struct Queued {
+    task: Task,
+    since: Instant,
+}
+
 struct State {
-    tasks: VecDeque<Task>,
+    tasks: VecDeque<Queued>,
     bytes: usize,
     /// Only the join task (and the end of a connection) is handed out until
     /// the join task has run: what arrives meanwhile waits for it.
@@ -71,7 +78,7 @@ impl Default for State {
 impl State {
     /// A task that runs even while the queue holds.
     fn front_overrides_hold(&self) -> bool {
-        matches!(self.tasks.front(), Some(Task::Connect(_) | Task::Final | Task::RestartRequired))
+        matches!(self.tasks.front().map(|q| &q.task), Some(Task::Connect(_) | Task::Final | Task::RestartRequired))
     }
 }
 
@@ -95,6 +102,8 @@ impl TaskQueue {
 
     /// Appends a task, waiting while the queue is over its bound and drains.
     pub fn push(&self, task: Task) {
+        // Delivered now: a wait for room is part of the write-set's lag.
+        let since = Instant::now();
         let mut s = self.state.lock();
         while !s.closed && !s.holding && s.bytes > self.bound_bytes && !s.tasks.is_empty() {
             // Woken by pops; the timeout only guards against a lost wake-up.
@@ -104,7 +113,7 @@ impl TaskQueue {
             return;
         }
         s.bytes += task.bytes();
-        s.tasks.push_back(task);
+        s.tasks.push_back(Queued { task, since });
         self.ready.notify_one();
     }
 
@@ -115,25 +124,30 @@ impl TaskQueue {
             return;
         }
         s.bytes += task.bytes();
-        s.tasks.push_front(task);
+        s.tasks.push_front(Queued { task, since: Instant::now() });
         self.ready.notify_one();
     }
 
     /// Blocks for the next task; `None` once closed.
     pub fn pop(&self) -> Option<Task> {
+        self.pop_timed().map(|(task, _)| task)
+    }
+
+    /// Blocks for the next task and when it was queued; `None` once closed.
+    pub fn pop_timed(&self) -> Option<(Task, Instant)> {
         let mut s = self.state.lock();
         loop {
             if s.closed {
                 return None;
             }
             if !s.holding || s.front_overrides_hold() {
-                if let Some(task) = s.tasks.pop_front() {
+                if let Some(Queued { task, since }) = s.tasks.pop_front() {
                     s.bytes -= task.bytes();
                     if matches!(task, Task::Connect(_)) {
                         s.holding = true;
                     }
                     self.room.notify_all();
-                    return Some(task);
+                    return Some((task, since));
                 }
             }
             self.ready.wait(&mut s);
@@ -172,6 +186,14 @@ impl TaskQueue {
     /// Write-set bytes waiting.
     pub fn bytes(&self) -> usize {
         self.state.lock().bytes
+    }
+
+    /// How long the oldest write-set still queued has waited: how far, in
+    /// time, this node's appliers are behind what it was delivered.
+    pub fn oldest_wait(&self) -> Duration {
+        let s = self.state.lock();
+        let oldest = s.tasks.iter().find(|q| matches!(q.task, Task::Apply { .. }));
+        oldest.map_or(Duration::ZERO, |q| q.since.elapsed())
     }
 }
 
@@ -273,5 +295,25 @@ mod tests {
         pusher.join().unwrap();
         assert_eq!(q.pop(), None);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn the_oldest_wait_is_that_of_the_first_write_set_still_queued() {
+        let q = draining(1 << 20);
+        assert_eq!(q.oldest_wait(), Duration::ZERO);
+        q.push(Task::Synced { after: 0 });
+        assert_eq!(q.oldest_wait(), Duration::ZERO, "only write-sets count");
+        q.push(apply(1, 10));
+        std::thread::sleep(Duration::from_millis(30));
+        q.push(apply(2, 10));
+        let first = q.oldest_wait();
+        assert!(first >= Duration::from_millis(30), "{first:?}");
+        assert_eq!(q.pop(), Some(Task::Synced { after: 0 }));
+        let (task, since) = q.pop_timed().unwrap();
+        assert_eq!(task, apply(1, 10));
+        assert!(since.elapsed() >= Duration::from_millis(30));
+        assert!(q.oldest_wait() < first, "the second write-set is younger");
+        q.pop();
+        assert_eq!(q.oldest_wait(), Duration::ZERO);
     }
 }

@@ -17,6 +17,9 @@ pub struct Readiness {
     /// Write-sets ordered by the group that this node has not applied:
     /// queued for its appliers, or not even delivered to it yet.
     pub lag: u64,
+    /// Milliseconds the oldest write-set delivered here has waited for its
+    /// appliers.
+    pub lag_ms: u64,
 }
 
 impl Node {
@@ -25,7 +28,21 @@ impl Node {
             let core = self.inner.core.lock();
             (core.state, core.is_primary())
         };
-        Readiness { state, primary, lag: self.write_sets_behind() as u64 }
+        let lag_ms = u64::try_from(self.inner.queue.oldest_wait().as_millis()).unwrap_or(u64::MAX);
+        Readiness { state, primary, lag: self.write_sets_behind() as u64, lag_ms }
+    }
+
+    /// The IST this process received or is receiving, as (first, last,
+    /// last committed) seqnos; `None` when it joined otherwise.
+    pub fn ist_progress(&self) -> Option<(i64, i64, i64)> {
+        let range = self.inner.core.lock().ist_range();
+        range.map(|(first, last)| (first, last, self.inner.apply.last_left()))
+    }
+
+    /// Local commit latency and apply latency, in that order.
+    pub fn latencies(&self) -> [crate::stats::LatencySnapshot; 2] {
+        let s = &self.inner.stats;
+        [s.commit_latency.snapshot(), s.apply_latency.snapshot()]
     }
 
     /// `wsrep_cluster_weight` while primary: what the members weigh.

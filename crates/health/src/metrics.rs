@@ -41,9 +41,9 @@ const COUNTERS: &[&str] = &[
 /// message: as a label it would make a new series each scrape.
 const NOT_AS_LABELS: &[&str] = &["ist_receive_status", "evs_repl_latency", "evs_delayed", "evs_evict_list"];
 
-/// Renders `(name without "wsrep_", value)` pairs, then `extra` series the
-/// caller computed itself (already in the final form).
-pub fn render(status: &[(&str, Value)], extra: &[Series]) -> String {
+/// Renders `(name without "wsrep_", value)` pairs, then `extra` series and
+/// `histograms` the caller computed itself (already in the final form).
+pub fn render(status: &[(&str, Value)], extra: &[Series], histograms: &[Histogram]) -> String {
     let mut out = String::new();
     for (name, value) in status {
         if let Some(series) = series(name, value) {
@@ -53,7 +53,45 @@ pub fn render(status: &[(&str, Value)], extra: &[Series]) -> String {
     for series in extra {
         series.write(&mut out);
     }
+    for histogram in histograms {
+        histogram.write(&mut out);
+    }
     out
+}
+
+/// A distribution: how many observations fell at or below each bound.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    pub name: String,
+    pub help: String,
+    /// Upper bounds, increasing; the `+Inf` bucket is implied.
+    pub bounds: Vec<f64>,
+    /// Observations per bucket, not cumulative: one per bound, then one for
+    /// those above the last bound.
+    pub counts: Vec<u64>,
+    pub sum: f64,
+}
+
+impl Histogram {
+    /// Prometheus' buckets are cumulative (`le`: at or below), and the
+    /// `+Inf` bucket equals `_count`. A `counts` one short (no overflow
+    /// bucket) is read as none above the last bound.
+    fn write(&self, out: &mut String) {
+        use std::fmt::Write;
+        let name = &self.name;
+        let _ = write!(out, "# HELP {name} {}\n# TYPE {name} histogram\n", self.help);
+        let mut seen = 0u64;
+        for (i, bound) in self.bounds.iter().enumerate() {
+            seen += self.counts.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{}\"}} {seen}", number(*bound));
+        }
+        let count = seen + self.counts.iter().skip(self.bounds.len()).sum::<u64>();
+        let _ = write!(
+            out,
+            "{name}_bucket{{le=\"+Inf\"}} {count}\n{name}_sum {}\n{name}_count {count}\n",
+            number(self.sum)
+        );
+    }
 }
 
 /// One metric with a single sample.

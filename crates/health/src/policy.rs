@@ -23,6 +23,9 @@ pub struct Snapshot {
     pub primary: bool,
     /// Write-sets the group ordered that this node has not applied yet.
     pub lag: u64,
+    /// How long, in milliseconds, the oldest write-set delivered to this
+    /// node has waited for its appliers.
+    pub lag_ms: u64,
 }
 
 /// The operator's choices (provider options `health.*`).
@@ -33,11 +36,16 @@ pub struct Policy {
     /// From this many write-sets behind, the agent check drains a node
     /// (`health.lag_drain`); below it the weight falls with the lag.
     pub lag_drain: u64,
+    /// From this many seconds behind, the agent check drains a node too,
+    /// and below it the weight falls with the time (`health.lag_drain_seconds`;
+    /// 0: time is not looked at). Write-sets are not all alike: a bulk
+    /// load's few lag more than many small ones.
+    pub lag_drain_seconds: u64,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy { donor_available: false, lag_drain: 1000 }
+        Policy { donor_available: false, lag_drain: 1000, lag_drain_seconds: 0 }
     }
 }
 
@@ -73,11 +81,20 @@ pub fn agent(node: &Snapshot, policy: &Policy) -> Agent {
     if !node.primary {
         return Agent::Down("not in the primary component".into());
     }
+    let drain_ms = policy.lag_drain_seconds.saturating_mul(1000);
     match availability(node, policy) {
         Ok(_) if node.lag >= policy.lag_drain.max(1) => {
             Agent::Drain(format!("{} write-sets behind (health.lag_drain={})", node.lag, policy.lag_drain))
         }
-        Ok(_) => Agent::Up { weight_percent: weight_percent(node.lag, policy.lag_drain) },
+        Ok(_) if drain_ms > 0 && node.lag_ms >= drain_ms => Agent::Drain(format!(
+            "{:.1} s behind (health.lag_drain_seconds={})",
+            node.lag_ms as f64 / 1000.0,
+            policy.lag_drain_seconds
+        )),
+        Ok(_) => {
+            let by_seconds = if drain_ms > 0 { weight_percent(node.lag_ms, drain_ms) } else { 100 };
+            Agent::Up { weight_percent: weight_percent(node.lag, policy.lag_drain).min(by_seconds) }
+        }
         // A donor or a joined node catching up still serves its open
         // sessions correctly; only a node without the data is down.
         Err(why) if matches!(node.state, DONOR | JOINED) => Agent::Drain(why),

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use tandem_engine::node::Node;
 use tandem_engine::options::parse_bool;
-use tandem_engine::stats::StatValue;
+use tandem_engine::stats::{LatencySnapshot, StatValue, LATENCY_BOUNDS};
 use tandem_health::http::{Request, Response};
-use tandem_health::metrics::{self, Series, Value};
+use tandem_health::metrics::{self, Histogram, Series, Value};
 use tandem_health::policy::{self, Policy, Snapshot};
 use tandem_health::server::{self, Listeners, Service};
 
@@ -31,7 +31,13 @@ struct NodeService {
 impl NodeService {
     fn snapshot(&self) -> Snapshot {
         let r = self.node.readiness();
-        Snapshot { state: r.state.number(), state_comment: r.state.comment().into(), primary: r.primary, lag: r.lag }
+        Snapshot {
+            state: r.state.number(),
+            state_comment: r.state.comment().into(),
+            primary: r.primary,
+            lag: r.lag,
+            lag_ms: r.lag_ms,
+        }
     }
 
     /// Read on every check, so `SET GLOBAL wsrep_provider_options` takes
@@ -42,6 +48,11 @@ impl NodeService {
             donor_available: parse_bool(&self.node.option("health.donor_available"))
                 .unwrap_or(defaults.donor_available),
             lag_drain: self.node.option("health.lag_drain").parse().unwrap_or(defaults.lag_drain),
+            lag_drain_seconds: self
+                .node
+                .option("health.lag_drain_seconds")
+                .parse()
+                .unwrap_or(defaults.lag_drain_seconds),
         }
     }
 
@@ -68,7 +79,7 @@ impl NodeService {
             .collect();
         let snapshot = self.snapshot();
         let available = policy::availability(&snapshot, &self.policy()).is_ok();
-        let extra = [
+        let mut extra = vec![
             Series::gauge(
                 "tandem_available",
                 "1 when the health check answers 200 (synced, or a donor with health.donor_available), else 0.",
@@ -84,13 +95,65 @@ impl NodeService {
                 "Write-sets the group ordered that this node has not applied yet.",
                 snapshot.lag as f64,
             ),
+            Series::gauge(
+                "tandem_apply_lag_seconds",
+                "How long the oldest write-set delivered to this node has waited for its appliers.",
+                snapshot.lag_ms as f64 / 1000.0,
+            ),
+        ];
+        extra.extend(ist_progress(self.node.ist_progress()));
+        let [commit, apply] = self.node.latencies();
+        let histograms = [
+            histogram(
+                "tandem_commit_latency_seconds",
+                "Local commits, from the server's certify call (flow control and the group's round trip included) \
+                 to the end of the commit.",
+                commit,
+            ),
+            histogram(
+                "tandem_apply_latency_seconds",
+                "Write-sets applied here, from their delivery to this node to the end of their commit.",
+                apply,
+            ),
         ];
         Response {
             status: 200,
             content_type: "text/plain; version=0.0.4; charset=utf-8",
-            body: metrics::render(&status, &extra),
+            body: metrics::render(&status, &extra, &histograms),
         }
     }
+}
+
+fn histogram(name: &str, help: &str, latency: LatencySnapshot) -> Histogram {
+    Histogram {
+        name: name.into(),
+        help: help.into(),
+        bounds: LATENCY_BOUNDS.to_vec(),
+        counts: latency.counts,
+        sum: latency.sum_seconds,
+    }
+}
+
+/// The IST this process received, in numbers (`wsrep_ist_receive_status`
+/// is the same in words); nothing when it joined otherwise.
+fn ist_progress(ist: Option<(i64, i64, i64)>) -> Vec<Series> {
+    let Some((first, last, committed)) = ist else { return vec![] };
+    let total = (last - first + 1).max(1);
+    let done = (committed - first + 1).clamp(0, total);
+    vec![
+        Series::gauge("tandem_ist_first_seqno", "First seqno of the IST this process received.", first as f64),
+        Series::gauge("tandem_ist_last_seqno", "Last seqno of the IST this process received.", last as f64),
+        Series::gauge(
+            "tandem_ist_remaining_write_sets",
+            "Write-sets of the IST not applied yet.",
+            (total - done) as f64,
+        ),
+        Series::gauge(
+            "tandem_ist_progress_ratio",
+            "Share of the IST applied, from 0 to 1.",
+            done as f64 / total as f64,
+        ),
+    ]
 }
 
 impl Service for NodeService {

@@ -61,6 +61,18 @@ fn rejoin_by_ist(crash: bool) -> anyhow::Result<()> {
     assert_eq!(ist.first, position + 1, "the IST starts right after the node's own data: {ist:?}");
     assert!(ist.last >= group_last, "the IST reaches the group's last seqno {group_last}: {ist:?}");
     assert_eq!((ist.percent, ist.received), (100, ist.last), "the IST completed: {ist:?}");
+    // The same, in numbers, for Prometheus.
+    let metrics = c.node(VICTIM).health_addr().ok_or_else(|| anyhow::anyhow!("no health port"))?;
+    let (_, page) = tandem::cluster::endpoints::http_get(metrics, "/metrics")?;
+    let sample = |name: &str| page.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok());
+    for (series, expected) in [
+        ("tandem_ist_first_seqno", ist.first as f64),
+        ("tandem_ist_last_seqno", ist.last as f64),
+        ("tandem_ist_remaining_write_sets", 0.0),
+        ("tandem_ist_progress_ratio", 1.0),
+    ] {
+        assert_eq!(sample(series), Some(expected), "{series} on node {VICTIM}'s /metrics:\n{page}");
+    }
     for i in [1, 2] {
         let downto = status_i64(c.node(i), "wsrep_local_cached_downto")?;
         println!("node {i}: wsrep_local_cached_downto {downto}");

@@ -57,6 +57,15 @@ fn health_agent_and_metrics_follow_the_node() -> Result<()> {
     }
     ensure!(sample(&page, "tandem_available") == Some(1.0), "{page}");
     ensure!(page.contains("wsrep_local_state_comment_info{value=\"Synced\"} 1"), "{page}");
+    // Every write-set node 2 applied is in its apply latency histogram, and
+    // every local commit of node 1 in its commit latency histogram.
+    let applied = sample(&page, "tandem_apply_latency_seconds_count").context("no apply latency")?;
+    ensure!(applied == status_i64(c.node(2), "wsrep_received")? as f64 && applied >= 2.0, "{page}");
+    let (_, origin) = http_get(c.node(1).health_addr().context("no health port")?, "/metrics")?;
+    let commits = sample(&origin, "tandem_commit_latency_seconds_count").context("no commit latency")?;
+    ensure!(commits == status_i64(c.node(1), "wsrep_local_commits")? as f64 && commits >= 1.0, "{origin}");
+    ensure!(sample(&origin, "tandem_commit_latency_seconds_sum").is_some_and(|s| s > 0.0), "{origin}");
+    scraped_by_prometheus(&c)?;
 
     // A desynced node is out (and drained, not downed, by the agent) until
     // the operator says donors count or it resyncs.
@@ -92,6 +101,98 @@ fn health_agent_and_metrics_follow_the_node() -> Result<()> {
     for i in 1..=2 {
         wait_check(c.node(i), 200, "synced", "up ready 100%")?;
     }
+    Ok(())
+}
+
+/// Prometheus (Debian's package) in the foreground, stopped by its PID
+/// when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_prometheus(dir: &std::path::Path, nodes: &[Node]) -> Result<Prometheus> {
+    let port = tandem::cluster::ports::allocate(1)?[0].sql;
+    let targets: Vec<String> =
+        nodes.iter().map(|n| Ok(format!("'{}'", n.health_addr().context("no health port")?))).collect::<Result<_>>()?;
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+         scrape_configs:\n  - job_name: tandem\n    static_configs:\n      - targets: [{}]\n",
+        targets.join(", ")
+    );
+    let cfg = dir.join("prometheus.yml");
+    std::fs::write(&cfg, config)?;
+    let log = std::fs::File::create(dir.join("prometheus.log"))?;
+    let child = std::process::Command::new("prometheus")
+        .arg(format!("--config.file={}", cfg.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .context("start prometheus (make deps installs it)")?;
+    Ok(Prometheus { child, addr: ([127, 0, 0, 1], port).into() })
+}
+
+/// An instant query's samples, by the `instance` label. An error (or a
+/// Prometheus not up yet) is an empty answer.
+fn query(prometheus: &Prometheus, expr: &str) -> Vec<(String, f64)> {
+    let escaped: String = expr
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let Ok((200, body)) = http_get(prometheus.addr, &format!("/api/v1/query?query={escaped}")) else { return vec![] };
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&body) else { return vec![] };
+    let results = json["data"]["result"].as_array().cloned().unwrap_or_default();
+    results
+        .iter()
+        .filter_map(|r| {
+            let instance = r["metric"]["instance"].as_str()?.to_string();
+            Some((instance, r["value"][1].as_str()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A real Prometheus scrapes every node: it accepts the whole page (a page
+/// it cannot parse makes `up` 0), reads the same figures as SHOW STATUS, and
+/// reads the latency histograms as histograms.
+fn scraped_by_prometheus(c: &TestCluster) -> Result<()> {
+    let dir = tempfile::Builder::new().prefix("tandem-prometheus-").tempdir_in("/tmp")?;
+    let prometheus = start_prometheus(dir.path(), c.nodes())?;
+    let log = || tail(&std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default());
+    let instance = |node: &Node| node.health_addr().map(|a| a.to_string()).unwrap_or_default();
+    let took = wait_for("Prometheus scraping all three nodes", Duration::from_secs(60), || {
+        let up = query(&prometheus, "up");
+        Ok(up.len() == 3 && up.iter().all(|(_, v)| *v == 1.0))
+    })
+    .with_context(|| format!("scrape targets: {:?}\n{}", query(&prometheus, "up"), log()))?;
+    eprintln!("prometheus: all three nodes scraped after {took:.1?}");
+    for node in c.nodes() {
+        let shown = status_i64(node, "wsrep_last_committed")? as f64;
+        wait_for(&format!("Prometheus reading {}'s wsrep_last_committed", node.name), Duration::from_secs(30), || {
+            Ok(query(&prometheus, "wsrep_last_committed").contains(&(instance(node), shown)))
+        })
+        .with_context(|| {
+            format!("SHOW STATUS says {shown}; Prometheus {:?}", query(&prometheus, "wsrep_last_committed"))
+        })?;
+    }
+    let commits = status_i64(c.node(1), "wsrep_local_commits")? as f64;
+    let counted = query(&prometheus, "tandem_commit_latency_seconds_count");
+    ensure!(counted.contains(&(instance(c.node(1)), commits)), "{commits} commits on node1; Prometheus: {counted:?}");
+    let median = query(&prometheus, "histogram_quantile(0.5, tandem_commit_latency_seconds_bucket)");
+    let of_node1 = median.iter().find(|(i, _)| *i == instance(c.node(1))).map(|(_, v)| *v);
+    ensure!(of_node1.is_some_and(|m| m > 0.0 && m <= 10.0), "median commit latency of node1: {median:?}");
     Ok(())
 }
 
