@@ -1,13 +1,15 @@
 //! Two data nodes and `tandem arbitrator` (garbd's role): the loss of any
 //! one of the three leaves the other two Primary, and no commit a data node
-//! acknowledged is lost when that node dies.
+//! acknowledged is lost when that node dies. The group channel is TLS, as a
+//! production cluster's is: the arbitrator takes the data nodes' options
+//! (`socket.ssl*`) with a certificate of its own from their CA.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use tandem::cluster::ports;
+use tandem::cluster::{certs, ports};
 use tandem::cluster::state::Node;
 use tandem_cluster_tests::*;
 
@@ -25,18 +27,28 @@ struct Arbitrator {
 }
 
 impl Arbitrator {
-    fn start(data_nodes: &[&Node], workdir: &Path) -> anyhow::Result<Arbitrator> {
+    fn start(data_nodes: &[&Node], workdir: &Path, cluster_dir: &Path) -> anyhow::Result<Arbitrator> {
         std::fs::create_dir_all(workdir)?;
         let peers: Vec<String> = data_nodes.iter().map(|n| format!("127.0.0.1:{}", n.base_port)).collect();
         let port = ports::random_port();
         let log = workdir.join("arbitrator.log");
+        certs::reissue(cluster_dir, "arb")?;
+        let tls = format!(
+            "socket.ssl=YES;socket.ssl_ca={};socket.ssl_cert={};socket.ssl_key={}",
+            certs::ca_file(cluster_dir).display(),
+            certs::cert_file(cluster_dir, "arb").display(),
+            certs::key_file(cluster_dir, "arb").display()
+        );
         let args = vec![
             "arbitrator".to_string(),
             format!("--address=gcomm://{}", peers.join(",")),
             "--group=tandem".into(),
             "--name=arb".into(),
             // The data nodes' test timeouts (see `spec`).
-            format!("--options=gmcast.listen_addr=tcp://127.0.0.1:{port};evs.suspect_timeout=PT3S;evs.inactive_timeout=PT8S"),
+            format!(
+                "--options=gmcast.listen_addr=tcp://127.0.0.1:{port};evs.suspect_timeout=PT3S;\
+                 evs.inactive_timeout=PT8S;{tls}"
+            ),
             format!("--workdir={}", workdir.display()),
             format!("--log={}", log.display()),
         ];
@@ -99,15 +111,16 @@ fn takes_writes(node: &Node, seq: i32, after: &str) -> anyhow::Result<()> {
 
 #[test]
 fn two_data_nodes_and_an_arbitrator_survive_the_loss_of_any_one() -> anyhow::Result<()> {
-    let mut c = up(2)?;
+    let mut c = up_with(2, |spec| spec.tls = true)?;
     let workdir = c.dir().join("arbitrator");
-    let mut arb = Arbitrator::start(&[c.node(1), c.node(2)], &workdir)?;
+    let mut arb = Arbitrator::start(&[c.node(1), c.node(2)], &workdir, &c.state().dir)?;
     for i in 1..=2 {
         let node = c.node(i).clone();
         wait_for("the arbitrator in the view", Duration::from_secs(120), || cluster_size_is(&node, 3))?;
     }
     wait_for("the arbitrator synced", Duration::from_secs(60), || Ok(arb.log_text().contains("Arbitrator synced with the group")))
         .map_err(|e| anyhow::anyhow!("{e}\n{}", tail(&arb.log_text())))?;
+    assert!(arb.log_text().contains("The group channel is encrypted with TLS"), "{}", tail(&arb.log_text()));
     sql(c.node(1), &format!("CREATE DATABASE arb; CREATE TABLE {TABLE} (node INT, seq INT, PRIMARY KEY (node, seq))"))
         .map_err(anyhow::Error::msg)?;
     let writers = AckedWriters::start(&c, TABLE);
