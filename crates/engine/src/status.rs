@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::node::Node;
 use crate::stats::{get, StatValue};
+use crate::types::Seqno;
 
 /// Protocol versions we report; the server requires proto_ver <= 4 in views.
 pub const PROTOCOL_VERSION: i64 = 4;
@@ -32,11 +33,11 @@ impl Node {
         Readiness { state, primary, lag: self.write_sets_behind() as u64, lag_ms }
     }
 
-    /// The IST this process received or is receiving, as (first, last,
-    /// last committed) seqnos; `None` when it joined otherwise.
-    pub fn ist_progress(&self) -> Option<(i64, i64, i64)> {
+    /// The IST this process received or is receiving; `None` when it
+    /// joined otherwise.
+    pub fn ist_progress(&self) -> Option<IstProgress> {
         let range = self.inner.core.lock().ist_range();
-        range.map(|(first, last)| (first, last, self.inner.apply.last_left()))
+        range.map(|range| IstProgress::new(range, self.inner.apply.last_left()))
     }
 
     /// Local commit latency and apply latency, in that order.
@@ -126,7 +127,7 @@ impl Node {
             ("gcomm_uuid", Str(self.me().to_string())),
             ("gmcast_segment", Int(0)),
             // Not Galera's: PXC's IST progress, and what the cache holds.
-            ("ist_receive_status", Str(ist_status(ist, last_committed))),
+            ("ist_receive_status", Str(ist.map(|r| IstProgress::new(r, last_committed).text()).unwrap_or_default())),
             ("gcache_pool_size", Int(cache.bytes as i64)),
             ("gcache_reach_seqnos", Int(if cached_downto < 0 { 0 } else { last_committed - cached_downto + 1 })),
             ("gcache_reach_seconds", Int(reach_seconds(self.inner.options.lock().size("gcache.size"), cache.append_rate))),
@@ -156,13 +157,29 @@ fn links_text(links: &[tandem_group::Link]) -> String {
     links.iter().map(|l| format!("{} {}", l.name, how(l))).collect::<Vec<_>>().join(", ")
 }
 
-/// PXC's format: "52% complete, received seqno 1200 of 1001-1400"; empty
-/// when this process received no IST.
-fn ist_status(range: Option<(i64, i64)>, committed: i64) -> String {
-    let Some((first, last)) = range else { return String::new() };
-    let total = (last - first + 1).max(1);
-    let done = (committed - first + 1).clamp(0, total);
-    format!("{}% complete, received seqno {} of {first}-{last}", done * 100 / total, committed.max(first - 1))
+/// An IST's seqnos `first..=last`, and how many of them are applied:
+/// `wsrep_ist_receive_status` in words, the `tandem_ist_*` metrics in numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IstProgress {
+    pub first: Seqno,
+    pub last: Seqno,
+    /// Write-sets of the IST applied, 0..=`total`.
+    pub done: i64,
+    /// Write-sets in the IST (at least 1).
+    pub total: i64,
+}
+
+impl IstProgress {
+    fn new((first, last): (Seqno, Seqno), committed: Seqno) -> IstProgress {
+        let total = (last - first + 1).max(1);
+        IstProgress { first, last, done: (committed - first + 1).clamp(0, total), total }
+    }
+
+    /// PXC's format: "52% complete, received seqno 1200 of 1001-1400".
+    fn text(&self) -> String {
+        let (first, last) = (self.first, self.last);
+        format!("{}% complete, received seqno {} of {first}-{last}", self.done * 100 / self.total, first - 1 + self.done)
+    }
 }
 
 /// How long a node may stay down and still rejoin by IST at the current
@@ -181,10 +198,14 @@ mod tests {
 
     #[test]
     fn ist_status_reads_like_pxc() {
-        assert_eq!(ist_status(None, 5), "");
-        assert_eq!(ist_status(Some((1001, 1400)), 1200), "50% complete, received seqno 1200 of 1001-1400");
-        assert_eq!(ist_status(Some((1001, 1400)), 1400), "100% complete, received seqno 1400 of 1001-1400");
-        assert_eq!(ist_status(Some((1001, 1400)), 900), "0% complete, received seqno 1000 of 1001-1400");
+        let text = |committed| IstProgress::new((1001, 1400), committed).text();
+        assert_eq!(text(1200), "50% complete, received seqno 1200 of 1001-1400");
+        assert_eq!(text(1400), "100% complete, received seqno 1400 of 1001-1400");
+        assert_eq!(text(900), "0% complete, received seqno 1000 of 1001-1400");
+        // Past the range (writes after the IST), it stays complete.
+        assert_eq!(text(1500), "100% complete, received seqno 1400 of 1001-1400");
+        let p = IstProgress::new((1001, 1400), 1200);
+        assert_eq!((p.done, p.total), (200, 400));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tandem_engine::node::Node;
 use tandem_engine::options::parse_bool;
 use tandem_engine::stats::{LatencySnapshot, StatValue, LATENCY_BOUNDS};
+use tandem_engine::status::IstProgress;
 use tandem_health::http::{Request, Response};
 use tandem_health::metrics::{self, Histogram, Series, Value};
 use tandem_health::policy::{self, Policy, Snapshot};
@@ -136,22 +137,20 @@ fn histogram(name: &str, help: &str, latency: LatencySnapshot) -> Histogram {
 
 /// The IST this process received, in numbers (`wsrep_ist_receive_status`
 /// is the same in words); nothing when it joined otherwise.
-fn ist_progress(ist: Option<(i64, i64, i64)>) -> Vec<Series> {
-    let Some((first, last, committed)) = ist else { return vec![] };
-    let total = (last - first + 1).max(1);
-    let done = (committed - first + 1).clamp(0, total);
+fn ist_progress(ist: Option<IstProgress>) -> Vec<Series> {
+    let Some(ist) = ist else { return vec![] };
     vec![
-        Series::gauge("tandem_ist_first_seqno", "First seqno of the IST this process received.", first as f64),
-        Series::gauge("tandem_ist_last_seqno", "Last seqno of the IST this process received.", last as f64),
+        Series::gauge("tandem_ist_first_seqno", "First seqno of the IST this process received.", ist.first as f64),
+        Series::gauge("tandem_ist_last_seqno", "Last seqno of the IST this process received.", ist.last as f64),
         Series::gauge(
             "tandem_ist_remaining_write_sets",
             "Write-sets of the IST not applied yet.",
-            (total - done) as f64,
+            (ist.total - ist.done) as f64,
         ),
         Series::gauge(
             "tandem_ist_progress_ratio",
             "Share of the IST applied, from 0 to 1.",
-            done as f64 / total as f64,
+            ist.done as f64 / ist.total as f64,
         ),
     ]
 }
