@@ -391,14 +391,14 @@ impl Node {
         } else {
             log::info!("State transfer sent at {gtid}");
         }
-        let commands = self.inner.core.lock().on_sst_sent();
+        let commands = self.inner.core.lock().on_sst_sent(rcode);
         self.execute(commands);
     }
 
     fn donate(&self, ctx: usize, after: Seqno, request: &[u8], joiner: Uuid) -> Step {
         let inner = &self.inner;
         let _ = inner.apply.wait_left(after, None);
-        if inner.core.lock().on_donating() {
+        if inner.core.lock().on_donating(joiner) {
             self.set_synced();
         }
         let state = Gtid { uuid: inner.core.lock().group_uuid(), seqno: after };

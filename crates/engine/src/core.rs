@@ -108,6 +108,9 @@ pub enum Command {
     /// This node's outcome on `seqno` differs from the group's decision: it
     /// leaves the cluster, and its data must be replaced before it returns.
     Inconsistent { seqno: Seqno, mine: Code, winner: Code },
+    /// The donor of this joiner's state transfer says it failed: the
+    /// server's wait for the state ends with `code`.
+    TransferFailed { donor: Uuid, code: i32 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +182,8 @@ pub struct NodeCore {
     resync_on_view: bool,
     /// Our synced announcement came back ordered; no need to repeat it.
     synced_ordered: bool,
+    /// The joiner this node is donating to, until the server's script ends.
+    donating_to: Option<Uuid>,
     /// After a non-primary spell: views ordered before it (a fresh view is
     /// requested until one more has been ordered).
     bump_after: Option<u64>,
@@ -223,6 +228,7 @@ impl NodeCore {
             desyncs: 0,
             resync_on_view: false,
             synced_ordered: false,
+            donating_to: None,
             bump_after: None,
             rejoin: Resend::default(),
             announce: Resend::default(),
@@ -378,6 +384,11 @@ impl NodeCore {
             Outcome::MemberState { .. } => {}
             // The shell's flow-control gate follows the ordered paused set.
             Outcome::FlowControl { .. } => {}
+            Outcome::TransferFailed { donor, joiner, code } => {
+                if joiner == self.me && self.live {
+                    out.push(Command::TransferFailed { donor, code });
+                }
+            }
             Outcome::Progress { member, committed } => {
                 if let Some(m) = state.member(member) {
                     if let Some((first, last)) = m.ist {
@@ -732,16 +743,24 @@ impl NodeCore {
     /// server it is synced: it was resyncing after a non-primary spell and
     /// the group picked it before its announcement was ordered; everything
     /// up to the request is applied and it is primary, so it is synced.
-    pub fn on_donating(&mut self) -> bool {
+    /// This node starts donating to `joiner`.
+    pub fn on_donating(&mut self, joiner: Uuid) -> bool {
         let resyncing = self.state == LocalState::Joined && self.desyncs == 0;
         self.state = LocalState::Donor;
+        self.donating_to = Some(joiner);
         resyncing
     }
 
-    pub fn on_sst_sent(&mut self) -> Vec<Command> {
+    /// The server's SST script ended: `rcode` < 0 is its failure, which the
+    /// joiner must hear of (it would wait for the state until its own
+    /// script gave up).
+    pub fn on_sst_sent(&mut self, rcode: i32) -> Vec<Command> {
         self.state = LocalState::Joined;
         self.synced_ordered = false;
         let mut out = vec![];
+        if let (Some(joiner), true) = (self.donating_to.take(), rcode < 0) {
+            out.push(Command::Submit(Body::TransferFailed { joiner, code: rcode }));
+        }
         self.announcements(&mut out);
         out
     }

@@ -316,6 +316,30 @@ fn a_node_donates_only_once_live() {
     assert!(restarted.on_ordered(outcome, &h.state).is_empty());
 }
 
+/// A donor whose SST script failed tells the group; the joiner it named,
+/// and only that joiner, stops waiting for the state (Galera's "State
+/// transfer to ... failed", after which the joiner aborts).
+#[test]
+fn a_failed_donation_reaches_the_joiner_and_no_one_else() {
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
+    h.core.on_connected(&Plan::Found);
+    h.members(vec![(3, info(3, 1, Gtid::UNDEFINED)), (4, info(4, 1, Gtid::UNDEFINED))]);
+
+    h.core.on_donating(uuid(3));
+    let sent = h.core.on_sst_sent(-22);
+    assert!(submitted(&sent).contains(&&Body::TransferFailed { joiner: uuid(3), code: -22 }), "{sent:?}");
+    h.core.on_donating(uuid(4));
+    let sent = h.core.on_sst_sent(0);
+    assert!(!submitted(&sent).iter().any(|b| matches!(b, Body::TransferFailed { .. })), "a success is not a failure: {sent:?}");
+
+    // Ordered, it is a command only on the joiner it names.
+    let cmds = h.message(3, 1, 0, Body::TransferFailed { joiner: uuid(ME), code: -32 });
+    assert!(cmds.contains(&Command::TransferFailed { donor: uuid(3), code: -32 }), "{cmds:?}");
+    let cmds = h.message(3, 1, 0, Body::TransferFailed { joiner: uuid(4), code: -32 });
+    assert!(!cmds.iter().any(|c| matches!(c, Command::TransferFailed { .. })), "{cmds:?}");
+}
+
 #[test]
 fn a_cut_off_node_asks_for_a_fresh_view_until_one_is_ordered() {
     let (mut h, _) = group_with_me(1);

@@ -56,6 +56,11 @@ pub enum Body {
     /// for the logs; `policy` is its `gcs.vote_policy`. Appended last, like
     /// flow control.
     Vote { seqno: Seqno, code: u64, reason: String, policy: u32 },
+    /// The sender, a donor, could not send `joiner` its state transfer (the
+    /// server's SST script failed with `code`, a negative errno). The joiner
+    /// stops waiting for a state that will never come, as with Galera.
+    /// Appended last, like voting.
+    TransferFailed { joiner: Uuid, code: i32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -543,6 +543,14 @@ impl Node {
                 inner.votes_changed.notify_all();
             }
             Command::Inconsistent { seqno, mine, winner } => self.leave_inconsistent(seqno, mine, winner),
+            Command::TransferFailed { donor, code } => {
+                log::error!("State transfer from {donor} failed: {code}");
+                let mut result = inner.sst.lock();
+                if result.is_none() {
+                    *result = Some(Err(code));
+                }
+                inner.sst_done.notify_all();
+            }
         }
     }
 

@@ -35,6 +35,9 @@ enum Command {
     /// A voting member without a database (garbd's role): two data nodes
     /// and an arbitrator survive the loss of any one of the three
     Arbitrator(crate::arbitrator::ArbitratorArgs),
+    /// The tandem state transfer method, as mariadbd runs it through the
+    /// wsrep_sst_tandem script (wsrep_sst_method=tandem)
+    Sst(crate::sst::SstCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -179,6 +182,11 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    // The SST method logs in the server's format and exits with an errno
+    // the server passes on: no second error line of ours.
+    if let Command::Sst(args) = cli.command {
+        return ExitCode::from(crate::sst::run(args));
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -199,6 +207,10 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(args) => crate::bench::run(*args),
         Command::Mtr(args) => crate::mtr::run(args),
         Command::Arbitrator(args) => crate::arbitrator::run(args),
+        Command::Sst(args) => match crate::sst::run(args) {
+            0 => Ok(()),
+            status => anyhow::bail!("the state transfer failed (status {status}; the reason is logged above)"),
+        },
     }
 }
 

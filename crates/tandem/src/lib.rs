@@ -8,3 +8,4 @@ pub mod cli;
 pub mod cluster;
 pub mod mtr;
 pub mod progress;
+pub mod sst;

@@ -61,7 +61,12 @@ fn occurrences(haystack: &[u8], needle: &[u8]) -> usize {
 /// Writes rows carrying `marker` on every node, captured on the group ports;
 /// returns how often the marker crossed them.
 fn marker_on_the_wire(tls: bool) -> anyhow::Result<usize> {
-    let c = up_with(3, |spec| spec.tls = tls)?;
+    // mariabackup's transfer, to check that a --tls cluster encrypts it too
+    // (sst_tandem.rs checks the tandem method's).
+    let c = up_with(3, |spec| {
+        spec.tls = tls;
+        spec.mysqld_options.push(("wsrep_sst_method".into(), "mariabackup".into()));
+    })?;
     let ports: Vec<u16> = (1..=3).map(|i| c.node(i).base_port).collect();
     sql(c.node(1), "CREATE DATABASE wire; CREATE TABLE wire.t (id INT PRIMARY KEY, secret VARCHAR(64))")
         .map_err(anyhow::Error::msg)?;

@@ -224,10 +224,11 @@ impl Process {
             let at = ctx.db.position();
             return fail("apply_order", format!("{} donates at {after} with its data at {at}", ctx.name));
         }
-        self.core.on_donating();
+        self.core.on_donating(joiner);
         ctx.world.donations.push(Donation { joiner, request, image: ctx.db.current.clone() });
         ctx.world.stats.donations += 1;
-        let commands = self.core.on_sst_sent();
+        // The simulated donation never fails.
+        let commands = self.core.on_sst_sent(0);
         self.execute(commands, ctx)
     }
 

@@ -114,6 +114,10 @@ fn digest(outcome: &Outcome) -> (Option<Seqno>, u64) {
             (7, from.uuid, from.incarnation, pause).hash(&mut h);
             None
         }
+        Outcome::TransferFailed { donor, joiner, code } => {
+            (8, donor, joiner, code).hash(&mut h);
+            None
+        }
         Outcome::Nothing => None,
     };
     (seqno, h.finish())

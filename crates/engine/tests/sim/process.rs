@@ -478,6 +478,10 @@ impl Process {
             Command::VotesChanged => {}
             // The simulated database never fails an apply, so no vote may
             // ever find a node inconsistent.
+            // Simulated donations never fail.
+            Command::TransferFailed { donor, code } => {
+                return fail("transfer_failed", format!("{}: the transfer from {donor} failed ({code})", ctx.name));
+            }
             Command::Inconsistent { seqno, mine, winner } => {
                 return fail(
                     "voted_inconsistent",
@@ -527,5 +531,6 @@ fn trace_words(command: &Command) -> [u64; 3] {
         Command::RestartRequired(_) => [10, 0, 0],
         Command::VotesChanged => [11, 0, 0],
         Command::Inconsistent { seqno, .. } => [12, *seqno as u64, 0],
+        Command::TransferFailed { code, .. } => [13, *code as u64, 0],
     }
 }

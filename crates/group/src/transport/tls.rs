@@ -139,6 +139,18 @@ impl Tls {
             .clone()
     }
 
+    /// The dialler's rustls configuration, for a blocking transport of our
+    /// own (the `tandem` SST method) that uses the same identity and checks.
+    pub fn client_config(&self) -> Arc<ClientConfig> {
+        self.current().client.clone()
+    }
+
+    /// The listener's rustls configuration: the peer must present a
+    /// certificate from the same CA.
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        self.current().server.clone()
+    }
+
     /// Dialler side of the TLS handshake with the member at `addr`.
     pub async fn connect(&self, tcp: TcpStream, addr: &str) -> io::Result<PeerStream> {
         let host = addr

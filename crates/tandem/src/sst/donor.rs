@@ -1,0 +1,207 @@
+//! The donor: connect every stream first (so a joiner that is not there
+//! costs no lock), ask the server for its read lock, copy, release.
+
+use super::args::SstArgs;
+use super::conn::{Conn, Security};
+use super::files::{self, Binlog, Entry, TABLES_FLUSHED};
+use super::settings::Settings;
+use super::wire::{self, Frame, Hello, Kind, Reply, MAX_CHUNK, VERSION};
+use super::{log_info, tell_server, Rendezvous};
+use anyhow::{anyhow, bail, Context, Result};
+use std::io::{BufWriter, Read, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long the donor retries a refused first connection.
+const CONNECT_WITHIN: Duration = Duration::from_secs(10);
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+pub fn run(args: &SstArgs, settings: &Settings) -> Result<()> {
+    let gtid = args.gtid.clone().expect("checked by the parser");
+    let rendezvous = Rendezvous::parse(&args.address)?;
+    let security = Security::load(settings.tls.as_ref())?;
+    match (rendezvous.tls, security.is_on()) {
+        (true, false) => bail!(
+            "the joiner expects TLS, but this donor has no certificate configured \
+             (socket.ssl_cert/socket.ssl_key in wsrep_provider_options, or tcert/tkey in [sst])"
+        ),
+        (false, true) => bail!(
+            "this donor encrypts state transfers, but the joiner listens in plaintext: \
+             configure the same TLS on the joiner (or encrypt=0 in [sst] on both)"
+        ),
+        _ => {}
+    }
+    if settings.plaintext_by_choice {
+        super::log_warning("the group channel is encrypted, but this state transfer is not ([sst] encrypt=0)");
+    }
+    let hello = |kind| Hello { version: VERSION, token: rendezvous.token.clone(), kind };
+    if args.bypass {
+        let mut conn = open(&security, &rendezvous.host_port, hello(Kind::Bypass), settings.idle_timeout)?;
+        let position = format!("{gtid} {}", args.gtid_domain_id);
+        Frame::Position { gtid: position, files: 0, bytes: 0 }.write_to(&mut conn)?;
+        Frame::End { files: 0, bytes: 0 }.write_to(&mut conn)?;
+        expect_ok(&mut conn, "the bypass")?;
+        log_info(&format!("Told the joiner its data is current (IST): {gtid}"));
+        return tell_server(&format!("done {gtid}"));
+    }
+    let streams = settings.streams;
+    let conns: Vec<Conn> = (0..streams)
+        .map(|stream| {
+            open(&security, &rendezvous.host_port, hello(Kind::Data { stream, streams }), settings.idle_timeout)
+        })
+        .collect::<Result<_>>()?;
+    let position = lock_tables(args, settings.timeout)?;
+    let sent = send_all(args, conns, &position);
+    // Whatever happened, the server's writes may go on: the lock is ours to
+    // give back (the server would take it back at our exit, too).
+    let _ = std::fs::remove_file(args.datadir.join(TABLES_FLUSHED));
+    tell_server("continue")?;
+    let (count, bytes, took) = sent?;
+    log_info(&format!(
+        "Sent {count} files, {} in {:.2} s over {streams} streams{} ({:.0} MB/s): {position}",
+        super::joiner::human(bytes),
+        took.as_secs_f64(),
+        if security.is_on() { ", TLS" } else { "" },
+        bytes as f64 / 1e6 / took.as_secs_f64().max(1e-3)
+    ));
+    tell_server(&format!("done {gtid}"))
+}
+
+fn open(security: &Security, addr: &str, hello: Hello, idle: Duration) -> Result<Conn> {
+    let mut conn = security.connect(addr, CONNECT_WITHIN)?;
+    conn.set_timeout(idle)?;
+    hello.write_to(&mut conn)?;
+    conn.flush()?;
+    expect_ok(&mut conn, "the connection")?;
+    Ok(conn)
+}
+
+fn expect_ok(conn: &mut Conn, what: &str) -> Result<()> {
+    match Reply::read_from(conn).with_context(|| format!("waiting for the joiner to accept {what}"))? {
+        Reply::Ok => Ok(()),
+        Reply::Refused(why) => bail!("the joiner refused {what}: {why}"),
+    }
+}
+
+/// Asks the server for `FLUSH TABLES WITH READ LOCK` and waits until it
+/// holds: the server then writes the position the data is at into
+/// `tables_flushed` (or `sst_error` if it could not lock).
+fn lock_tables(args: &SstArgs, timeout: Duration) -> Result<String> {
+    let flushed = args.datadir.join(TABLES_FLUSHED);
+    let error = args.datadir.join("sst_error");
+    let _ = std::fs::remove_file(&flushed);
+    tell_server("flush tables")?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&flushed) {
+            if text.contains(':') {
+                return Ok(text.trim().to_string());
+            }
+        }
+        if error.exists() {
+            bail!("the server could not take FLUSH TABLES WITH READ LOCK ({} exists)", error.display());
+        }
+        if Instant::now() >= deadline {
+            bail!("the server did not take its read lock within {} s ([sst] timeout)", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// One thread per stream; stream 0 also carries the position, the totals
+/// and the directories. Returns files, bytes and the time the copy took.
+fn send_all(args: &SstArgs, conns: Vec<Conn>, position: &str) -> Result<(u64, u64, Duration)> {
+    let started = Instant::now();
+    let binlog = Binlog { base: args.binlog.clone(), index: args.binlog_index.clone() };
+    let inventory = files::inventory(&args.datadir, &binlog)?;
+    let plan = files::balance(&inventory.files, conns.len());
+    let progress = Arc::new(AtomicU64::new(0));
+    let total = inventory.bytes();
+    if args.progress {
+        tell_server(&format!("total {total}"))?;
+    }
+    let head = Frame::Position { gtid: position.to_string(), files: inventory.files.len() as u64, bytes: total };
+    let workers: Vec<_> = conns
+        .into_iter()
+        .zip(plan)
+        .enumerate()
+        .map(|(i, (conn, files))| {
+            let mut first: Vec<Frame> = Vec::new();
+            if i == 0 {
+                first.push(head.clone());
+                first.extend(inventory.dirs.iter().map(|d| Frame::Dir { path: d.path.clone(), mode: d.mode }));
+            }
+            let (datadir, progress) = (args.datadir.clone(), progress.clone());
+            std::thread::spawn(move || send_stream(conn, &datadir, first, &files, &progress))
+        })
+        .collect();
+    let mut next_log = Instant::now() + PROGRESS_EVERY;
+    while !workers.iter().all(|w| w.is_finished()) {
+        if Instant::now() >= next_log {
+            let done = progress.load(Ordering::Relaxed);
+            log_info(&format!("Sent {} of {}", super::joiner::human(done), super::joiner::human(total)));
+            if args.progress {
+                tell_server(&format!("complete {done}"))?;
+            }
+            next_log += PROGRESS_EVERY;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for w in workers {
+        w.join().map_err(|_| anyhow!("a sending thread panicked"))??;
+    }
+    if args.progress {
+        tell_server(&format!("complete {total}"))?;
+    }
+    Ok((inventory.files.len() as u64, total, started.elapsed()))
+}
+
+pub(super) fn send_stream(
+    conn: Conn,
+    datadir: &Path,
+    first: Vec<Frame>,
+    files: &[Entry],
+    progress: &AtomicU64,
+) -> Result<()> {
+    let mut w = BufWriter::with_capacity(256 << 10, conn);
+    for frame in first {
+        frame.write_to(&mut w)?;
+    }
+    let mut buf = vec![0u8; MAX_CHUNK];
+    let mut bytes = 0;
+    for f in files {
+        let path = datadir.join(&f.path);
+        let mut file = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        Frame::File { path: f.path.clone(), mode: f.mode, size: f.size }.write_to(&mut w)?;
+        let mut offset = 0u64;
+        while offset < f.size {
+            let want = (f.size - offset).min(MAX_CHUNK as u64) as usize;
+            let n = read_full(&mut file, &mut buf[..want]).with_context(|| format!("reading {}", path.display()))?;
+            if n == 0 {
+                bail!("{} shrank to {offset} bytes during the transfer (it was {})", path.display(), f.size);
+            }
+            wire::write_chunk(&mut w, offset, &buf[..n]).context("sending to the joiner")?;
+            offset += n as u64;
+            progress.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Frame::EndOfFile.write_to(&mut w)?;
+        bytes += f.size;
+    }
+    Frame::End { files: files.len() as u64, bytes }.write_to(&mut w)?;
+    w.flush().context("sending to the joiner")?;
+    let mut conn = w.into_inner().map_err(|e| anyhow!("sending to the joiner: {}", e.error()))?;
+    expect_ok(&mut conn, "a stream")
+}
+
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}

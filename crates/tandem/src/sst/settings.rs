@@ -1,0 +1,222 @@
+//! How the transfer runs: the `[sst]` group of the server's option files
+//! (read with `my_print_defaults`, as the stock scripts do) and, for TLS,
+//! the group's own identity from `wsrep_provider_options`.
+//!
+//! A cluster whose group channel is encrypted gets an encrypted state
+//! transfer with the same certificates, without a word of configuration:
+//! the data of a state transfer is the whole database, and a plaintext copy
+//! beside an encrypted group would be a silent hole. Turning it off takes
+//! an explicit `encrypt=0` in `[sst]`, and is logged.
+
+use super::args::SstArgs;
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Parallel data connections (`[sst] streams`).
+    pub streams: u16,
+    /// How long the joiner waits for the donor, and the donor for the
+    /// server's read lock (`[sst] timeout`, seconds).
+    pub timeout: Duration,
+    /// How long a connection may stay silent mid-transfer (`[sst] idle-timeout`).
+    pub idle_timeout: Duration,
+    pub tls: Option<TlsSource>,
+    /// `encrypt=0` over an encrypted group: said in the log.
+    pub plaintext_by_choice: bool,
+}
+
+/// The certificate files, and which option named them (for messages).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsSource {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+    pub ciphers: String,
+    pub from: &'static str,
+}
+
+const DEFAULT_TIMEOUT_S: u64 = 300;
+const DEFAULT_IDLE_S: u64 = 120;
+
+impl Settings {
+    /// Reads the option files the server was given, then its command line.
+    pub fn load(args: &SstArgs) -> Result<Settings> {
+        let sst = print_defaults(args, &["sst"])?;
+        let server = print_defaults(args, &["mysqld", "server", "mariadb", "mariadbd", "galera"])?;
+        let mut provider_options = server.get("wsrep-provider-options").cloned().unwrap_or_default();
+        if let Some(cli) = args.server_option("wsrep_provider_options") {
+            provider_options = format!("{provider_options};{cli}");
+        }
+        Settings::from_parts(&sst, &provider_options)
+    }
+
+    /// The decision, from the `[sst]` keys (dashes, not underscores) and
+    /// the provider options text.
+    pub fn from_parts(sst: &BTreeMap<String, String>, provider_options: &str) -> Result<Settings> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let streams = match sst.get("streams") {
+            Some(v) => v
+                .parse::<u16>()
+                .ok()
+                .filter(|n| (1..=64).contains(n))
+                .with_context(|| format!("[sst] streams={v}: expected a number from 1 to 64"))?,
+            None => cores.clamp(2, 4) as u16,
+        };
+        let seconds = |key: &str, default: u64| -> Result<Duration> {
+            match sst.get(key) {
+                None => Ok(Duration::from_secs(default)),
+                Some(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .map(Duration::from_secs)
+                    .with_context(|| format!("[sst] {key}={v}: expected a number of seconds")),
+            }
+        };
+        let (tls, plaintext_by_choice) = tls_source(sst, provider_options)?;
+        Ok(Settings {
+            streams,
+            timeout: seconds("timeout", DEFAULT_TIMEOUT_S)?,
+            idle_timeout: seconds("idle-timeout", DEFAULT_IDLE_S)?,
+            tls,
+            plaintext_by_choice,
+        })
+    }
+}
+
+fn tls_source(sst: &BTreeMap<String, String>, provider_options: &str) -> Result<(Option<TlsSource>, bool)> {
+    let group = parse_provider_options(provider_options);
+    let group_get = |k: &str| group.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let group_tls = group_get("socket.ssl_cert").is_some()
+        || group_get("socket.ssl")
+            .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "yes" | "1" | "on" | "true"));
+    let sst_get = |a: &str, b: &str| sst.get(a).or_else(|| sst.get(b)).filter(|v| !v.is_empty()).cloned();
+    match sst.get("encrypt").map(String::as_str) {
+        Some("0") => return Ok((None, group_tls)),
+        Some("1") => bail!(
+            "[sst] encrypt=1 (xbcrypt) is mariabackup's; the tandem SST method encrypts with TLS: \
+             use encrypt=4 with tca/tcert/tkey, or leave encrypt out to use the group's certificates"
+        ),
+        Some("2") | Some("3") | Some("4") | None => {}
+        Some(other) => bail!("[sst] encrypt={other}: expected 0 to 4"),
+    }
+    if let (Some(cert), Some(key)) = (sst_get("tcert", "ssl-cert"), sst_get("tkey", "ssl-key")) {
+        let ca = sst_get("tca", "ssl-ca").unwrap_or_else(|| cert.clone());
+        let tls =
+            TlsSource { cert: cert.into(), key: key.into(), ca: ca.into(), ciphers: String::new(), from: "[sst]" };
+        return Ok((Some(tls), false));
+    }
+    if sst.contains_key("encrypt") && !group_tls {
+        bail!("[sst] encrypt is set, but neither tcert/tkey in [sst] nor socket.ssl_cert/socket.ssl_key in wsrep_provider_options name a certificate");
+    }
+    if !group_tls {
+        return Ok((None, false));
+    }
+    let (Some(cert), Some(key)) = (group_get("socket.ssl_cert"), group_get("socket.ssl_key")) else {
+        bail!("socket.ssl is on, but socket.ssl_cert or socket.ssl_key is missing from wsrep_provider_options");
+    };
+    let ca = group_get("socket.ssl_ca").unwrap_or(cert);
+    let tls = TlsSource {
+        cert: cert.into(),
+        key: key.into(),
+        ca: ca.into(),
+        ciphers: group_get("socket.ssl_cipher").unwrap_or("").to_string(),
+        from: "wsrep_provider_options",
+    };
+    Ok((Some(tls), false))
+}
+
+/// `k = v; k2 = v2`: the later of a repeated key wins, as the provider reads it.
+fn parse_provider_options(text: &str) -> BTreeMap<String, String> {
+    text.split(';')
+        .filter_map(|item| item.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// `my_print_defaults` for `groups`, as `key -> value` with dashes. The
+/// tool comes with the server (its `bin` is first on the PATH the server
+/// gives us). Without option files there is nothing to read.
+fn print_defaults(args: &SstArgs, groups: &[&str]) -> Result<BTreeMap<String, String>> {
+    if args.defaults.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let out = std::process::Command::new("my_print_defaults")
+        .args(&args.defaults)
+        .args(groups)
+        .output()
+        .context("running my_print_defaults to read the [sst] options")?;
+    if !out.status.success() {
+        bail!("my_print_defaults {:?} failed: {}", args.defaults, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(parse_print_defaults(&String::from_utf8_lossy(&out.stdout)))
+}
+
+fn parse_print_defaults(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("--"))
+        .map(|l| match l.split_once('=') {
+            Some((k, v)) => (k.replace('_', "-"), v.to_string()),
+            None => (l.replace('_', "-"), String::new()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sst(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_without_any_configuration() {
+        let s = Settings::from_parts(&sst(&[]), "base_port=4567").unwrap();
+        assert!((2..=4).contains(&s.streams));
+        assert_eq!((s.timeout, s.idle_timeout), (Duration::from_secs(300), Duration::from_secs(120)));
+        assert_eq!(s.tls, None);
+        assert!(!s.plaintext_by_choice);
+    }
+
+    #[test]
+    fn an_encrypted_group_gets_an_encrypted_transfer_with_its_certificates() {
+        let opts = "base_port=4567; socket.ssl=YES; socket.ssl_cert=/c/n1.pem; socket.ssl_key=/c/n1.key; socket.ssl_ca=/c/ca.pem";
+        let tls = Settings::from_parts(&sst(&[]), opts).unwrap().tls.unwrap();
+        assert_eq!(
+            (tls.cert.to_str(), tls.key.to_str(), tls.ca.to_str()),
+            (Some("/c/n1.pem"), Some("/c/n1.key"), Some("/c/ca.pem"))
+        );
+        assert_eq!(tls.from, "wsrep_provider_options");
+        let opted_out = Settings::from_parts(&sst(&[("encrypt", "0")]), opts).unwrap();
+        assert!(opted_out.tls.is_none() && opted_out.plaintext_by_choice);
+        let err = Settings::from_parts(&sst(&[]), "socket.ssl=YES").unwrap_err().to_string();
+        assert!(err.contains("socket.ssl_cert"), "{err}");
+    }
+
+    #[test]
+    fn sst_certificates_take_precedence_and_bad_values_are_refused() {
+        let s = sst(&[("encrypt", "4"), ("tca", "/s/ca"), ("tcert", "/s/c"), ("tkey", "/s/k")]);
+        let tls = Settings::from_parts(&s, "socket.ssl_cert=/g/c;socket.ssl_key=/g/k").unwrap().tls.unwrap();
+        assert_eq!((tls.cert.to_str(), tls.from), (Some("/s/c"), "[sst]"));
+        let bad = |pairs: &[(&str, &str)]| Settings::from_parts(&sst(pairs), "").unwrap_err().to_string();
+        assert!(bad(&[("encrypt", "1")]).contains("xbcrypt"));
+        assert!(bad(&[("encrypt", "4")]).contains("name a certificate"));
+        assert!(bad(&[("streams", "0")]).contains("streams=0"));
+        assert!(bad(&[("streams", "many")]).contains("streams=many"));
+        assert!(bad(&[("timeout", "-1")]).contains("timeout=-1"));
+        assert_eq!(Settings::from_parts(&sst(&[("streams", "7")]), "").unwrap().streams, 7);
+    }
+
+    #[test]
+    fn print_defaults_output_is_read_with_dashes() {
+        let m = parse_print_defaults("--streams=3\n--idle_timeout=9\n--wsrep_provider_options=a=b;c=d\n--skip-x\n");
+        assert_eq!(m.get("streams").map(String::as_str), Some("3"));
+        assert_eq!(m.get("idle-timeout").map(String::as_str), Some("9"));
+        assert_eq!(m.get("wsrep-provider-options").map(String::as_str), Some("a=b;c=d"));
+        assert_eq!(m.get("skip-x").map(String::as_str), Some(""));
+    }
+}
