@@ -24,6 +24,7 @@ pub mod rejoin_results;
 pub mod results;
 mod runner;
 pub mod single_node;
+pub mod sst_cell;
 pub mod stream_cell;
 pub mod sysbench;
 pub mod tls_cell;
@@ -172,6 +173,14 @@ pub struct BenchArgs {
     /// The streaming cell's transaction, MiB of rows [default: 100, 10 with --quick]
     #[arg(long, value_name = "MIB")]
     stream_mib: Option<u64>,
+    /// Also measure state transfers: node 2 of a 2-node Tandem cluster of its
+    /// own rejoins empty by the mariabackup and the tandem SST methods in
+    /// turn, next to a raw tar | socat copy of the same data directory
+    #[arg(long)]
+    sst_cell: bool,
+    /// The SST cell's data directory, GiB of sysbench data [default: 2, 0.1 with --quick]
+    #[arg(long, value_name = "GIB")]
+    sst_gib: Option<f64>,
 }
 
 /// Three rounds of 6 s rather than one of 18 s: on this kind of VM the noise
@@ -327,8 +336,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
     } else {
         0
     };
+    let sst_runs = if args.sst_cell { 1 + sst_cell::runs(sizes.matrix.rounds).len() } else { 0 };
     let mut progress = Progress::new(
         sizes.matrix.targets.len()
+            + sst_runs
             + stream_runs
             + tls_kinds.len()
             + runs.len()
@@ -413,6 +424,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         causal_cell: None,
         fc_cell: None,
         stream_cell: None,
+        sst_cell: None,
     };
     // Before the rejoin scenario restarts nodes (a restart resets the peak)
     // and the 1-node cell stops them.
@@ -446,6 +458,17 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let size_mib = args.stream_mib.unwrap_or(if args.quick { 10 } else { 100 });
         out.stream_cell = Some(stream_cell::run(&bench, &clusters, size_mib, sizes.matrix.rounds, &mut progress));
     }
+    if args.sst_cell {
+        let gib = args.sst_gib.unwrap_or(if args.quick { 0.1 } else { 2.0 });
+        let spec = ClusterSpec {
+            provider_path: paths.tandem.clone(),
+            slave_threads: args.slave_threads,
+            mysqld_options: [mysqld_options.clone(), vec![("wsrep_sst_method".into(), "tandem".into())]].concat(),
+            provider_options: [sizes.provider_options.clone(), args.tandem_options.clone()].concat(),
+            ..ClusterSpec::new(dir.join("sst-cell"), 2, ProviderKind::Tandem)
+        };
+        out.sst_cell = Some(sst_cell::run(&bench, spec, gib, sizes.matrix.rounds, &mut progress));
+    }
     if let Some(plan) = &sizes.rejoin {
         out.rejoin = Some(rejoin::run(&bench, &mut clusters, plan, sizes.matrix.nodes, &mut progress));
     }
@@ -470,8 +493,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
         + out.tls_cell.as_ref().map_or(0, |t| t.failed())
         + out.causal_cell.as_ref().map_or(0, |c| c.failed())
         + out.fc_cell.as_ref().map_or(0, |c| c.failed())
-        + out.stream_cell.as_ref().map_or(0, |c| c.failed());
-    let all_runs = runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs + fc_runs + stream_runs;
+        + out.stream_cell.as_ref().map_or(0, |c| c.failed())
+        + out.sst_cell.as_ref().map_or(0, |c| c.failed());
+    let all_runs =
+        runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs + fc_runs + stream_runs + sst_runs;
     let _ = std::io::Write::write_all(
         &mut std::io::stdout(),
         format!(

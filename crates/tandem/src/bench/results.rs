@@ -38,6 +38,9 @@ pub struct Results {
     /// The streaming cell (`--stream-cell`); none without it.
     #[serde(default)]
     pub stream_cell: Option<super::stream_cell::StreamCell>,
+    /// The SST cell (`--sst-cell`); none without it.
+    #[serde(default)]
+    pub sst_cell: Option<super::sst_cell::SstCell>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -467,6 +470,7 @@ pub(crate) mod tests {
             causal_cell: None,
             fc_cell: None,
             stream_cell: None,
+            sst_cell: None,
         }
     }
 

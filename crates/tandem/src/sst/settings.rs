@@ -11,7 +11,7 @@
 use super::args::SstArgs;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +46,15 @@ impl Settings {
     pub fn load(args: &SstArgs) -> Result<Settings> {
         let sst = print_defaults(args, &["sst"])?;
         let server = print_defaults(args, &["mysqld", "server", "mariadb", "mariadbd", "galera"])?;
+        let dirs: Vec<(&str, String)> = DATA_DIR_OPTIONS
+            .iter()
+            .filter_map(|&name| {
+                let value = args.server_option(name).or_else(|| server.get(name).cloned())?;
+                Some((name, value))
+            })
+            .chain(std::env::var("INNODB_DATA_HOME_DIR").ok().map(|v| ("innodb-data-home-dir", v)))
+            .collect();
+        check_layout(&args.datadir, &dirs)?;
         let mut provider_options = server.get("wsrep-provider-options").cloned().unwrap_or_default();
         if let Some(cli) = args.server_option("wsrep_provider_options") {
             provider_options = format!("{provider_options};{cli}");
@@ -85,6 +94,48 @@ impl Settings {
             plaintext_by_choice,
         })
     }
+}
+
+/// Server options that can put data outside the data directory.
+const DATA_DIR_OPTIONS: [&str; 4] =
+    ["innodb-data-home-dir", "innodb-log-group-home-dir", "innodb-undo-directory", "aria-log-dir-path"];
+
+/// This method copies the data directory and nothing else: a server that
+/// keeps tablespaces, redo, undo or Aria logs elsewhere would get a joiner
+/// without them. Refused, by name, before anything is locked or sent.
+pub fn check_layout(datadir: &Path, dirs: &[(&str, String)]) -> Result<()> {
+    let inside = |value: &str| {
+        let path = datadir.join(value);
+        let (a, b) = (normalize(&path), normalize(datadir));
+        a == b
+            || std::fs::canonicalize(&path).ok().zip(std::fs::canonicalize(datadir).ok()).is_some_and(|(x, y)| x == y)
+    };
+    for (name, value) in dirs {
+        if !value.is_empty() && !inside(value) {
+            bail!(
+                "{}={value} is outside the data directory {}: the tandem SST method copies the data directory \
+                 only (use wsrep_sst_method=mariabackup for this server)",
+                name.replace('-', "_"),
+                datadir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `a/./b/` -> `a/b`, and `a/b/..` -> `a`, without touching the disk.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 fn tls_source(sst: &BTreeMap<String, String>, provider_options: &str) -> Result<(Option<TlsSource>, bool)> {
@@ -209,6 +260,19 @@ mod tests {
         assert!(bad(&[("streams", "many")]).contains("streams=many"));
         assert!(bad(&[("timeout", "-1")]).contains("timeout=-1"));
         assert_eq!(Settings::from_parts(&sst(&[("streams", "7")]), "").unwrap().streams, 7);
+    }
+
+    #[test]
+    fn data_outside_the_data_directory_is_refused_by_name() {
+        let d = Path::new("/var/lib/mysql");
+        let ok = |v: &str| check_layout(d, &[("innodb-log-group-home-dir", v.to_string())]);
+        for inside in ["", "./", ".", "/var/lib/mysql", "/var/lib/mysql/", "/var/lib/../lib/mysql"] {
+            assert!(ok(inside).is_ok(), "{inside:?} refused");
+        }
+        for outside in ["/srv/redo", "../redo", "redo"] {
+            let err = ok(outside).unwrap_err().to_string();
+            assert!(err.contains("innodb_log_group_home_dir=") && err.contains("mariabackup"), "{outside}: {err}");
+        }
     }
 
     #[test]

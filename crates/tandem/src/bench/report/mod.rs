@@ -43,6 +43,9 @@ pub fn render(results: &Results, previous: Option<&Results>) -> String {
     if let Some(c) = &results.stream_cell {
         super::stream_cell::render(&mut out, c, results.settings.matrix.rounds);
     }
+    if let Some(c) = &results.sst_cell {
+        super::sst_cell::render(&mut out, c);
+    }
     resources(&mut out, results);
     repeatability(&mut out, results, previous.and_then(|p| spread(p, results)));
     out

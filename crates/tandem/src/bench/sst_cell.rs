@@ -1,0 +1,311 @@
+//! The SST cell: a full state transfer of the same data directory by
+//! MariaDB's `mariabackup` method and by ours (`tandem`), side by side in
+//! rounds, next to a raw `tar | socat | tar` copy of that directory.
+//!
+//! A 2-node Tandem cluster gets `--sst-gib` of sysbench data. Each round,
+//! node 2 is stopped, its data directory emptied, its `wsrep_sst_method`
+//! set, and it is started again: the time is from its start to Synced, so
+//! the server's start and InnoDB's are in it for both methods alike. The
+//! state transfer method is the joiner server's business, not the
+//! provider's: the same comparison holds under Galera. The raw copy is the
+//! data phase alone, on loopback, without fsync: the floor no method can
+//! beat.
+
+use super::fc_cell::median;
+use super::runner::{Bench, DataSet};
+use crate::cluster::{Cluster, ClusterSpec, ProviderKind};
+use crate::progress::Progress;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What each round measures, in this order.
+pub const METHODS: [&str; 3] = ["mariabackup", "tandem", "raw"];
+/// sysbench rows per table per GiB of data directory (8 tables of 800,000
+/// rows made a 2.08 GB data directory: `shared/reference/sst-contract.md`).
+const ROWS_PER_GIB: f64 = 400_000.0;
+const TABLES: u32 = 8;
+const SYNCED_WITHIN: Duration = Duration::from_secs(900);
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SstRun {
+    pub method: String,
+    pub round: u32,
+    pub error: Option<String>,
+    /// Start of the joiner to Synced (raw: the copy), s.
+    pub seconds: f64,
+    /// The tandem method's own data phase, from its log line, s.
+    #[serde(default)]
+    pub data_phase_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SstCell {
+    pub skipped: Option<String>,
+    /// The donor's data directory, MiB (what the raw copy carries).
+    pub datadir_mib: f64,
+    pub rows_per_table: u32,
+    pub runs: Vec<SstRun>,
+}
+
+impl SstCell {
+    pub fn failed(&self) -> usize {
+        self.runs.iter().filter(|r| r.error.is_some()).count() + usize::from(self.skipped.is_some())
+    }
+
+    fn median_of(&self, method: &str) -> Option<f64> {
+        let ok: Vec<f64> =
+            self.runs.iter().filter(|r| r.method == method && r.error.is_none()).map(|r| r.seconds).collect();
+        (!ok.is_empty()).then(|| median(ok))
+    }
+}
+
+pub fn runs(rounds: u32) -> Vec<(&'static str, u32)> {
+    (0..rounds).flat_map(|r| METHODS.iter().map(move |m| (*m, r))).collect()
+}
+
+/// Runs the cell on a cluster of its own in `dir`; failures are recorded.
+pub fn run(bench: &Bench, spec: ClusterSpec, gib: f64, rounds: u32, progress: &mut Progress) -> SstCell {
+    let rows = (gib * ROWS_PER_GIB).round().max(1000.0) as u32;
+    let mut cell = SstCell { skipped: None, datadir_mib: 0.0, rows_per_table: rows, runs: vec![] };
+    progress.start(&format!("SST cell: a 2-node cluster with {TABLES} x {rows} rows"));
+    let prepared = prepare(bench, spec, rows);
+    let mut cluster = match prepared {
+        Ok(c) => c,
+        Err(e) => {
+            progress.finish(&format!("SST cell: not run: {e:#}"));
+            cell.skipped = Some(format!("{e:#}"));
+            return cell;
+        }
+    };
+    cell.datadir_mib = dir_bytes(&cluster.node(1).datadir) as f64 / (1 << 20) as f64;
+    progress.finish(&format!("SST cell: {:.0} MiB data directory ready", cell.datadir_mib));
+    for (method, round) in runs(rounds) {
+        let what = format!("SST of {:.0} MiB by {method} (round {}/{rounds})", cell.datadir_mib, round + 1);
+        progress.start(&what);
+        let r = match method {
+            "raw" => raw_copy(&cluster, bench.logs),
+            m => transfer(&mut cluster, m),
+        };
+        let r = r.unwrap_or_else(|e| SstRun { error: Some(format!("{e:#}")), ..SstRun::default() });
+        let r = SstRun { method: method.to_string(), round, ..r };
+        progress.finish(&match &r.error {
+            None => format!("{what}: {:.1} s", r.seconds),
+            Some(e) => format!("{what}: FAILED: {e}"),
+        });
+        cell.runs.push(r);
+    }
+    cell
+}
+
+fn prepare(bench: &Bench, spec: ClusterSpec, rows: u32) -> Result<Cluster> {
+    anyhow::ensure!(spec.nodes == 2 && spec.provider == ProviderKind::Tandem, "the SST cell runs on 2 Tandem nodes");
+    let cluster = Cluster::up(spec).context("starting the SST cell's cluster")?;
+    let data = Bench { data: DataSet { tables: TABLES, table_size: rows }, ..*bench };
+    data.load(ProviderKind::Tandem, &cluster)?;
+    Ok(cluster)
+}
+
+/// Node 2 from nothing to Synced by `method`.
+fn transfer(cluster: &mut Cluster, method: &str) -> Result<SstRun> {
+    cluster.stop(2)?;
+    let node = cluster.node(2).clone();
+    std::fs::remove_dir_all(&node.datadir)?;
+    std::fs::create_dir(&node.datadir)?;
+    set_method(&node.cnf, method)?;
+    let log_before = std::fs::metadata(&node.error_log).map_or(0, |m| m.len());
+    let started = Instant::now();
+    cluster.start(2)?;
+    cluster.wait_synced(2, SYNCED_WITHIN)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let log = std::fs::read_to_string(&node.error_log).unwrap_or_default();
+    let log = log.get(log_before as usize..).unwrap_or_default();
+    let ran = format!("Running: 'wsrep_sst_{method} --role 'joiner'");
+    if !log.contains(&ran) {
+        bail!("node 2 did not run the {method} method's joiner (no \"{ran}\" in its log)");
+    }
+    let (a, b) = (cluster.node(1).sql("CHECKSUM TABLE sbtest.sbtest1")?, node.sql("CHECKSUM TABLE sbtest.sbtest1")?);
+    if a != b {
+        bail!("after the transfer node 2's sbtest1 differs: {b:?} vs {a:?}");
+    }
+    Ok(SstRun { seconds, data_phase_s: data_phase(log), ..SstRun::default() })
+}
+
+/// `WSREP_SST: [INFO] Received N files, X MiB in S s over ...`: S.
+fn data_phase(log: &str) -> Option<f64> {
+    let line = log.lines().rev().find(|l| l.contains("WSREP_SST: [INFO] Received "))?;
+    let after = &line[line.find(" in ")? + 4..];
+    after.split(' ').next()?.parse().ok()
+}
+
+fn set_method(cnf: &Path, method: &str) -> Result<()> {
+    let text = std::fs::read_to_string(cnf)?;
+    let mut found = false;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("wsrep_sst_method=") {
+                found = true;
+                format!("wsrep_sst_method={method}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    anyhow::ensure!(found, "{} has no wsrep_sst_method line", cnf.display());
+    std::fs::write(cnf, lines.join("\n") + "\n")?;
+    Ok(())
+}
+
+/// `tar | socat -b1M | tar` of node 1's data directory on loopback: the
+/// data phase of a copy with no protocol, no checks and no fsync.
+fn raw_copy(cluster: &Cluster, logs: &Path) -> Result<SstRun> {
+    let src = cluster.node(1).datadir.clone();
+    let dest: PathBuf = logs.join("sst-raw-copy");
+    let _ = std::fs::remove_dir_all(&dest);
+    std::fs::create_dir_all(&dest)?;
+    let port = crate::cluster::ports::random_port();
+    let shell = |script: String| {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script).stdout(Stdio::null()).stderr(Stdio::piped());
+        cmd
+    };
+    let started = Instant::now();
+    let mut receiver = shell(format!(
+        "socat -u -b1048576 TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr - | tar -C '{}' -xf -",
+        dest.display()
+    ))
+    .spawn()?;
+    let sender = loop {
+        let out = shell(format!("tar -C '{}' -cf - . | socat -u -b1048576 - TCP:127.0.0.1:{port}", src.display()))
+            .output()?;
+        if out.status.success() || started.elapsed() > Duration::from_secs(10) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(20)); // the listener is not up yet
+    };
+    let received = receiver.wait()?;
+    let seconds = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dest);
+    if !sender.status.success() || !received.success() {
+        bail!("raw copy failed: {}", String::from_utf8_lossy(&sender.stderr).trim());
+    }
+    Ok(SstRun { seconds, ..SstRun::default() })
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// The report's section.
+pub fn render(out: &mut String, c: &SstCell) {
+    let _ = writeln!(out, "## State transfer (SST): the tandem method against mariabackup\n");
+    if let Some(why) = &c.skipped {
+        let _ = writeln!(out, "Not run: {why}.\n");
+        return;
+    }
+    let rounds = c.runs.iter().map(|r| r.round + 1).max().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "A 2-node Tandem cluster with {TABLES} sysbench tables of {} rows ({:.0} MiB data directory on node 1). Each\n\
+         round empties node 2's data directory and starts it with `wsrep_sst_method` set; the time is from its\n\
+         start to Synced (server and InnoDB start included, for both methods alike). `raw` is `tar | socat -b1M |\n\
+         tar` of node 1's data directory over loopback: the data phase alone, no checks, no fsync. {rounds} round(s),\n\
+         in turn; median.\n",
+        c.rows_per_table, c.datadir_mib
+    );
+    let _ = writeln!(out, "| Method | runs (s) | median s | vs mariabackup | vs raw copy |\n|---|---|---:|---:|---:|");
+    let (mb, raw) = (c.median_of("mariabackup"), c.median_of("raw"));
+    let ratio = |m: f64, base: Option<f64>| base.map_or("".to_string(), |b| format!("{:.2}", m / b));
+    for method in METHODS {
+        let all: Vec<String> = c
+            .runs
+            .iter()
+            .filter(|r| r.method == method)
+            .map(|r| if r.error.is_some() { "failed".into() } else { format!("{:.2}", r.seconds) })
+            .collect();
+        if all.is_empty() {
+            continue;
+        }
+        let label = if method == "raw" { "raw copy".to_string() } else { format!("`{method}`") };
+        match c.median_of(method) {
+            Some(m) => {
+                let _ =
+                    writeln!(out, "| {label} | {} | {m:.2} | {} | {} |", all.join(", "), ratio(m, mb), ratio(m, raw));
+            }
+            None => {
+                let _ = writeln!(out, "| {label} | {} | failed | | |", all.join(", "));
+            }
+        }
+    }
+    let phases: Vec<f64> = c.runs.iter().filter_map(|r| r.data_phase_s.filter(|_| r.error.is_none())).collect();
+    if !phases.is_empty() {
+        let phase = median(phases);
+        let _ = writeln!(
+            out,
+            "\nThe tandem method's own data phase (its joiner's \"Received ... in S s\": every stream received and\n\
+             checked, before the `syncfs` and the swap): median {phase:.2} s{}.",
+            raw.map_or(String::new(), |r| format!(", {:.2}x the raw copy", phase / r))
+        );
+    }
+    for r in c.runs.iter().filter(|r| r.error.is_some()) {
+        let _ = writeln!(out, "\n- {} round {} failed: {}", r.method, r.round + 1, r.error.as_deref().unwrap_or(""));
+    }
+    let _ = writeln!(out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_data_phase_is_read_from_the_joiners_line() {
+        let log = "x\nWSREP_SST: [INFO] Received 218 files, 174.0 MiB in 0.34 s over 2 streams, TLS (542 MB/s), \
+                   installed in 0.13 s: u:5 0 (2026-11-25 09:32:36 UTC)\n";
+        assert_eq!(data_phase(log), Some(0.34));
+        assert_eq!(data_phase("nothing"), None);
+    }
+
+    #[test]
+    fn the_report_gives_ratios_against_both_baselines() {
+        let run = |method: &str, round, seconds| SstRun { method: method.into(), round, seconds, ..SstRun::default() };
+        let cell = SstCell {
+            skipped: None,
+            datadir_mib: 2000.0,
+            rows_per_table: 800_000,
+            runs: vec![
+                run("mariabackup", 0, 20.0),
+                run("tandem", 0, 5.0),
+                run("raw", 0, 4.0),
+                SstRun { error: Some("boom".into()), ..run("tandem", 1, 0.0) },
+            ],
+        };
+        let mut out = String::new();
+        render(&mut out, &cell);
+        assert!(out.contains("| `tandem` | 5.00, failed | 5.00 | 0.25 | 1.25 |"), "{out}");
+        assert!(out.contains("| `mariabackup` | 20.00 | 20.00 | 1.00 | 5.00 |"), "{out}");
+        assert!(out.contains("tandem round 2 failed: boom"), "{out}");
+    }
+
+    #[test]
+    fn the_method_line_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let cnf = dir.path().join("my.cnf");
+        std::fs::write(&cnf, "[mysqld]\nwsrep_sst_method=mariabackup\nport=1\n").unwrap();
+        set_method(&cnf, "tandem").unwrap();
+        assert_eq!(std::fs::read_to_string(&cnf).unwrap(), "[mysqld]\nwsrep_sst_method=tandem\nport=1\n");
+        std::fs::write(&cnf, "[mysqld]\n").unwrap();
+        assert!(set_method(&cnf, "tandem").is_err());
+    }
+}
