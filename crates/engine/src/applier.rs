@@ -352,17 +352,28 @@ impl Node {
     fn find_donor(&self, request: &[u8]) -> Option<Uuid> {
         let inner = &self.inner;
         let donors = inner.core.lock().donors.clone();
+        // A joiner asks as soon as its server is ready, which is often a
+        // moment before the group takes its messages (it is still being
+        // admitted): that is no missing donor, and worth a second's wait
+        // only once it lasts.
+        let mut refused_since: Option<std::time::Instant> = None;
         loop {
             if inner.closing.load(Ordering::Acquire) {
                 return None;
             }
             let sent = self.send(Body::StateRequest { donors: donors.clone(), request: request.to_vec() }, true);
             let (token, slot) = sent.waiter.expect("waiter registered");
-            let reply = sent.result.ok().and_then(|_| slot.wait(Duration::from_secs(10)));
+            let submitted = sent.result.is_ok();
+            let reply = if submitted { slot.wait(Duration::from_secs(10)) } else { None };
             inner.waiters.abandon(token);
             if let Some(Reply::Donor(Some(donor))) = reply {
                 log::info!("State transfer from {donor} requested");
                 return Some(donor);
+            }
+            let since = *refused_since.get_or_insert_with(std::time::Instant::now);
+            if !submitted && since.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
             }
             // Galera's wording: operators and the MTR suite know this line.
             log::warn!(

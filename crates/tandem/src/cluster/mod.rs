@@ -14,6 +14,7 @@ mod node;
 pub mod ports;
 pub mod prereq;
 pub mod process;
+pub mod sst_script;
 pub mod state;
 
 pub use bootstrap::{choose as choose_bootstrap, Candidate, Outcome as BootstrapOutcome};
@@ -357,8 +358,8 @@ impl Cluster {
             }
         }
         let mut env = how.env.clone();
-        if let (true, Some(tandem)) = (replicated, tandem_binary()) {
-            env.push(("PATH".to_string(), sst_method_path(&self.state.dir, &tandem, &how.env)?));
+        if let (true, Some(tandem)) = (replicated, sst_script::tandem_binary()) {
+            env.push(("PATH".to_string(), sst_script::path_with_script(&self.state.dir, &tandem, &how.env)?));
         }
         let child = process::spawn_detached(&mariadbd, &args, &env, &node.error_log, node.netns.as_deref())?;
         let pid = child.id();
@@ -611,46 +612,6 @@ fn install_db(tools: &Tools, node: &Node) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The script of `wsrep_sst_method=tandem`, as shipped in `packaging/sst`.
-pub const SST_SCRIPT: &str = include_str!("../../../../packaging/sst/wsrep_sst_tandem");
-
-/// A cluster's nodes find `wsrep_sst_tandem` on their PATH (mariadbd runs
-/// `wsrep_sst_<method>` from there): the shipped script, in the cluster's
-/// `bin/`, pointed at this very `tandem` binary. Returns the PATH to give.
-fn sst_method_path(dir: &Path, tandem: &Path, env: &[(String, String)]) -> Result<String> {
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin)?;
-    let script = SST_SCRIPT.replacen("\n", &format!("\nTANDEM='{}'\n", tandem.display()), 1);
-    let path = bin.join("wsrep_sst_tandem");
-    std::fs::write(&path, script).with_context(|| format!("writing {}", path.display()))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-    let inherited = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var("PATH").ok())
-        .unwrap_or_else(|| "/usr/bin:/bin".to_string());
-    Ok(format!("{}:{inherited}", bin.display()))
-}
-
-/// The `tandem` binary that `wsrep_sst_tandem` runs: `$TANDEM_BIN`, this
-/// process when it is `tandem`, else the `tandem` that cargo built beside
-/// this program (a test binary in `target/<profile>/deps/`). None: nodes
-/// cannot use `wsrep_sst_method=tandem`, and their server says so.
-pub fn tandem_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("TANDEM_BIN") {
-        return Some(PathBuf::from(path));
-    }
-    let me = std::env::current_exe().ok()?;
-    if me.file_name().is_some_and(|n| n == "tandem") {
-        return Some(me);
-    }
-    let dir = me.parent()?;
-    [dir.join("tandem"), dir.parent()?.join("tandem")].into_iter().find(|p| p.is_file())
 }
 
 /// What systemd's `galera_recovery` does before every start: after a crash

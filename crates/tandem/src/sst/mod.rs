@@ -55,6 +55,11 @@ pub fn run(cmd: SstCommand) -> u8 {
             return EINVAL;
         }
     };
+    for item in &settings.ignored {
+        log_info(&format!(
+            "[sst] {item} is mariabackup's setting; the tandem method does not use it (no compression; see `streams`)"
+        ));
+    }
     let result = match args.role {
         args::Role::Joiner => joiner::run(&args, &settings),
         args::Role::Donor => donor::run(&args, &settings),

@@ -26,6 +26,9 @@ pub struct Settings {
     pub tls: Option<TlsSource>,
     /// `encrypt=0` over an encrypted group: said in the log.
     pub plaintext_by_choice: bool,
+    /// `[sst]` keys of mariabackup's method that this one does not use,
+    /// said in the log rather than passed over in silence.
+    pub ignored: Vec<String>,
 }
 
 /// The certificate files, and which option named them (for messages).
@@ -39,6 +42,10 @@ pub struct TlsSource {
 }
 
 const DEFAULT_TIMEOUT_S: u64 = 300;
+/// mariabackup's compression settings. Not applied: on links faster than
+/// about 200 MB/s compression costs more than it saves (measured in
+/// `shared/reference/sst-contract.md`, §3.2).
+const IGNORED: [&str; 4] = ["compressor", "decompressor", "compress", "backup-threads"];
 const DEFAULT_IDLE_S: u64 = 120;
 
 impl Settings {
@@ -86,7 +93,9 @@ impl Settings {
             }
         };
         let (tls, plaintext_by_choice) = tls_source(sst, provider_options)?;
+        let ignored = IGNORED.iter().filter_map(|k| sst.get(*k).map(|v| format!("{k}={v}"))).collect();
         Ok(Settings {
+            ignored,
             streams,
             timeout: seconds("timeout", DEFAULT_TIMEOUT_S)?,
             idle_timeout: seconds("idle-timeout", DEFAULT_IDLE_S)?,
@@ -260,6 +269,8 @@ mod tests {
         assert!(bad(&[("streams", "many")]).contains("streams=many"));
         assert!(bad(&[("timeout", "-1")]).contains("timeout=-1"));
         assert_eq!(Settings::from_parts(&sst(&[("streams", "7")]), "").unwrap().streams, 7);
+        let s = Settings::from_parts(&sst(&[("compressor", "zstd -1"), ("tca", "/x")]), "").unwrap();
+        assert_eq!(s.ignored, ["compressor=zstd -1"]);
     }
 
     #[test]
