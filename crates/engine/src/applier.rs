@@ -406,16 +406,16 @@ impl Node {
         self.execute(commands);
     }
 
-    fn donate(&self, ctx: usize, after: Seqno, request: &[u8], joiner: Uuid) -> Step {
+    fn donate(&self, ctx: usize, after: Seqno, request: &[u8], joiner: crate::group_state::Sender) -> Step {
         let inner = &self.inner;
         let _ = inner.apply.wait_left(after, None);
         if inner.core.lock().on_donating(joiner) {
             self.set_synced();
         }
         let state = Gtid { uuid: inner.core.lock().group_uuid(), seqno: after };
-        log::info!("Donating state {state} to {joiner}");
+        log::info!("Donating state {state} to {}", joiner.uuid);
         if !inner.app.sst_donate(ctx, request, state, false) {
-            log::error!("The server refused to donate to {joiner}");
+            log::error!("The server refused to donate to {}", joiner.uuid);
             self.sst_sent(Gtid::UNDEFINED, -libc_einval());
         }
         Step::Next

@@ -182,8 +182,9 @@ pub struct NodeCore {
     resync_on_view: bool,
     /// Our synced announcement came back ordered; no need to repeat it.
     synced_ordered: bool,
-    /// The joiner this node is donating to, until the server's script ends.
-    donating_to: Option<Uuid>,
+    /// The joiner process this node is donating to, until the server's
+    /// script ends.
+    donating_to: Option<Sender>,
     /// After a non-primary spell: views ordered before it (a fresh view is
     /// requested until one more has been ordered).
     bump_after: Option<u64>,
@@ -371,7 +372,7 @@ impl NodeCore {
             }
             Outcome::StateRequest { from, token, donor, request, seqno } => {
                 if donor == Some(self.me) && self.live {
-                    out.push(Command::Queue(Task::Donate { after: seqno, request, joiner: from.uuid }));
+                    out.push(Command::Queue(Task::Donate { after: seqno, request, joiner: from }));
                 }
                 if self.is_mine(from) {
                     out.push(Command::Reply { token, reply: Reply::Donor(donor) });
@@ -384,8 +385,10 @@ impl NodeCore {
             Outcome::MemberState { .. } => {}
             // The shell's flow-control gate follows the ordered paused set.
             Outcome::FlowControl { .. } => {}
+            // Only the process that asked: a joiner restarted since then
+            // has asked again, maybe of the same donor.
             Outcome::TransferFailed { donor, joiner, code } => {
-                if joiner == self.me && self.live {
+                if self.is_mine(joiner) && self.live {
                     out.push(Command::TransferFailed { donor, code });
                 }
             }
@@ -739,12 +742,12 @@ impl NodeCore {
         true
     }
 
-    /// This node was picked as donor. True when it must first tell the
-    /// server it is synced: it was resyncing after a non-primary spell and
-    /// the group picked it before its announcement was ordered; everything
-    /// up to the request is applied and it is primary, so it is synced.
-    /// This node starts donating to `joiner`.
-    pub fn on_donating(&mut self, joiner: Uuid) -> bool {
+    /// This node was picked as donor of `joiner`. True when it must first
+    /// tell the server it is synced: it was resyncing after a non-primary
+    /// spell and the group picked it before its announcement was ordered;
+    /// everything up to the request is applied and it is primary, so it is
+    /// synced.
+    pub fn on_donating(&mut self, joiner: Sender) -> bool {
         let resyncing = self.state == LocalState::Joined && self.desyncs == 0;
         self.state = LocalState::Donor;
         self.donating_to = Some(joiner);
@@ -759,7 +762,11 @@ impl NodeCore {
         self.synced_ordered = false;
         let mut out = vec![];
         if let (Some(joiner), true) = (self.donating_to.take(), rcode < 0) {
-            out.push(Command::Submit(Body::TransferFailed { joiner, code: rcode }));
+            out.push(Command::Submit(Body::TransferFailed {
+                joiner: joiner.uuid,
+                incarnation: joiner.incarnation,
+                code: rcode,
+            }));
         }
         self.announcements(&mut out);
         out

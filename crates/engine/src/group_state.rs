@@ -93,7 +93,7 @@ pub enum Outcome {
     /// A member paused replication (flow control) or lifted its pause.
     FlowControl { from: Sender, pause: bool },
     /// A donor could not send `joiner` its state transfer.
-    TransferFailed { donor: Uuid, joiner: Uuid, code: i32 },
+    TransferFailed { donor: Uuid, joiner: Sender, code: i32 },
     /// Nothing for anyone to do (unreadable or stale messages, ...).
     Nothing,
 }
@@ -261,10 +261,10 @@ impl GroupState {
             Body::Rejoin { position } => self.apply_rejoin(from, position),
             Body::FlowControl { pause } => self.apply_flow_control(from, pause),
             Body::Vote { seqno, code, reason, policy } => self.apply_vote(from.uuid, seqno, code, &reason, policy),
-            Body::TransferFailed { joiner, code } => {
+            Body::TransferFailed { joiner, incarnation, code } => {
                 let name = |u: Uuid| self.member(u).map_or(String::new(), |m| m.name.clone());
                 log::info!("State transfer to {joiner} ({}) from {} ({}) failed: {code}", name(joiner), from.uuid, name(from.uuid));
-                Outcome::TransferFailed { donor: from.uuid, joiner, code }
+                Outcome::TransferFailed { donor: from.uuid, joiner: Sender { uuid: joiner, incarnation }, code }
             }
         }
     }

@@ -59,8 +59,8 @@ pub enum Body {
     /// The sender, a donor, could not send `joiner` its state transfer (the
     /// server's SST script failed with `code`, a negative errno). The joiner
     /// stops waiting for a state that will never come, as with Galera.
-    /// Appended last, like voting.
-    TransferFailed { joiner: Uuid, code: i32 },
+    /// `incarnation` is the requesting process's. Appended last, like voting.
+    TransferFailed { joiner: Uuid, incarnation: u32, code: i32 },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -15,8 +15,8 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::admission::Admission;
 use crate::certification::Verdict;
-use crate::group_state::ViewChange;
-use crate::types::{Seqno, Uuid};
+use crate::group_state::{Sender, ViewChange};
+use crate::types::Seqno;
 use crate::writeset::WriteSet;
 
 /// Default bound on the write-set bytes waiting for the appliers.
@@ -35,7 +35,8 @@ pub enum Task {
     /// replays after it (once taken back) finds them in step.
     NonPrimary { after: Seqno, removal: Option<Seqno> },
     /// We were chosen to send our state to `joiner`.
-    Donate { after: Seqno, request: Vec<u8>, joiner: Uuid },
+    /// `joiner`: the requesting process (node and incarnation).
+    Donate { after: Seqno, request: Vec<u8>, joiner: Sender },
     /// The group has marked us synced.
     Synced { after: Seqno },
     /// Deliver the final view and let every `recv()` return.
@@ -203,6 +204,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::types::Uuid;
     use crate::writeset::flags;
 
     fn apply(seqno: Seqno, len: usize) -> Task {

@@ -30,7 +30,16 @@ impl Arbitrator {
     fn start(data_nodes: &[&Node], workdir: &Path, cluster_dir: &Path) -> anyhow::Result<Arbitrator> {
         std::fs::create_dir_all(workdir)?;
         let peers: Vec<String> = data_nodes.iter().map(|n| format!("127.0.0.1:{}", n.base_port)).collect();
-        let port = ports::random_port();
+        // Free now, and none of the data nodes' ports (their SST and IST
+        // ports listen only while a transfer runs).
+        let used: Vec<u16> = data_nodes
+            .iter()
+            .flat_map(|n| [n.sql_port, n.base_port, n.base_port + 1, n.sst_port])
+            .chain(data_nodes.iter().filter_map(|n| n.health_port).flat_map(|p| [p, p + 1]))
+            .collect();
+        let port = std::iter::repeat_with(ports::random_port)
+            .find(|p| !used.contains(p) && ports::is_free(*p))
+            .expect("a free port");
         let log = workdir.join("arbitrator.log");
         certs::reissue(cluster_dir, "arb")?;
         let tls = format!(

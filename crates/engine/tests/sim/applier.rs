@@ -16,7 +16,7 @@
 
 use tandem_engine::admission::{Admission, Plan};
 use tandem_engine::certification::Verdict;
-use tandem_engine::group_state::ViewChange;
+use tandem_engine::group_state::{Sender, ViewChange};
 use tandem_engine::queue::Task;
 use tandem_engine::types::{Seqno, Uuid};
 use tandem_engine::waiter::Reply;
@@ -219,13 +219,13 @@ impl Process {
 
     /// Everything up to `after` is committed here (the queue is serial):
     /// the joiner gets the database as of `after`.
-    fn donate(&mut self, after: Seqno, request: Vec<u8>, joiner: Uuid, ctx: &mut Ctx) -> Checked<()> {
+    fn donate(&mut self, after: Seqno, request: Vec<u8>, joiner: Sender, ctx: &mut Ctx) -> Checked<()> {
         if ctx.db.position() != after {
             let at = ctx.db.position();
             return fail("apply_order", format!("{} donates at {after} with its data at {at}", ctx.name));
         }
         self.core.on_donating(joiner);
-        ctx.world.donations.push(Donation { joiner, request, image: ctx.db.current.clone() });
+        ctx.world.donations.push(Donation { joiner: joiner.uuid, request, image: ctx.db.current.clone() });
         ctx.world.stats.donations += 1;
         // The simulated donation never fails.
         let commands = self.core.on_sst_sent(0);

@@ -115,7 +115,7 @@ fn digest(outcome: &Outcome) -> (Option<Seqno>, u64) {
             None
         }
         Outcome::TransferFailed { donor, joiner, code } => {
-            (8, donor, joiner, code).hash(&mut h);
+            (8, donor, joiner.uuid, joiner.incarnation, code).hash(&mut h);
             None
         }
         Outcome::Nothing => None,
