@@ -201,6 +201,11 @@ impl Node {
         self.inner.group.lock().clone()
     }
 
+    /// The server's data directory, where a state transfer lands.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.inner.config.data_dir
+    }
+
     /// Milliseconds since the node was created: the core's clock.
     pub(crate) fn now_ms(&self) -> u64 {
         u64::try_from(self.inner.clock.elapsed().as_millis()).unwrap_or(u64::MAX)

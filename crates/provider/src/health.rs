@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use tandem_engine::core::LocalState;
 use tandem_engine::node::Node;
 use tandem_engine::options::parse_bool;
 use tandem_engine::stats::{LatencySnapshot, StatValue, LATENCY_BOUNDS};
@@ -12,6 +13,7 @@ use tandem_health::http::{Request, Response};
 use tandem_health::metrics::{self, Histogram, Series, Value};
 use tandem_health::policy::{self, Policy, Snapshot};
 use tandem_health::server::{self, Listeners, Service};
+use tandem_health::sst_progress::SstProgress;
 
 /// Starts the listeners the options ask for; none when both addresses are
 /// empty (the default).
@@ -57,10 +59,24 @@ impl NodeService {
         }
     }
 
+    /// The state transfer this node is receiving, if any. Only a joining
+    /// node looks: a file left by a killed transfer (whose pid another
+    /// process may have taken since) never shows on a node in service.
+    fn sst_progress(&self, state: LocalState) -> Option<SstProgress> {
+        matches!(state, LocalState::Joining | LocalState::ReceivingState)
+            .then(|| SstProgress::read(self.node.data_dir()))
+            .flatten()
+    }
+
     fn health(&self) -> Response {
-        match policy::availability(&self.snapshot(), &self.policy()) {
+        let snapshot = self.snapshot();
+        match policy::availability(&snapshot, &self.policy()) {
             Ok(why) => Response::text(200, format!("Node is available: {why}.\r\n")),
-            Err(why) => Response::text(503, format!("Node is not available: {why}.\r\n")),
+            Err(why) => {
+                let sst = self.sst_progress(self.node.readiness().state);
+                let sst = sst.map(|p| format!(" (state transfer: {})", p.summary())).unwrap_or_default();
+                Response::text(503, format!("Node is not available: {why}{sst}.\r\n"))
+            }
         }
     }
 
@@ -103,6 +119,7 @@ impl NodeService {
             ),
         ];
         extra.extend(ist_progress(self.node.ist_progress()));
+        extra.extend(sst_progress(self.sst_progress(self.node.readiness().state)));
         let [commit, apply] = self.node.latencies();
         let histograms = [
             histogram(
@@ -153,6 +170,43 @@ fn ist_progress(ist: Option<IstProgress>) -> Vec<Series> {
             ist.done as f64 / ist.total as f64,
         ),
     ]
+}
+
+/// The state transfer this node is receiving, while it does (the joining
+/// server answers no SQL until it is over).
+fn sst_progress(sst: Option<SstProgress>) -> Vec<Series> {
+    let Some(sst) = sst else { return vec![] };
+    let mut series = vec![
+        Series::gauge(
+            "tandem_sst_received_bytes",
+            "Bytes of the state transfer received so far.",
+            sst.received_bytes as f64,
+        ),
+        Series::gauge(
+            "tandem_sst_total_bytes",
+            "Bytes the donor announced for the state transfer; 0 until its first stream arrives.",
+            sst.total_bytes as f64,
+        ),
+        Series::gauge(
+            "tandem_sst_received_files",
+            "Files of the state transfer received whole.",
+            sst.received_files as f64,
+        ),
+        Series::gauge("tandem_sst_total_files", "Files the donor announced.", sst.total_files as f64),
+        Series::gauge(
+            "tandem_sst_start_time_seconds",
+            "When the joiner started waiting for its donor (Unix time).",
+            sst.started_unix_ms as f64 / 1000.0,
+        ),
+    ];
+    if let Some(ratio) = sst.ratio() {
+        series.push(Series::gauge(
+            "tandem_sst_progress_ratio",
+            "Share of the state transfer received, from 0 to 1.",
+            ratio,
+        ));
+    }
+    series
 }
 
 impl Service for NodeService {

@@ -25,7 +25,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Local MariaDB clusters on 127.0.0.1 (tandem or Galera provider)
+    /// MariaDB clusters: local ones on 127.0.0.1 (tandem or Galera provider);
+    /// `status --remote` for real ones
     #[command(subcommand)]
     Cluster(ClusterCommand),
     /// sysbench on Tandem, Galera and standalone MariaDB side by side; writes docs/benchmarks.md
@@ -38,6 +39,48 @@ enum Command {
     /// The tandem state transfer method, as mariadbd runs it through the
     /// wsrep_sst_tandem script (wsrep_sst_method=tandem)
     Sst(crate::sst::SstCommand),
+    /// One node of a real cluster
+    #[command(subcommand)]
+    Node(NodeCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum NodeCommand {
+    /// Wait until the node is Synced in a primary component (for systemd's
+    /// ExecStartPost: a rolling restart then waits for each node in turn)
+    WaitSynced(WaitSyncedArgs),
+}
+
+/// How to log in to a real node's SQL. The password comes from
+/// --password-file, $TANDEM_PASSWORD or the file $TANDEM_PASSWORD_FILE
+/// names; never from the command line.
+#[derive(Args, Debug)]
+struct LoginArgs {
+    /// SQL user (default: the client's, i.e. the login name)
+    #[arg(long)]
+    user: Option<String>,
+    /// File holding the SQL password (one trailing newline is ignored)
+    #[arg(long, value_name = "FILE")]
+    password_file: Option<PathBuf>,
+}
+
+impl LoginArgs {
+    fn login(&self) -> Result<crate::remote::Login> {
+        crate::remote::Login::from_cli(self.user.clone(), self.password_file.as_deref())
+    }
+}
+
+#[derive(Args, Debug)]
+struct WaitSyncedArgs {
+    /// The node: a socket path, host, host:port or [ipv6]:port
+    #[arg(long, default_value = "/run/mysqld/mysqld.sock")]
+    node: String,
+    #[command(flatten)]
+    login: LoginArgs,
+    /// Give up after this many seconds (default: never; under systemd its
+    /// start timeout decides)
+    #[arg(long)]
+    timeout: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -103,6 +146,12 @@ struct StatusArgs {
     /// Also count the rows of every user table on every node
     #[arg(long)]
     tables: bool,
+    /// The nodes of a real cluster instead of a local one: host[:port],
+    /// [ipv6]:port or a socket path, comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "NODE,...")]
+    remote: Vec<String>,
+    #[command(flatten)]
+    login: LoginArgs,
 }
 
 #[derive(Args, Debug)]
@@ -207,6 +256,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(args) => crate::bench::run(*args),
         Command::Mtr(args) => crate::mtr::run(args),
         Command::Arbitrator(args) => crate::arbitrator::run(args),
+        Command::Node(NodeCommand::WaitSynced(args)) => wait_synced(args),
         Command::Sst(args) => match crate::sst::run(args) {
             0 => Ok(()),
             status => anyhow::bail!("the state transfer failed (status {status}; the reason is logged above)"),
@@ -268,6 +318,10 @@ fn up_summary(state: &ClusterState, took: Duration) -> String {
 }
 
 fn status(args: StatusArgs) -> Result<()> {
+    if !args.remote.is_empty() {
+        anyhow::ensure!(!args.tables, "--tables is for local clusters");
+        return remote_status(&args.remote, &args.login.login()?);
+    }
     let cluster = Cluster::open(&args.dir.dir)?;
     say!(
         "cluster in {} (provider {})",
@@ -299,6 +353,46 @@ const STATUS_FIELDS: [(&str, &str); 9] = [
     // Tandem's: each link of the group channel, TLS or plaintext.
     ("wsrep_group_links", "LINKS"),
 ];
+
+/// The same wsrep fields for nodes given by address; the reason a node
+/// did not answer goes below the table.
+fn remote_status(nodes: &[String], login: &crate::remote::Login) -> Result<()> {
+    let client = cluster::prereq::find_program("mariadb")?;
+    let endpoints = nodes.iter().map(|n| crate::remote::Endpoint::parse(n)).collect::<Result<Vec<_>>>()?;
+    let mut header = vec!["NODE", "ANSWERS"];
+    header.extend(STATUS_FIELDS.iter().map(|(_, title)| *title));
+    let mut rows = Vec::new();
+    let mut errors = Vec::new();
+    for at in &endpoints {
+        let mut row = vec![at.label()];
+        match crate::remote::statuses(&client, at, login) {
+            Ok(status) => {
+                row.push("yes".into());
+                row.extend(STATUS_FIELDS.iter().map(|(var, _)| status.get(*var).cloned().unwrap_or_else(|| "?".into())));
+            }
+            Err(e) => {
+                row.push("no".into());
+                row.extend(STATUS_FIELDS.iter().map(|_| "-".to_string()));
+                errors.push(format!("{e:#}"));
+            }
+        }
+        rows.push(row);
+    }
+    out(&format_table(&header, &rows));
+    for e in &errors {
+        esay!("{e}");
+    }
+    anyhow::ensure!(errors.is_empty(), "{} of {} nodes did not answer", errors.len(), endpoints.len());
+    Ok(())
+}
+
+fn wait_synced(args: WaitSyncedArgs) -> Result<()> {
+    let client = cluster::prereq::find_program("mariadb")?;
+    let at = crate::remote::Endpoint::parse(&args.node)?;
+    let took = crate::remote::wait_synced(&client, &at, &args.login.login()?, args.timeout.map(Duration::from_secs))?;
+    say!("{} is Synced (waited {:.1} s)", at.label(), took.as_secs_f64());
+    Ok(())
+}
 
 fn status_table(cluster: &Cluster) -> String {
     let mut header = vec!["NODE", "PID", "ALIVE", "SQL_PORT"];

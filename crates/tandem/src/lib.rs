@@ -8,4 +8,5 @@ pub mod cli;
 pub mod cluster;
 pub mod mtr;
 pub mod progress;
+pub mod remote;
 pub mod sst;

@@ -1,6 +1,7 @@
 //! `wsrep_sst_method=tandem` with real servers: nodes that join with an
 //! empty data directory get it from a donor by the tandem method, over TLS
-//! with the cluster's certificates, while every node takes writes; and a
+//! with the cluster's certificates, compressed, while every node takes
+//! writes; a joiner shows its transfer on its own endpoints; and a
 //! transfer that fails leaves the joiner's data as it was, its server
 //! stopped rather than half-joined, and no SST process behind.
 
@@ -23,12 +24,14 @@ fn wipe(node: &Node) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn sst_processes() -> Vec<String> {
+/// The SST processes of this cluster's nodes (tests may run side by side).
+fn sst_processes(c: &TestCluster) -> Vec<String> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let ours: Vec<String> = (1..=c.len()).map(|i| c.node(i).datadir.display().to_string()).collect();
     dir.filter_map(|e| e.ok())
         .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
         .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
-        .filter(|cmd| cmd.contains(" sst --role"))
+        .filter(|cmd| cmd.contains(" sst --role") && ours.iter().any(|d| cmd.contains(d.as_str())))
         .collect()
 }
 
@@ -50,6 +53,13 @@ fn an_empty_node_joins_by_the_tandem_method_over_tls_under_writes() -> anyhow::R
     c.stop(3)?;
     wipe(c.node(3))?;
     put_no_sst_marker(c.node(3))?;
+    // This time the donor compresses (read from its option file when the
+    // transfer starts; no restart).
+    for i in [1, 2] {
+        let cnf = c.node(i).cnf.clone();
+        let text = std::fs::read_to_string(&cnf)?;
+        std::fs::write(&cnf, format!("{text}\n[sst]\ncompression=zstd\n"))?;
+    }
     std::thread::sleep(Duration::from_secs(2));
     let started = Instant::now();
     c.start(3)?;
@@ -64,15 +74,25 @@ fn an_empty_node_joins_by_the_tandem_method_over_tls_under_writes() -> anyhow::R
     assert!(!has_no_sst_marker(c.node(3)), "the wiped node's marker survived: no full transfer ran");
     assert!(received.contains("TLS"), "the transfer was not encrypted: {received:?}\n{}", tail(&log));
     assert!(!c.node(3).datadir.join(".tandem_sst").exists(), "the staging directory was left behind");
-    let donor_sent = (1..=2).any(|i| error_log(c.node(i)).matches("WSREP_SST: [INFO] Sent").count() >= 2);
-    assert!(donor_sent, "no donor logged a third transfer");
+    let sent: Vec<String> = (1..=2)
+        .flat_map(|i| {
+            error_log(c.node(i))
+                .lines()
+                .filter(|l| l.contains("WSREP_SST: [INFO] Sent "))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(sent.len(), 3, "three transfers, one of them compressed: {sent:#?}");
+    let compressed: Vec<&String> = sent.iter().filter(|l| l.contains(", TLS, zstd level 1 to ")).collect();
+    assert_eq!(compressed.len(), 1, "the rejoin was not compressed: {sent:#?}");
     assert!(acked.iter().any(|(n, _)| *n == 3), "node 3 took no writes after its transfer");
     for i in 1..=3 {
         let missing = missing_acked(c.node(i), TABLE, &acked)?;
         assert!(missing.is_empty(), "node {i} lacks acknowledged commits {missing:?}");
     }
     assert_identical(&c, &[TABLE, "mysql.user"])?;
-    assert!(sst_processes().is_empty(), "SST processes left: {:?}", sst_processes());
+    assert!(sst_processes(&c).is_empty(), "SST processes left: {:?}", sst_processes(&c));
     Ok(())
 }
 
@@ -110,7 +130,7 @@ fn a_failed_transfer_stops_the_joiner_and_leaves_its_data_unchanged() -> anyhow:
     assert!(has_no_sst_marker(c.node(2)), "the failed transfer removed the joiner's files");
     assert!(!c.node(2).datadir.join(".tandem_sst").exists(), "the staging directory was left behind");
     wait_for("the joiner's SST process to go with its server", Duration::from_secs(30), || {
-        Ok(sst_processes().is_empty())
+        Ok(sst_processes(&c).is_empty())
     })?;
     assert_eq!(status(c.node(1), "wsrep_local_state_comment")?, "Synced", "the donor must stay in service");
 
@@ -120,5 +140,100 @@ fn a_failed_transfer_stops_the_joiner_and_leaves_its_data_unchanged() -> anyhow:
     c.wait_synced(2, Duration::from_secs(120))?;
     assert!(!has_no_sst_marker(c.node(2)));
     assert_identical(&c, &[TABLE])?;
+    Ok(())
+}
+
+/// The data directory's size in bytes, as a donor would send it (near
+/// enough: the node's own small files are counted too).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+                    _ => e.metadata().map_or(0, |m| m.len()),
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// What a scrape of the joiner showed of its transfer.
+#[derive(Debug, PartialEq)]
+struct Sample {
+    received: f64,
+    total: f64,
+    ratio: Option<f64>,
+}
+
+/// The joining server answers no SQL until its transfer is over: a DBA
+/// watches it on the joiner's own `/metrics` and health check, and caps
+/// the donor's rate with `[sst] rlimit` so its clients keep their link.
+#[test]
+fn the_joiners_endpoints_show_a_rate_capped_transfer_as_it_goes() -> anyhow::Result<()> {
+    let mut c = up_with(2, tandem_sst)?;
+    sql(c.node(1), "CREATE DATABASE sst; CREATE TABLE sst.acked (node INT, seq INT, PRIMARY KEY (node, seq))")
+        .map_err(anyhow::Error::msg)?;
+    c.stop(2)?;
+    wipe(c.node(2))?;
+    // About eight seconds of transfer, whatever this server's files weigh:
+    // long enough to be seen in flight, and to log its progress once.
+    let rate = (dir_bytes(&c.node(1).datadir) / 8).max(1 << 20);
+    let cnf = c.node(1).cnf.clone();
+    let text = std::fs::read_to_string(&cnf)?;
+    std::fs::write(&cnf, format!("{text}\n[sst]\nrlimit={rate}\n"))?;
+    let addr = c.node(2).health_addr().expect("tandem nodes have a health listener");
+
+    c.start(2)?;
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut unavailable_during_transfer = Vec::new();
+    wait_for("node 2 to become Synced", Duration::from_secs(240), || {
+        if let Ok((200, metrics)) = tandem::cluster::endpoints::http_get(addr, "/metrics") {
+            if let (Some(received), Some(total)) =
+                (gauge(&metrics, "tandem_sst_received_bytes"), gauge(&metrics, "tandem_sst_total_bytes"))
+            {
+                samples.push(Sample { received, total, ratio: gauge(&metrics, "tandem_sst_progress_ratio") });
+                if let Ok((code, body)) = tandem::cluster::endpoints::http_get(addr, "/health") {
+                    unavailable_during_transfer.push((code, body));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        Ok(status(c.node(2), "wsrep_local_state_comment").is_ok_and(|s| s == "Synced"))
+    })?;
+    let in_flight: Vec<&Sample> = samples.iter().filter(|s| s.total > 0.0 && s.received < s.total).collect();
+    println!("{} scrapes during the transfer, {} in flight, at most {rate} B/s", samples.len(), in_flight.len());
+    let mut seen: Vec<u64> = in_flight.iter().map(|s| s.received as u64).collect();
+    seen.dedup();
+    assert!(seen.len() >= 2, "the transfer was not seen advancing: {samples:?}");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "received bytes went back: {seen:?}");
+    for s in &in_flight {
+        let ratio = s.ratio.expect("a ratio once the total is known");
+        assert!((ratio - s.received / s.total).abs() < 1e-6, "{s:?}");
+    }
+    let total = in_flight[0].total;
+    let donor_has = dir_bytes(&c.node(1).datadir) as f64;
+    assert!(total > donor_has / 2.0 && total < donor_has * 2.0, "announced {total} bytes; the donor holds {donor_has}");
+    assert!(
+        unavailable_during_transfer.iter().any(|(code, body)| *code == 503 && body.contains("state transfer: ")),
+        "the health check does not name the transfer: {unavailable_during_transfer:?}"
+    );
+
+    let (_, metrics) = tandem::cluster::endpoints::http_get(addr, "/metrics")?;
+    assert!(!metrics.contains("tandem_sst_"), "transfer series outlived the transfer");
+    assert!(!c.node(2).datadir.join(".tandem_sst_progress").exists(), "the progress file was left behind");
+    let joiner = error_log(c.node(2));
+    assert!(
+        joiner.lines().any(|l| l.contains("WSREP_SST: [INFO] Received ") && l.contains("%) at ")),
+        "no progress line in the joiner's log:\n{}",
+        tail(&joiner)
+    );
+    assert!(error_log(c.node(1)).contains("([sst] rlimit)"), "the donor does not say it is capped");
+    assert_identical(&c, &["mysql.user"])?;
     Ok(())
 }

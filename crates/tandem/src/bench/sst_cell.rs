@@ -22,8 +22,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What each round measures, in this order.
-pub const METHODS: [&str; 3] = ["mariabackup", "tandem", "raw"];
+/// What each round measures, in this order. `tandem-lz4` and `tandem-zstd`
+/// are the tandem method with the donor's `[sst] compression` set.
+pub const METHODS: [&str; 5] = ["mariabackup", "tandem", "tandem-lz4", "tandem-zstd", "raw"];
+/// Starts the block this cell appends to the donor's option file.
+const COMPRESSION_MARK: &str = "# tandem bench: the donor's SST compression";
 /// sysbench rows per table per GiB of data directory (8 tables of 800,000
 /// rows made a 2.08 GB data directory: `shared/reference/sst-contract.md`).
 const ROWS_PER_GIB: f64 = 400_000.0;
@@ -115,7 +118,12 @@ fn transfer(cluster: &mut Cluster, method: &str) -> Result<SstRun> {
     let node = cluster.node(2).clone();
     std::fs::remove_dir_all(&node.datadir)?;
     std::fs::create_dir(&node.datadir)?;
+    let (method, compression) = match method.split_once('-') {
+        Some((m, c)) => (m, Some(c)),
+        None => (method, None),
+    };
     set_method(&node.cnf, method)?;
+    set_compression(&cluster.node(1).cnf, compression)?;
     let log_before = std::fs::metadata(&node.error_log).map_or(0, |m| m.len());
     let started = Instant::now();
     cluster.start(2)?;
@@ -157,6 +165,21 @@ fn set_method(cnf: &Path, method: &str) -> Result<()> {
         .collect();
     anyhow::ensure!(found, "{} has no wsrep_sst_method line", cnf.display());
     std::fs::write(cnf, lines.join("\n") + "\n")?;
+    Ok(())
+}
+
+/// Sets (or, with `None`, removes) the donor's `[sst] compression`, in a
+/// block of its own at the end of its option file.
+fn set_compression(cnf: &Path, compression: Option<&str>) -> Result<()> {
+    let text = std::fs::read_to_string(cnf)?;
+    let mut text = match text.find(COMPRESSION_MARK) {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    };
+    if let Some(how) = compression {
+        text.push_str(&format!("{COMPRESSION_MARK}\n[sst]\ncompression={how}\n"));
+    }
+    std::fs::write(cnf, text)?;
     Ok(())
 }
 
@@ -221,8 +244,9 @@ pub fn render(out: &mut String, c: &SstCell) {
         "A 2-node Tandem cluster with {TABLES} sysbench tables of {} rows ({:.0} MiB data directory on node 1). Each\n\
          round empties node 2's data directory and starts it with `wsrep_sst_method` set; the time is from its\n\
          start to Synced (server and InnoDB start included, for both methods alike). `raw` is `tar | socat -b1M |\n\
-         tar` of node 1's data directory over loopback: the data phase alone, no checks, no fsync. {rounds} round(s),\n\
-         in turn; median.\n",
+         tar` of node 1's data directory over loopback: the data phase alone, no checks, no fsync. `tandem-lz4` and\n\
+         `tandem-zstd` are the tandem method with the donor's `[sst] compression=lz4` or `zstd` (level 1). {rounds}\n\
+         round(s), in turn; median.\n",
         c.rows_per_table, c.datadir_mib
     );
     let _ = writeln!(out, "| Method | runs (s) | median s | vs mariabackup | vs raw copy |\n|---|---|---:|---:|---:|");
@@ -249,7 +273,12 @@ pub fn render(out: &mut String, c: &SstCell) {
             }
         }
     }
-    let phases: Vec<f64> = c.runs.iter().filter_map(|r| r.data_phase_s.filter(|_| r.error.is_none())).collect();
+    let phases: Vec<f64> = c
+        .runs
+        .iter()
+        .filter(|r| r.method == "tandem" && r.error.is_none())
+        .filter_map(|r| r.data_phase_s)
+        .collect();
     if !phases.is_empty() {
         let phase = median(phases);
         let _ = writeln!(
@@ -296,6 +325,20 @@ mod tests {
         assert!(out.contains("| `tandem` | 5.00, failed | 5.00 | 0.25 | 1.25 |"), "{out}");
         assert!(out.contains("| `mariabackup` | 20.00 | 20.00 | 1.00 | 5.00 |"), "{out}");
         assert!(out.contains("tandem round 2 failed: boom"), "{out}");
+    }
+
+    #[test]
+    fn the_donors_compression_is_set_and_removed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let cnf = dir.path().join("my.cnf");
+        std::fs::write(&cnf, "[mysqld]\nport=1\n").unwrap();
+        set_compression(&cnf, Some("lz4")).unwrap();
+        set_compression(&cnf, Some("zstd")).unwrap();
+        let text = std::fs::read_to_string(&cnf).unwrap();
+        assert_eq!(text.matches("compression=").count(), 1, "{text}");
+        assert!(text.ends_with("[sst]\ncompression=zstd\n"), "{text}");
+        set_compression(&cnf, None).unwrap();
+        assert_eq!(std::fs::read_to_string(&cnf).unwrap(), "[mysqld]\nport=1\n");
     }
 
     #[test]

@@ -16,21 +16,37 @@ pub fn query(
     query: &str,
     timeout: Duration,
 ) -> Result<Vec<Vec<String>>> {
+    let target = [
+        "--protocol=socket".to_string(),
+        format!("--socket={}", socket.display()),
+        "--user=root".to_string(),
+    ];
+    query_with(client, &target, None, query, timeout)
+}
+
+/// Runs `query` with the client's connection arguments `target` (protocol,
+/// address, user). The password, if any, goes in the client's environment
+/// (`MYSQL_PWD`): a command line is visible to every local user.
+pub fn query_with(
+    client: &Path,
+    target: &[String],
+    password: Option<&str>,
+    query: &str,
+    timeout: Duration,
+) -> Result<Vec<Vec<String>>> {
     let mut cmd = Command::new(client);
     // --no-defaults: /etc/mysql client options must not redirect us elsewhere.
     cmd.arg("--no-defaults")
-        .arg("--protocol=socket")
-        .arg(format!("--socket={}", socket.display()))
-        .args([
-            "--user=root",
-            "--batch",
-            "--skip-column-names",
-            "--connect-timeout=5",
-        ])
+        .args(target)
+        .args(["--batch", "--skip-column-names", "--connect-timeout=5"])
         .arg(format!("--execute={query}"))
+        .env_remove("MYSQL_PWD")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(password) = password {
+        cmd.env("MYSQL_PWD", password);
+    }
     let output = run_with_timeout(cmd, timeout)?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -4,19 +4,21 @@
 use super::args::SstArgs;
 use super::conn::{Conn, Security};
 use super::files::{self, Binlog, Entry, TABLES_FLUSHED};
+use super::pacer::Pacer;
+use super::progress::{Reporter, Tally};
 use super::settings::Settings;
-use super::wire::{self, Frame, Hello, Kind, Reply, MAX_CHUNK, VERSION};
+use super::wire::{self, Compression, Frame, Hello, Kind, Reply, MAX_CHUNK, OLDEST_VERSION, VERSION};
 use super::{log_info, tell_server, Rendezvous};
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tandem_health::sst_progress::human;
 
 /// How long the donor retries a refused first connection.
 const CONNECT_WITHIN: Duration = Duration::from_secs(10);
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 pub fn run(args: &SstArgs, settings: &Settings) -> Result<()> {
     let gtid = args.gtid.clone().expect("checked by the parser");
@@ -36,7 +38,10 @@ pub fn run(args: &SstArgs, settings: &Settings) -> Result<()> {
     if settings.plaintext_by_choice {
         super::log_warning("the group channel is encrypted, but this state transfer is not ([sst] encrypt=0)");
     }
-    let hello = |kind| Hello { version: VERSION, token: rendezvous.token.clone(), kind };
+    // A donor that does not compress speaks the oldest version, which every
+    // joiner reads.
+    let version = if settings.compression.is_some() { VERSION } else { OLDEST_VERSION };
+    let hello = |kind| Hello { version, token: rendezvous.token.clone(), kind };
     if args.bypass {
         let mut conn = open(&security, &rendezvous.host_port, hello(Kind::Bypass), settings.idle_timeout)?;
         let position = format!("{gtid} {}", args.gtid_domain_id);
@@ -53,15 +58,22 @@ pub fn run(args: &SstArgs, settings: &Settings) -> Result<()> {
         })
         .collect::<Result<_>>()?;
     let position = lock_tables(args, settings.timeout)?;
-    let sent = send_all(args, conns, &position);
+    if let Some(rate) = settings.rlimit {
+        log_info(&format!("Sending at most {}/s ([sst] rlimit)", human(rate)));
+    }
+    let sent = send_all(args, conns, &position, &Arc::new(Pacer::new(settings.rlimit)), settings.compression);
     // Whatever happened, the server's writes may go on: the lock is ours to
     // give back (the server would take it back at our exit, too).
     let _ = std::fs::remove_file(args.datadir.join(TABLES_FLUSHED));
     tell_server("continue")?;
-    let (count, bytes, took) = sent?;
+    let (count, bytes, wire_bytes, took) = sent?;
+    let packed = match settings.compression {
+        Some(how) => format!(", {} to {:.0}%", how.name(), wire_bytes as f64 * 100.0 / bytes.max(1) as f64),
+        None => String::new(),
+    };
     log_info(&format!(
-        "Sent {count} files, {} in {:.2} s over {streams} streams{} ({:.0} MB/s): {position}",
-        super::joiner::human(bytes),
+        "Sent {count} files, {} in {:.2} s over {streams} streams{}{packed} ({:.0} MB/s): {position}",
+        human(bytes),
         took.as_secs_f64(),
         if security.is_on() { ", TLS" } else { "" },
         bytes as f64 / 1e6 / took.as_secs_f64().max(1e-3)
@@ -111,14 +123,21 @@ fn lock_tables(args: &SstArgs, timeout: Duration) -> Result<String> {
 }
 
 /// One thread per stream; stream 0 also carries the position, the totals
-/// and the directories. Returns files, bytes and the time the copy took.
-fn send_all(args: &SstArgs, conns: Vec<Conn>, position: &str) -> Result<(u64, u64, Duration)> {
+/// and the directories. Returns files, bytes, the bytes on the wire and the
+/// time the copy took.
+fn send_all(
+    args: &SstArgs,
+    conns: Vec<Conn>,
+    position: &str,
+    pacer: &Arc<Pacer>,
+    compression: Option<Compression>,
+) -> Result<(u64, u64, u64, Duration)> {
     let started = Instant::now();
     let binlog = Binlog { base: args.binlog.clone(), index: args.binlog_index.clone() };
     let inventory = files::inventory(&args.datadir, &binlog)?;
     let plan = files::balance(&inventory.files, conns.len());
-    let progress = Arc::new(AtomicU64::new(0));
     let total = inventory.bytes();
+    let tally = Arc::new(Tally::with_totals(inventory.files.len() as u64, total));
     if args.progress {
         tell_server(&format!("total {total}"))?;
     }
@@ -133,19 +152,18 @@ fn send_all(args: &SstArgs, conns: Vec<Conn>, position: &str) -> Result<(u64, u6
                 first.push(head.clone());
                 first.extend(inventory.dirs.iter().map(|d| Frame::Dir { path: d.path.clone(), mode: d.mode }));
             }
-            let (datadir, progress) = (args.datadir.clone(), progress.clone());
-            std::thread::spawn(move || send_stream(conn, &datadir, first, &files, &progress))
+            let (datadir, tally, pacer) = (args.datadir.clone(), tally.clone(), pacer.clone());
+            std::thread::spawn(move || send_stream(conn, &datadir, first, &files, &tally, &pacer, compression))
         })
         .collect();
-    let mut next_log = Instant::now() + PROGRESS_EVERY;
+    let mut next_log = Instant::now() + Reporter::LOG_EVERY;
     while !workers.iter().all(|w| w.is_finished()) {
         if Instant::now() >= next_log {
-            let done = progress.load(Ordering::Relaxed);
-            log_info(&format!("Sent {} of {}", super::joiner::human(done), super::joiner::human(total)));
+            log_info(&format!("Sent {}", tally.line(started.elapsed())));
             if args.progress {
-                tell_server(&format!("complete {done}"))?;
+                tell_server(&format!("complete {}", tally.bytes.load(Ordering::Relaxed)))?;
             }
-            next_log += PROGRESS_EVERY;
+            next_log += Reporter::LOG_EVERY;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -155,7 +173,8 @@ fn send_all(args: &SstArgs, conns: Vec<Conn>, position: &str) -> Result<(u64, u6
     if args.progress {
         tell_server(&format!("complete {total}"))?;
     }
-    Ok((inventory.files.len() as u64, total, started.elapsed()))
+    let wire_bytes = tally.wire_bytes.load(Ordering::Relaxed);
+    Ok((inventory.files.len() as u64, total, wire_bytes, started.elapsed()))
 }
 
 pub(super) fn send_stream(
@@ -163,13 +182,16 @@ pub(super) fn send_stream(
     datadir: &Path,
     first: Vec<Frame>,
     files: &[Entry],
-    progress: &AtomicU64,
+    tally: &Tally,
+    pacer: &Pacer,
+    compression: Option<Compression>,
 ) -> Result<()> {
     let mut w = BufWriter::with_capacity(256 << 10, conn);
     for frame in first {
         frame.write_to(&mut w)?;
     }
     let mut buf = vec![0u8; MAX_CHUNK];
+    let mut scratch = Vec::new();
     let mut bytes = 0;
     for f in files {
         let path = datadir.join(&f.path);
@@ -182,11 +204,27 @@ pub(super) fn send_stream(
             if n == 0 {
                 bail!("{} shrank to {offset} bytes during the transfer (it was {})", path.display(), f.size);
             }
-            wire::write_chunk(&mut w, offset, &buf[..n]).context("sending to the joiner")?;
+            // The cap is on what the link carries: compressed bytes.
+            let data = &buf[..n];
+            let wire_bytes = match compression {
+                Some(how) if wire::compress(data, how, &mut scratch)? => {
+                    pacer.pace(scratch.len() as u64);
+                    wire::write_compressed_chunk(&mut w, offset, data, how, &scratch)
+                        .context("sending to the joiner")?;
+                    scratch.len()
+                }
+                _ => {
+                    pacer.pace(n as u64);
+                    wire::write_chunk(&mut w, offset, data).context("sending to the joiner")?;
+                    n
+                }
+            };
+            tally.wire_bytes.fetch_add(wire_bytes as u64, Ordering::Relaxed);
             offset += n as u64;
-            progress.fetch_add(n as u64, Ordering::Relaxed);
+            tally.add_bytes(n as u64);
         }
         Frame::EndOfFile.write_to(&mut w)?;
+        tally.add_file();
         bytes += f.size;
     }
     Frame::End { files: files.len() as u64, bytes }.write_to(&mut w)?;

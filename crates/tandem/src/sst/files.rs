@@ -71,6 +71,8 @@ pub fn is_node_own(name: &str) -> bool {
         || name.starts_with("sst_error")
         || [".err", ".log", ".pid", ".sock", ".sock.lock"].iter().any(|s| name.ends_with(s))
         || name.starts_with("wsrep_recovery.")
+        // A joiner's progress, for its own provider.
+        || name.starts_with(tandem_health::sst_progress::FILE_NAME)
 }
 
 /// Whether the donor sends the top-level entry `name`.
@@ -188,6 +190,8 @@ mod tests {
             "tables_flushed.tmp",
             "sst_error",
             STAGING,
+            ".tandem_sst_progress",
+            ".tandem_sst_progress.tmp",
         ] {
             assert!(!is_sent(own, &binlog), "{own} sent");
             assert!(is_kept(own), "{own} not kept");

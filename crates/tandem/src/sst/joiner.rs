@@ -6,6 +6,7 @@
 use super::args::SstArgs;
 use super::conn::{self, Conn, Security};
 use super::files::{self, STAGING};
+use super::progress::{Reporter, Tally};
 use super::settings::Settings;
 use super::wire::{Frame, Hello, Kind, Reply};
 use super::{log_info, tell_server, Rendezvous};
@@ -13,13 +14,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use std::io::{BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// How often the joiner logs its progress.
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+use tandem_health::sst_progress::human;
 
 pub fn run(args: &SstArgs, settings: &Settings) -> Result<()> {
     let security = Security::load(settings.tls.as_ref())?;
@@ -32,6 +30,10 @@ pub fn run(args: &SstArgs, settings: &Settings) -> Result<()> {
     let rendezvous = Rendezvous { host_port, token: super::fresh_token()?, tls: security.is_on() };
     let mut joiner = Joiner { args, settings, security, listener, token: rendezvous.token.clone() };
     tell_server(&format!("ready {}", rendezvous.text()))?;
+    // From here until the position (or the error), the provider's /metrics
+    // and health check show the transfer.
+    let tally = Arc::new(Tally::default());
+    let mut reporter = Reporter::start(&args.datadir, &tally);
     log_info(&format!(
         "Waiting for the donor on {} ({}, up to {} s)",
         rendezvous.host_port,
@@ -41,7 +43,7 @@ pub fn run(args: &SstArgs, settings: &Settings) -> Result<()> {
     let (first, hello) = joiner.next_donor_connection(settings.timeout)?;
     let position = match hello.kind {
         Kind::Bypass => joiner.bypass(first)?,
-        Kind::Data { streams, .. } => joiner.full_transfer(first, streams)?,
+        Kind::Data { streams, .. } => joiner.full_transfer(first, streams, &tally, &mut reporter)?,
     };
     tell_server(&position)
 }
@@ -123,12 +125,18 @@ impl Joiner<'_> {
         Ok(gtid)
     }
 
-    fn full_transfer(&mut self, first: Conn, streams: u16) -> Result<String> {
+    fn full_transfer(
+        &mut self,
+        first: Conn,
+        streams: u16,
+        tally: &Arc<Tally>,
+        reporter: &mut Reporter,
+    ) -> Result<String> {
         let started = Instant::now();
         let staging = self.args.datadir.join(STAGING);
         remove_staging(&staging)?;
         std::fs::create_dir_all(&staging).with_context(|| format!("creating {}", staging.display()))?;
-        let result = self.receive_all(first, streams, &staging);
+        let result = self.receive_all(first, streams, &staging, tally, reporter);
         let (position, files, bytes) = match result {
             Ok(r) => r,
             Err(e) => {
@@ -149,12 +157,18 @@ impl Joiner<'_> {
         Ok(position)
     }
 
-    fn receive_all(&mut self, first: Conn, streams: u16, staging: &Path) -> Result<(String, u64, u64)> {
-        let progress = Arc::new(AtomicU64::new(0));
+    fn receive_all(
+        &mut self,
+        first: Conn,
+        streams: u16,
+        staging: &Path,
+        tally: &Arc<Tally>,
+        reporter: &mut Reporter,
+    ) -> Result<(String, u64, u64)> {
         let mut workers: Vec<JoinHandle<Result<Received>>> = Vec::new();
         let spawn = |conn: Conn, workers: &mut Vec<JoinHandle<Result<Received>>>| {
-            let (staging, progress) = (staging.to_path_buf(), progress.clone());
-            workers.push(std::thread::spawn(move || receive_stream(conn, &staging, &progress)));
+            let (staging, tally) = (staging.to_path_buf(), tally.clone());
+            workers.push(std::thread::spawn(move || receive_stream(conn, &staging, &tally)));
         };
         spawn(first, &mut workers);
         let mut seen = 1;
@@ -166,7 +180,7 @@ impl Joiner<'_> {
             }
             seen += 1;
         }
-        self.wait_for(&workers, &progress)?;
+        self.wait_for(&workers, tally, reporter)?;
         let mut position = None;
         let (mut files, mut bytes) = (0, 0);
         for w in workers {
@@ -184,16 +198,12 @@ impl Joiner<'_> {
 
     /// Waits for every stream, logging progress; the first failure ends the
     /// wait (the others end on their own when the donor goes).
-    fn wait_for(&self, workers: &[JoinHandle<Result<Received>>], progress: &AtomicU64) -> Result<()> {
-        let mut next_log = Instant::now() + PROGRESS_EVERY;
+    fn wait_for(&self, workers: &[JoinHandle<Result<Received>>], tally: &Tally, reporter: &mut Reporter) -> Result<()> {
         // A stream that fails ends the donor (its write breaks), and with it
         // the other streams: waiting for all of them is bounded.
         while !workers.iter().all(|w| w.is_finished()) {
             self.check_parent()?;
-            if Instant::now() >= next_log {
-                log_info(&format!("Received {} so far", human(progress.load(Ordering::Relaxed))));
-                next_log += PROGRESS_EVERY;
-            }
+            reporter.tick(tally, "Received");
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(())
@@ -202,7 +212,7 @@ impl Joiner<'_> {
 
 /// Receives one stream into `staging`: whole files in order, each chunk at
 /// the offset the file has reached, each file exactly its announced size.
-pub(super) fn receive_stream(conn: Conn, staging: &Path, progress: &AtomicU64) -> Result<Received> {
+pub(super) fn receive_stream(conn: Conn, staging: &Path, tally: &Tally) -> Result<Received> {
     let mut r = BufReader::with_capacity(super::wire::MAX_CHUNK + 64, conn);
     let mut out = Received { position: None, files: 0, bytes: 0 };
     let mut current: Option<(PathBuf, std::fs::File, u64, u64, u32)> = None;
@@ -214,7 +224,10 @@ pub(super) fn receive_stream(conn: Conn, staging: &Path, progress: &AtomicU64) -
             _ => anyhow!("reading from the donor: {e}"),
         })?;
         match frame {
-            Frame::Position { gtid, files, bytes } => out.position = Some((gtid, files, bytes)),
+            Frame::Position { gtid, files, bytes } => {
+                tally.announce(files, bytes);
+                out.position = Some((gtid, files, bytes));
+            }
             Frame::Dir { path, mode } => {
                 let dir = staging.join(files::checked_path(&path).map_err(|e| anyhow!(e))?);
                 std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -246,7 +259,7 @@ pub(super) fn receive_stream(conn: Conn, staging: &Path, progress: &AtomicU64) -
                 }
                 file.write_all(&data).with_context(|| format!("writing {}", target.display()))?;
                 *done += data.len() as u64;
-                progress.fetch_add(data.len() as u64, Ordering::Relaxed);
+                tally.add_bytes(data.len() as u64);
             }
             Frame::EndOfFile => {
                 let Some((target, _file, size, done, mode)) = current.take() else {
@@ -256,6 +269,7 @@ pub(super) fn receive_stream(conn: Conn, staging: &Path, progress: &AtomicU64) -
                     bail!("{}: {done} of {size} bytes received", target.display());
                 }
                 set_mode(&target, mode)?;
+                tally.add_file();
                 out.files += 1;
                 out.bytes += size;
             }
@@ -314,15 +328,6 @@ fn remove_staging(staging: &Path) -> Result<()> {
     match std::fs::remove_dir_all(staging) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e).context(format!("removing {}", staging.display())),
         _ => Ok(()),
-    }
-}
-
-pub(crate) fn human(bytes: u64) -> String {
-    const MIB: f64 = 1024.0 * 1024.0;
-    if bytes as f64 >= 1024.0 * MIB {
-        format!("{:.2} GiB", bytes as f64 / (1024.0 * MIB))
-    } else {
-        format!("{:.1} MiB", bytes as f64 / MIB)
     }
 }
 

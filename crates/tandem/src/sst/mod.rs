@@ -23,6 +23,8 @@ mod conn;
 mod donor;
 pub mod files;
 mod joiner;
+mod pacer;
+mod progress;
 pub mod settings;
 pub mod wire;
 
@@ -57,7 +59,7 @@ pub fn run(cmd: SstCommand) -> u8 {
     };
     for item in &settings.ignored {
         log_info(&format!(
-            "[sst] {item} is mariabackup's setting; the tandem method does not use it (no compression; see `streams`)"
+            "[sst] {item} is mariabackup's setting; the tandem method does not use it (its own: compression=lz4|zstd)"
         ));
     }
     let result = match args.role {
@@ -194,9 +196,11 @@ mod tests {
 mod stream_tests {
     use super::conn::Conn;
     use super::files::{self, Binlog};
+    use super::pacer::Pacer;
+    use super::progress::Tally;
     use super::wire::{Frame, MAX_CHUNK};
     use std::net::{TcpListener, TcpStream};
-    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::Ordering::Relaxed;
 
     fn pair() -> (Conn, Conn) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -210,31 +214,60 @@ mod stream_tests {
         std::fs::write(path, bytes).unwrap();
     }
 
+    /// Plain and compressed, every byte arrives, and both sides count it.
     #[test]
     fn a_data_directory_arrives_byte_for_byte() {
-        let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let big: Vec<u8> = (0..(MAX_CHUNK * 2 + 12345) as u32).map(|i| (i % 251) as u8).collect();
-        write(&src.path().join("ibdata1"), &big);
-        write(&src.path().join("db/t.ibd"), b"table");
-        write(&src.path().join("db/empty.frm"), b"");
-        std::fs::create_dir_all(src.path().join("emptydb")).unwrap();
-        write(&src.path().join("grastate.dat"), b"the donor's own");
-        let inv = files::inventory(src.path(), &Binlog::default()).unwrap();
-        let mut first = vec![Frame::Position { gtid: "u:7 0".into(), files: 3, bytes: inv.bytes() }];
-        first.extend(inv.dirs.iter().map(|d| Frame::Dir { path: d.path.clone(), mode: d.mode }));
-        let (donor, joiner) = pair();
-        let staging = dst.path().to_path_buf();
-        let receiver = std::thread::spawn(move || super::joiner::receive_stream(joiner, &staging, &AtomicU64::new(0)));
-        let sent = AtomicU64::new(0);
-        super::donor::send_stream(donor, src.path(), first, &inv.files, &sent).unwrap();
-        let got = receiver.join().unwrap().unwrap();
-        assert_eq!((got.files, got.bytes), (3, big.len() as u64 + 5));
-        assert_eq!(got.position, Some(("u:7 0".to_string(), 3, inv.bytes())));
-        assert_eq!(std::fs::read(dst.path().join("ibdata1")).unwrap(), big);
-        assert_eq!(std::fs::read(dst.path().join("db/t.ibd")).unwrap(), b"table");
-        assert_eq!(std::fs::read(dst.path().join("db/empty.frm")).unwrap(), b"");
-        assert!(dst.path().join("emptydb").is_dir());
-        assert!(!dst.path().join("grastate.dat").exists(), "the donor's own state is not sent");
+        use super::wire::Compression;
+        for how in [None, Some(Compression::Lz4), Some(Compression::Zstd { level: 3 })] {
+            let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+            // Compressible and not: runs of a pattern, then noise.
+            let mut x = 88172645463325252u64;
+            let big: Vec<u8> = (0..(MAX_CHUNK * 2 + 12345) as u32)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if (i as usize) < MAX_CHUNK {
+                        (i % 251) as u8
+                    } else {
+                        x as u8
+                    }
+                })
+                .collect();
+            write(&src.path().join("ibdata1"), &big);
+            write(&src.path().join("db/t.ibd"), b"table");
+            write(&src.path().join("db/empty.frm"), b"");
+            std::fs::create_dir_all(src.path().join("emptydb")).unwrap();
+            write(&src.path().join("grastate.dat"), b"the donor's own");
+            let inv = files::inventory(src.path(), &Binlog::default()).unwrap();
+            let mut first = vec![Frame::Position { gtid: "u:7 0".into(), files: 3, bytes: inv.bytes() }];
+            first.extend(inv.dirs.iter().map(|d| Frame::Dir { path: d.path.clone(), mode: d.mode }));
+            let (donor, joiner) = pair();
+            let staging = dst.path().to_path_buf();
+            let received = std::sync::Arc::new(Tally::default());
+            let tally = received.clone();
+            let receiver = std::thread::spawn(move || super::joiner::receive_stream(joiner, &staging, &tally));
+            let sent = Tally::with_totals(3, inv.bytes());
+            super::donor::send_stream(donor, src.path(), first, &inv.files, &sent, &Pacer::new(None), how).unwrap();
+            let got = receiver.join().unwrap().unwrap();
+            for t in [&sent, &*received] {
+                let counts = [&t.files, &t.bytes, &t.total_files, &t.total_bytes].map(|a| a.load(Relaxed));
+                assert_eq!(counts, [3, inv.bytes(), 3, inv.bytes()], "{how:?}: the progress counted on both sides");
+            }
+            let wire = sent.wire_bytes.load(Relaxed);
+            match how {
+                None => assert_eq!(wire, inv.bytes()),
+                // The patterned megabyte shrinks; the noise goes plain.
+                Some(_) => assert!(wire < inv.bytes() - MAX_CHUNK as u64 / 2, "{how:?}: {wire} on the wire"),
+            }
+            assert_eq!((got.files, got.bytes), (3, big.len() as u64 + 5));
+            assert_eq!(got.position, Some(("u:7 0".to_string(), 3, inv.bytes())));
+            assert!(std::fs::read(dst.path().join("ibdata1")).unwrap() == big, "{how:?}: ibdata1 differs");
+            assert_eq!(std::fs::read(dst.path().join("db/t.ibd")).unwrap(), b"table");
+            assert_eq!(std::fs::read(dst.path().join("db/empty.frm")).unwrap(), b"");
+            assert!(dst.path().join("emptydb").is_dir());
+            assert!(!dst.path().join("grastate.dat").exists(), "the donor's own state is not sent");
+        }
     }
 
     #[test]
@@ -244,7 +277,7 @@ mod stream_tests {
         Frame::File { path: "ibdata1".into(), mode: 0o660, size: 10_000 }.write_to(&mut donor).unwrap();
         Frame::Chunk { offset: 0, data: vec![1; 4000] }.write_to(&mut donor).unwrap();
         drop(donor);
-        let err = super::joiner::receive_stream(joiner, dst.path(), &AtomicU64::new(0)).err().unwrap();
+        let err = super::joiner::receive_stream(joiner, dst.path(), &Tally::default()).err().unwrap();
         assert!(format!("{err:#}").contains("closed the connection mid-transfer"), "{err:#}");
     }
 
@@ -269,7 +302,7 @@ mod stream_tests {
             for f in &frames {
                 f.write_to(&mut donor).unwrap();
             }
-            let err = super::joiner::receive_stream(joiner, &staging, &AtomicU64::new(0)).err();
+            let err = super::joiner::receive_stream(joiner, &staging, &Tally::default()).err();
             assert!(err.is_some(), "{frames:?} accepted");
             assert!(!dst.path().join("escape").exists());
             // Nothing acknowledged: the donor would not report the transfer done.

@@ -9,6 +9,7 @@
 //! an explicit `encrypt=0` in `[sst]`, and is logged.
 
 use super::args::SstArgs;
+use super::wire::Compression;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,11 @@ pub struct Settings {
     pub timeout: Duration,
     /// How long a connection may stay silent mid-transfer (`[sst] idle-timeout`).
     pub idle_timeout: Duration,
+    /// The donor's cap in bytes per second (`[sst] rlimit`, as for `pv -L`).
+    pub rlimit: Option<u64>,
+    /// How the donor compresses (`[sst] compression`, `compression-level`);
+    /// the joiner takes whatever arrives.
+    pub compression: Option<Compression>,
     pub tls: Option<TlsSource>,
     /// `encrypt=0` over an encrypted group: said in the log.
     pub plaintext_by_choice: bool,
@@ -42,9 +48,11 @@ pub struct TlsSource {
 }
 
 const DEFAULT_TIMEOUT_S: u64 = 300;
-/// mariabackup's compression settings. Not applied: on links faster than
-/// about 200 MB/s compression costs more than it saves (measured in
-/// `shared/reference/sst-contract.md`, §3.2).
+/// mariabackup's compression settings: commands for its pipeline, which
+/// this method has not. Its own is `compression`, off by default: on links
+/// faster than about 200 MB/s compression costs more than it saves
+/// (measured in `shared/reference/sst-contract.md`, §3.2, and for this
+/// method in `docs/benchmarks-sst.md`).
 const IGNORED: [&str; 4] = ["compressor", "decompressor", "compress", "backup-threads"];
 const DEFAULT_IDLE_S: u64 = 120;
 
@@ -92,6 +100,11 @@ impl Settings {
                     .with_context(|| format!("[sst] {key}={v}: expected a number of seconds")),
             }
         };
+        let rlimit = match sst.get("rlimit") {
+            None => None,
+            Some(v) => Some(super::pacer::parse_rate(v).map_err(|e| anyhow::anyhow!("[sst] rlimit={v}: {e}"))?),
+        };
+        let compression = compression(sst)?;
         let (tls, plaintext_by_choice) = tls_source(sst, provider_options)?;
         let ignored = IGNORED.iter().filter_map(|k| sst.get(*k).map(|v| format!("{k}={v}"))).collect();
         Ok(Settings {
@@ -99,10 +112,36 @@ impl Settings {
             streams,
             timeout: seconds("timeout", DEFAULT_TIMEOUT_S)?,
             idle_timeout: seconds("idle-timeout", DEFAULT_IDLE_S)?,
+            rlimit,
+            compression,
             tls,
             plaintext_by_choice,
         })
     }
+}
+
+/// `compression=none|lz4|zstd`, and for zstd `compression-level` (1 to 19,
+/// default 1: its fastest, already smaller than lz4).
+fn compression(sst: &BTreeMap<String, String>) -> Result<Option<Compression>> {
+    let level = match sst.get("compression-level") {
+        None => None,
+        Some(v) => Some(
+            v.parse::<i32>()
+                .ok()
+                .filter(|l| (1..=19).contains(l))
+                .with_context(|| format!("[sst] compression-level={v}: expected a zstd level from 1 to 19"))?,
+        ),
+    };
+    let how = match sst.get("compression").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("none" | "off" | "0" | "") => None,
+        Some("lz4") => Some(Compression::Lz4),
+        Some("zstd") => Some(Compression::Zstd { level: level.unwrap_or(1) }),
+        Some(other) => bail!("[sst] compression={other}: expected none, lz4 or zstd"),
+    };
+    if level.is_some() && !matches!(how, Some(Compression::Zstd { .. })) {
+        bail!("[sst] compression-level is for compression=zstd");
+    }
+    Ok(how)
 }
 
 /// Server options that can put data outside the data directory.
@@ -238,7 +277,7 @@ mod tests {
         let s = Settings::from_parts(&sst(&[]), "base_port=4567").unwrap();
         assert!((2..=4).contains(&s.streams));
         assert_eq!((s.timeout, s.idle_timeout), (Duration::from_secs(300), Duration::from_secs(120)));
-        assert_eq!(s.tls, None);
+        assert_eq!((s.tls, s.rlimit), (None, None));
         assert!(!s.plaintext_by_choice);
     }
 
@@ -268,6 +307,17 @@ mod tests {
         assert!(bad(&[("streams", "0")]).contains("streams=0"));
         assert!(bad(&[("streams", "many")]).contains("streams=many"));
         assert!(bad(&[("timeout", "-1")]).contains("timeout=-1"));
+        assert!(bad(&[("rlimit", "fast")]).contains("rlimit=fast"));
+        assert!(bad(&[("compression", "gzip")]).contains("none, lz4 or zstd"));
+        assert!(bad(&[("compression", "zstd"), ("compression-level", "22")]).contains("level from 1 to 19"));
+        assert!(bad(&[("compression", "lz4"), ("compression-level", "3")]).contains("for compression=zstd"));
+        let how = |pairs: &[(&str, &str)]| Settings::from_parts(&sst(pairs), "").unwrap().compression;
+        assert_eq!(how(&[]), None);
+        assert_eq!(how(&[("compression", "none")]), None);
+        assert_eq!(how(&[("compression", "LZ4")]), Some(Compression::Lz4));
+        assert_eq!(how(&[("compression", "zstd")]), Some(Compression::Zstd { level: 1 }));
+        assert_eq!(how(&[("compression", "zstd"), ("compression-level", "6")]), Some(Compression::Zstd { level: 6 }));
+        assert_eq!(Settings::from_parts(&sst(&[("rlimit", "80m")]), "").unwrap().rlimit, Some(80 << 20));
         assert_eq!(Settings::from_parts(&sst(&[("streams", "7")]), "").unwrap().streams, 7);
         let s = Settings::from_parts(&sst(&[("compressor", "zstd -1"), ("tca", "/x")]), "").unwrap();
         assert_eq!(s.ignored, ["compressor=zstd -1"]);
