@@ -49,6 +49,7 @@ test-unit:
 # Real mariadbd clusters on loopback with our provider.
 test-cluster: build
 	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests -- --test-threads=1
+	$(CARGO) test --release -p tandem-group --test cluster late_joiner_gets_a_snapshot_larger_than_a_frame
 
 # Partitions on a real network: each node in its own network namespace, links
 # cut with nftables (needs root). Not part of `test`: CI runs it where the

@@ -27,8 +27,13 @@ pub const MAGIC: [u8; 4] = *b"TNDM";
 /// its hello reply; 6: the engine's messages carry lock epochs, which a
 /// member of an earlier build would skip and so certify differently).
 pub const PROTOCOL_VERSION: u32 = 6;
-/// Hard cap on one frame; a peer announcing more is dropped.
-pub const MAX_FRAME_BYTES: usize = 64 << 20;
+/// Hard cap on one frame; a peer announcing more is dropped. A snapshot
+/// travels as one frame, and the engine's snapshot carries its
+/// certification index, which a bulk load grows past 64 MiB: a smaller cap
+/// left a joiner waiting forever for a snapshot that could never be sent.
+/// A frame is read as its bytes arrive, so a length prefix alone never
+/// makes us allocate that much.
+pub const MAX_FRAME_BYTES: usize = 1 << 30;
 /// Budget for the entries of one AppendEntries frame, leaving headroom for the
 /// envelope so that a full batch never crosses [`MAX_FRAME_BYTES`].
 pub const APPEND_BUDGET_BYTES: usize = 48 << 20;
@@ -67,6 +72,7 @@ pub enum Request {
     Snapshot {
         vote: Vote,
         meta: SnapshotMeta,
+        #[serde(with = "byte_vec")]
         data: Vec<u8>,
     },
     TransferLeader(openraft::raft::TransferLeaderRequest<GroupTypes>),
@@ -170,6 +176,53 @@ impl From<io::Error> for WireError {
     }
 }
 
+/// `#[serde(with = "byte_vec")]` on a `Vec<u8>` field: written and read as
+/// one byte string rather than element by element. Under bincode the bytes
+/// on the wire are the same as a sequence of u8 (a length, then the bytes),
+/// so peers of either encoding understand each other; a snapshot of
+/// hundreds of MiB is no longer hundreds of millions of calls.
+pub mod byte_vec {
+    use serde::de::{SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        d.deserialize_byte_buf(ByteVec)
+    }
+
+    struct ByteVec;
+
+    impl<'de> Visitor<'de> for ByteVec {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(v.to_vec())
+        }
+
+        fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(v)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+            // The size hint comes from the peer: it only caps the first
+            // allocation.
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(b) = seq.next_element::<u8>()? {
+                out.push(b);
+            }
+            Ok(out)
+        }
+    }
+}
+
 /// The one bincode configuration both ends use. The limit makes decoding
 /// refuse length prefixes that point past the frame.
 fn codec() -> impl Options {
@@ -220,6 +273,9 @@ where
     read_frame_limited(r, MAX_FRAME_BYTES).await
 }
 
+/// What a frame's buffer starts at before its bytes arrive.
+const READ_STEP: usize = 1 << 20;
+
 /// Reads one frame of at most `max` bytes.
 pub async fn read_frame_limited<R, T>(r: &mut R, max: usize) -> Result<T, WireError>
 where
@@ -236,8 +292,16 @@ where
     if len > max {
         return Err(WireError::TooLarge(len));
     }
-    let mut buf = vec![0u8; len];
-    r.read_exact(&mut buf).await?;
+    // Grown as bytes come in: a peer that announces a gigabyte and sends
+    // nothing costs us nothing.
+    let mut buf = Vec::with_capacity(len.min(READ_STEP));
+    let got = r.take(len as u64).read_to_end(&mut buf).await?;
+    if got < len {
+        return Err(WireError::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("the frame ended after {got} of its {len} bytes"),
+        )));
+    }
     decode(&buf)
 }
 
@@ -312,6 +376,41 @@ mod tests {
             matches!(err, WireError::TooLarge(n) if n == u32::MAX as usize),
             "{err}"
         );
+    }
+
+    /// A frame larger than the old 64 MiB cap (a snapshot after a bulk
+    /// load) goes through whole.
+    #[test]
+    fn frames_over_64_mib_round_trip() {
+        let big: Vec<u8> = (0..(80usize << 20)).map(|i| (i % 253) as u8).collect();
+        let buf = encode_frame(&big).unwrap();
+        let back: Vec<u8> = block_on(read_frame(&mut &buf[..])).unwrap();
+        assert!(back == big, "the 80 MiB frame came back different");
+    }
+
+    /// A byte string field reads back, and its bytes are those of a plain
+    /// `Vec<u8>`: peers built before it still understand it.
+    #[test]
+    fn byte_strings_are_encoded_as_a_vec_of_u8_is() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct AsBytes(#[serde(with = "byte_vec")] Vec<u8>);
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct AsSeq(Vec<u8>);
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let bytes = encode_frame(&AsBytes(data.clone())).unwrap();
+        assert_eq!(bytes, encode_frame(&AsSeq(data.clone())).unwrap());
+        let back: AsBytes = block_on(read_frame(&mut &bytes[..])).unwrap();
+        assert_eq!(back.0, data);
+    }
+
+    /// A peer that announces a large frame and stops is an error at the end
+    /// of its bytes, not a wait or a gigabyte allocated up front.
+    #[test]
+    fn a_frame_cut_short_is_an_error() {
+        let mut buf = ((512u32) << 20).to_be_bytes().to_vec();
+        buf.extend_from_slice(&[0; 100]);
+        let err = block_on(read_frame::<_, Vec<u8>>(&mut &buf[..])).unwrap_err();
+        assert!(err.to_string().contains("after 100 of its"), "{err}");
     }
 
     #[test]

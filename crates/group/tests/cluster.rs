@@ -532,6 +532,54 @@ fn late_joiner_gets_a_snapshot_then_the_log() {
     }));
 }
 
+/// (g2) A snapshot larger than one ordinary frame (64 MiB) still reaches a
+/// late joiner. The engine's snapshot carries its certification index,
+/// which a bulk load can grow past that; a joiner that could never install
+/// it would wait forever for a state transfer. An unoptimised build moves
+/// the 72 MiB too slowly for the snapshot timeout: `make test-cluster`
+/// runs it with `--release`.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "needs an optimised build: cargo test --release"
+)]
+fn late_joiner_gets_a_snapshot_larger_than_a_frame() {
+    let _serial = serial();
+    let small = LogSettings {
+        cache_bytes: 1 << 20,
+        segment_bytes: 256 << 10,
+        ..LogSettings::default()
+    };
+    let mut c1 = config("g1", CLUSTER, true, vec![]);
+    c1.log = small.clone();
+    let m1 = start(c1);
+    wait_primary(&m1);
+    // Three messages of 24 MiB: the history (the recorder's snapshot) is
+    // over 72 MiB.
+    let big = |i| [msg("bulk", i), vec![b'x'; 24 << 20]].concat();
+    for i in 0..3 {
+        submit(&m1, &big(i));
+    }
+    wait_delivered(&[&m1], &big(2));
+    m1.group.release_upto(i64::MAX);
+    wait_until("the log was purged", || m1.group.cache().bytes <= 1 << 20);
+
+    let mut c2 = config("g2", CLUSTER, false, vec![m1.addr()]);
+    c2.log = small;
+    let m2 = start(c2);
+    wait_primary(&m2);
+    assert!(
+        m2.rec.journal().restores >= 1,
+        "the late joiner restored a snapshot"
+    );
+    assert!(
+        m2.rec.has_message(&big(0)),
+        "the snapshot carried the history"
+    );
+    submit(&m2, &msg("late", 0));
+    wait_delivered(&[&m1, &m2], &msg("late", 0));
+}
+
 /// (h) `shutdown` joins every group thread, twice is harmless, and Drop
 /// shuts down too.
 #[test]

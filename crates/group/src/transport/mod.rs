@@ -264,7 +264,10 @@ impl NetCtx {
                 "this member is isolated (gmcast.isolate)".into(),
             ));
         }
-        let frame = wire::encode_frame(req).map_err(|e| CallError::Unreachable(e.to_string()))?;
+        let frame = wire::encode_frame(req).map_err(|e| {
+            warn_unsendable(addr, &e);
+            CallError::Unreachable(e.to_string())
+        })?;
         let mut conn = tokio::time::timeout(timeout, self.checkout(addr, expect))
             .await
             .map_err(|_| {
@@ -450,4 +453,23 @@ impl NetCtx {
 fn closed_on_hello(e: &std::io::Error) -> bool {
     use std::io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof};
     matches!(e.kind(), UnexpectedEof | ConnectionReset | BrokenPipe)
+}
+
+/// A message that cannot be encoded (over the frame cap) fails the same
+/// way on every retry: said in the log, at most once a minute, rather than
+/// leaving a member to wait in silence.
+fn warn_unsendable(addr: &str, e: &wire::WireError) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST_WARNED_S: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let last = LAST_WARNED_S.load(Ordering::Relaxed);
+    if now >= last + 60
+        && LAST_WARNED_S
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        log::warn!("Cannot send a message to {addr}: {e}; it is retried, and fails the same way");
+    }
 }

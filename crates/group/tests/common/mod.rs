@@ -18,7 +18,11 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 /// a member that restored a snapshot must end up with the same history too.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
-    Message { origin: u64, payload: Vec<u8> },
+    Message {
+        origin: u64,
+        #[serde(with = "tandem_group::wire::byte_vec")]
+        payload: Vec<u8>,
+    },
     View(Membership),
 }
 
