@@ -199,8 +199,8 @@ fn a_restarted_node_replays_its_history_and_resumes_at_its_own_position() {
     assert_eq!(applied(&cmds), vec![13], "the rejoin view follows the IST in order");
     assert_eq!(submitted(&cmds), vec![&Body::State(MemberState::Synced)]);
     assert_eq!(h.core.ist_range(), Some((9, 13)));
-    // While it applies the IST it reports how far it got, every 2 s.
-    let reports = |cmds: &[Command]| cmds.iter().filter(|c| matches!(c, Command::Submit(Body::Progress(_)))).count();
+    // While it applies the IST it reports how far it got, once a second.
+    let reports = progress_reports;
     assert_eq!(reports(&h.tick(2_000, 10)), 1);
     assert_eq!(reports(&h.tick(500, 11)), 0, "not again so soon");
     assert_eq!(reports(&h.tick(2_000, 11)), 1);
@@ -388,6 +388,32 @@ fn the_log_is_released_only_once_the_server_is_in_step_and_never_past_a_freeze()
         .filter_map(|c| if let Command::ReleaseLog(s) = c { Some(s) } else { None })
         .collect();
     assert_eq!(released, vec![0, 1, 2, 3], "settled commits, below the freeze");
+}
+
+fn progress_reports(cmds: &[Command]) -> usize {
+    cmds.iter().filter(|c| matches!(c, Command::ReportProgress)).count()
+}
+
+/// The group purges its certification index below the members' reports;
+/// a live node reports by the clock too, so a quiet spell after a burst
+/// does not leave the burst's keys indexed.
+#[test]
+fn a_live_node_reports_its_progress_once_a_second_while_it_moves() {
+    let (mut h, _) = group_with_me(3);
+    assert_eq!(progress_reports(&h.tick(1_000, 5)), 0, "not primary yet: the group would not take it");
+    h.connectivity(true);
+    assert_eq!(progress_reports(&h.tick(1_000, 5)), 1);
+    assert_eq!(progress_reports(&h.tick(300, 6)), 0, "not again so soon");
+    assert_eq!(progress_reports(&h.tick(1_000, 6)), 1, "the commit in between is reported");
+    assert_eq!(progress_reports(&h.tick(5_000, 6)), 0, "a quiet node has nothing new to say");
+    h.connectivity(false);
+    assert_eq!(progress_reports(&h.tick(1_000, 7)), 0, "cut off");
+    h.connectivity(true);
+    assert_eq!(progress_reports(&h.tick(1_000, 7)), 1, "back in the primary component");
+    h.core.close();
+    assert_eq!(progress_reports(&h.tick(1_000, 9)), 0, "closing");
+    let mut fresh = NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new());
+    assert_eq!(progress_reports(&fresh.on_tick(60_000, 5)), 0, "not a member: nothing to report");
 }
 
 #[test]

@@ -16,7 +16,9 @@ use crate::view::ViewMember;
 use crate::voting::{Ballots, Cast, Code, Decision, Voter, SUCCESS};
 use crate::writeset::WriteSet;
 
-/// How often (in seqnos) the certification index is purged.
+/// How often (in seqnos) the certification index is purged; it is also
+/// purged at every progress report, which is what empties it in a quiet
+/// spell.
 const PURGE_INTERVAL: Seqno = 256;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -255,6 +257,9 @@ impl GroupState {
             }
             Body::Progress(committed) => {
                 self.note_progress(from.uuid, committed);
+                // At this point of the order on every member, so that every
+                // index forgets the same uses (it decides verdicts).
+                self.purge();
                 Outcome::Progress { member: from.uuid, committed }
             }
             Body::ViewBump => self.next_view(),

@@ -460,3 +460,33 @@ fn arbitrators_never_count() {
     vote(&mut s, 1, ws, E);
     assert_eq!(s.ballots.decision(ws), Some(E), "the only data node decides alone");
 }
+
+/// A burst followed by quiet: once every member has reported progress up
+/// to the last seqno, the index is empty at that point of the order (not at
+/// the next multiple of the purge interval, which a quiet group never
+/// reaches), so the snapshot a joiner is sent carries no keys.
+#[test]
+fn progress_reports_purge_the_index_without_waiting_for_more_write_sets() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1, 2])));
+    for row in 0..100u8 {
+        s.apply(Ordered::Message { origin: 1, payload: &write_set(1, s.seqno, row) });
+    }
+    let last = s.seqno;
+    assert_ne!(last % PURGE_INTERVAL, 0, "the burst must not end on a periodic purge");
+    let full = s.cert.index_size();
+    assert!(full >= 100, "every row is indexed: {full}");
+    s.apply(Ordered::Message { origin: 2, payload: &msg(2, Body::Progress(last - 10)) });
+    s.apply(Ordered::Message { origin: 1, payload: &msg(1, Body::Progress(last)) });
+    let partly = s.cert.index_size();
+    assert!(partly < full && partly > 0, "up to node 2's report only: {partly} of {full}");
+    assert_eq!(s.cert.purged_upto(), last - 10);
+    let before = s.encode().len();
+    s.apply(Ordered::Message { origin: 2, payload: &msg(2, Body::Progress(last)) });
+    assert_eq!(s.cert.index_size(), 0);
+    assert!(s.encode().len() < before, "the snapshot shrinks with the index");
+    // A write-set that saw less than the purge point can no longer be
+    // proven free of conflicts, on every member alike.
+    let outcome = s.apply(Ordered::Message { origin: 2, payload: &write_set(2, last - 20, 1) });
+    assert!(matches!(outcome, Outcome::WriteSet { verdict: Verdict::Fail, .. }), "{outcome:?}");
+}

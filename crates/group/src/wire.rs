@@ -25,8 +25,10 @@ pub const MAGIC: [u8; 4] = *b"TNDM";
 /// Bumped on any incompatible change of the messages below (2: durable
 /// identities, log positions; 5: the accepting member's live group in
 /// its hello reply; 6: the engine's messages carry lock epochs, which a
-/// member of an earlier build would skip and so certify differently).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// member of an earlier build would skip and so certify differently; 7:
+/// the certification index is also purged at every progress report, which
+/// an earlier build would not, and so certify differently).
+pub const PROTOCOL_VERSION: u32 = 7;
 /// Hard cap on one frame; a peer announcing more is dropped. A snapshot
 /// travels as one frame, and the engine's snapshot carries its
 /// certification index, which a bulk load grows past 64 MiB: a smaller cap

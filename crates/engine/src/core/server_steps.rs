@@ -1,0 +1,119 @@
+//! The server's own steps, as the appliers report them once done:
+//! connected, donor found, state received, view delivered, synced,
+//! donating, SST sent, desync and resync. Each moves the local state
+//! (`wsrep_local_state`) and may have something to tell the group.
+
+use super::{Command, LocalState, NodeCore};
+use crate::admission::Plan;
+use crate::group_state::{Sender, ViewChange};
+use crate::message::{Body, MemberState};
+
+impl NodeCore {
+    /// The join task connected the server as `plan` says.
+    pub fn on_connected(&mut self, plan: &Plan) {
+        self.state = match plan {
+            Plan::Found => LocalState::Synced,
+            Plan::Resume { .. } => LocalState::Joined,
+            Plan::Transfer => LocalState::Joining,
+        };
+    }
+
+    pub fn on_donor_found(&mut self) {
+        self.state = LocalState::ReceivingState;
+    }
+
+    /// The state transfer arrived; `synced_ordered` starts over.
+    pub fn on_state_received(&mut self) -> Vec<Command> {
+        self.state = LocalState::Joined;
+        self.synced_ordered = false;
+        let mut out = vec![];
+        self.announcements(&mut out);
+        out
+    }
+
+    pub fn on_view_delivered(&mut self, vc: &ViewChange) -> Vec<Command> {
+        self.members = vc.members.clone();
+        if std::mem::take(&mut self.resync_on_view) {
+            // An operator's desync outlives the non-primary spell.
+            self.state = if self.desyncs > 0 { LocalState::Donor } else { LocalState::Joined };
+            self.synced_ordered = false;
+        }
+        let mut out = vec![];
+        self.announcements(&mut out);
+        out
+    }
+
+    pub fn on_non_primary_delivered(&mut self) {
+        self.state = LocalState::Initialized;
+        self.resync_on_view = true;
+    }
+
+    /// Everything up to our synced announcement is applied. True when the
+    /// server must now be told it is synced.
+    pub fn on_synced_reached(&mut self) -> bool {
+        if self.desyncs > 0 || self.state == LocalState::Synced {
+            return false;
+        }
+        self.state = LocalState::Synced;
+        true
+    }
+
+    /// This node was picked as donor of `joiner`. True when it must first
+    /// tell the server it is synced: it was resyncing after a non-primary
+    /// spell and the group picked it before its announcement was ordered;
+    /// everything up to the request is applied and it is primary, so it is
+    /// synced.
+    pub fn on_donating(&mut self, joiner: Sender) -> bool {
+        let resyncing = self.state == LocalState::Joined && self.desyncs == 0;
+        self.state = LocalState::Donor;
+        self.donating_to = Some(joiner);
+        resyncing
+    }
+
+    /// The server's SST script ended: `rcode` < 0 is its failure, which the
+    /// joiner must hear of (it would wait for the state until its own
+    /// script gave up).
+    pub fn on_sst_sent(&mut self, rcode: i32) -> Vec<Command> {
+        self.state = LocalState::Joined;
+        self.synced_ordered = false;
+        let mut out = vec![];
+        if let (Some(joiner), true) = (self.donating_to.take(), rcode < 0) {
+            out.push(Command::Submit(Body::TransferFailed {
+                joiner: joiner.uuid,
+                incarnation: joiner.incarnation,
+                code: rcode,
+            }));
+        }
+        self.announcements(&mut out);
+        out
+    }
+
+    /// `wsrep_desync=ON`; the first one tells the group.
+    pub fn desync(&mut self) -> Vec<Command> {
+        self.desyncs += 1;
+        if self.desyncs > 1 {
+            return vec![];
+        }
+        self.state = LocalState::Donor;
+        vec![Command::Submit(Body::State(MemberState::Donor))]
+    }
+
+    pub fn resync(&mut self) -> Vec<Command> {
+        self.desyncs = self.desyncs.saturating_sub(1);
+        if self.desyncs > 0 {
+            return vec![];
+        }
+        // Not connected: nothing to catch up with.
+        let connected = self.is_primary() && self.live;
+        self.state = if connected { LocalState::Joined } else { LocalState::Synced };
+        self.synced_ordered = false;
+        let mut out = vec![];
+        self.announcements(&mut out);
+        out
+    }
+
+    /// The final view was delivered: this connection is over.
+    pub fn on_final(&mut self) {
+        self.state = LocalState::Initialized;
+    }
+}
