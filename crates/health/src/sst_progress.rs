@@ -1,29 +1,52 @@
-//! A joiner's state transfer as it goes, for the joiner's own provider.
+//! A state transfer as it goes, for the provider of either side.
 //!
-//! The SST method runs as a child process of the joining server, and the
+//! The SST method runs as a child process of the server, and a joining
 //! server answers no SQL until the transfer is over: the provider's health
 //! and metrics listeners are the only place a DBA can watch it. The
 //! `tandem` method writes its progress into a small text file in the data
 //! directory, replaced whole (written beside, then renamed) a few times a
 //! second and removed when the transfer ends; the provider reads it on each
 //! scrape. A file whose process is gone (a killed transfer) is not shown.
+//! The donor writes one too, so the two ends can be watched side by side.
 //!
 //! The format is `key=value` lines. Readers skip keys they do not know, so
-//! a newer method can add some without breaking an older provider.
+//! a newer method can add some without breaking an older provider; `role`
+//! came later, and a file without it is a joiner's.
 
 use std::path::Path;
 
 /// In the data directory; never sent by a donor, kept by a joiner.
 pub const FILE_NAME: &str = ".tandem_sst_progress";
 
+/// Which end of the transfer wrote the file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    #[default]
+    Joiner,
+    Donor,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Joiner => "joiner",
+            Role::Donor => "donor",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SstProgress {
+    pub role: Role,
     /// The SST process that writes the file.
     pub pid: u32,
-    /// When the joiner started listening for its donor (Unix time, ms).
+    /// When the joiner started listening for its donor, or the donor
+    /// started sending (Unix time, ms).
     pub started_unix_ms: u64,
+    /// Received by a joiner, sent by a donor.
     pub received_bytes: u64,
-    /// What the donor announced; 0 until its first stream arrives.
+    /// What the donor announced; 0 on a joiner until its first stream
+    /// arrives.
     pub total_bytes: u64,
     pub received_files: u64,
     pub total_files: u64,
@@ -37,7 +60,8 @@ impl SstProgress {
 
     pub fn render(&self) -> String {
         format!(
-            "pid={}\nstarted_unix_ms={}\nreceived_bytes={}\ntotal_bytes={}\nreceived_files={}\ntotal_files={}\n",
+            "role={}\npid={}\nstarted_unix_ms={}\nreceived_bytes={}\ntotal_bytes={}\nreceived_files={}\ntotal_files={}\n",
+            self.role.name(),
             self.pid,
             self.started_unix_ms,
             self.received_bytes,
@@ -60,6 +84,14 @@ impl SstProgress {
                 "total_bytes" => (4, &mut p.total_bytes),
                 "received_files" => (8, &mut p.received_files),
                 "total_files" => (16, &mut p.total_files),
+                "role" => {
+                    p.role = match value.trim() {
+                        "joiner" => Role::Joiner,
+                        "donor" => Role::Donor,
+                        other => return Err(format!("role={other:?} is neither joiner nor donor")),
+                    };
+                    continue;
+                }
                 "pid" => {
                     p.pid = value.trim().parse().map_err(|_| format!("pid={value:?} is not a process id"))?;
                     seen |= 32;
@@ -105,8 +137,17 @@ impl SstProgress {
     pub fn summary(&self) -> String {
         match self.ratio() {
             Some(r) => format!("{} of {} ({:.0}%)", human(self.received_bytes), human(self.total_bytes), r * 100.0),
-            None if self.received_bytes == 0 => "waiting for the donor".into(),
-            None => format!("{} received", human(self.received_bytes)),
+            None if self.received_bytes == 0 && self.role == Role::Joiner => "waiting for the donor".into(),
+            None => format!("{} {}", human(self.received_bytes), self.verb()),
+        }
+    }
+}
+
+impl SstProgress {
+    fn verb(&self) -> &'static str {
+        match self.role {
+            Role::Joiner => "received",
+            Role::Donor => "sent",
         }
     }
 }
@@ -127,6 +168,7 @@ mod tests {
 
     fn sample() -> SstProgress {
         SstProgress {
+            role: Role::Joiner,
             pid: std::process::id(),
             started_unix_ms: 1_764_000_000_000,
             received_bytes: 512 << 20,
@@ -141,6 +183,20 @@ mod tests {
         assert_eq!(SstProgress::parse(&sample().render()).unwrap(), sample());
         let with_new_key = format!("{}donor=10.0.0.2\n", sample().render());
         assert_eq!(SstProgress::parse(&with_new_key).unwrap(), sample(), "unknown keys are skipped");
+        let donor = SstProgress { role: Role::Donor, ..sample() };
+        assert_eq!(SstProgress::parse(&donor.render()).unwrap(), donor);
+    }
+
+    /// A file written before `role` existed is a joiner's; a role nobody
+    /// knows is refused rather than guessed.
+    #[test]
+    fn the_role_defaults_to_joiner_and_is_checked() {
+        let text = sample().render();
+        let without: String = text.lines().filter(|l| !l.starts_with("role=")).map(|l| format!("{l}\n")).collect();
+        assert_ne!(without, text);
+        assert_eq!(SstProgress::parse(&without).unwrap().role, Role::Joiner);
+        let odd = text.replace("role=joiner", "role=garbd");
+        assert!(SstProgress::parse(&odd).unwrap_err().contains("neither joiner nor donor"));
     }
 
     #[test]
@@ -166,6 +222,8 @@ mod tests {
         assert_eq!(p.summary(), "512.0 MiB of 2.00 GiB (25%)");
         let waiting = SstProgress { received_bytes: 0, total_bytes: 0, ..p.clone() };
         assert_eq!((waiting.ratio(), waiting.summary().as_str()), (None, "waiting for the donor"));
+        let sending = SstProgress { role: Role::Donor, total_bytes: 0, ..p.clone() };
+        assert_eq!(sending.summary(), "512.0 MiB sent");
         let over = SstProgress { received_bytes: 3 << 30, ..p };
         assert_eq!(over.ratio(), Some(1.0), "never above 1");
     }

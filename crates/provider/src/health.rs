@@ -13,7 +13,7 @@ use tandem_health::http::{Request, Response};
 use tandem_health::metrics::{self, Histogram, Series, Value};
 use tandem_health::policy::{self, Policy, Snapshot};
 use tandem_health::server::{self, Listeners, Service};
-use tandem_health::sst_progress::SstProgress;
+use tandem_health::sst_progress::{Role, SstProgress};
 
 /// Starts the listeners the options ask for; none when both addresses are
 /// empty (the default).
@@ -59,13 +59,17 @@ impl NodeService {
         }
     }
 
-    /// The state transfer this node is receiving, if any. Only a joining
-    /// node looks: a file left by a killed transfer (whose pid another
-    /// process may have taken since) never shows on a node in service.
+    /// The state transfer this node is receiving or sending, if any. Only
+    /// a joining node looks for a joiner's file and only a donor for a
+    /// donor's: a file left by a killed transfer (whose pid another process
+    /// may have taken since) never shows on a node in service.
     fn sst_progress(&self, state: LocalState) -> Option<SstProgress> {
-        matches!(state, LocalState::Joining | LocalState::ReceivingState)
-            .then(|| SstProgress::read(self.node.data_dir()))
-            .flatten()
+        let role = match state {
+            LocalState::Joining | LocalState::ReceivingState => Role::Joiner,
+            LocalState::Donor => Role::Donor,
+            _ => return None,
+        };
+        SstProgress::read(self.node.data_dir()).filter(|p| p.role == role)
     }
 
     fn health(&self) -> Response {
@@ -74,7 +78,7 @@ impl NodeService {
             Ok(why) => Response::text(200, format!("Node is available: {why}.\r\n")),
             Err(why) => {
                 let sst = self.sst_progress(self.node.readiness().state);
-                let sst = sst.map(|p| format!(" (state transfer: {})", p.summary())).unwrap_or_default();
+                let sst = sst.map(|p| format!(" ({}: {})", transfer_name(p.role), p.summary())).unwrap_or_default();
                 Response::text(503, format!("Node is not available: {why}{sst}.\r\n"))
             }
         }
@@ -172,37 +176,50 @@ fn ist_progress(ist: Option<IstProgress>) -> Vec<Series> {
     ]
 }
 
-/// The state transfer this node is receiving, while it does (the joining
-/// server answers no SQL until it is over).
+/// For the health check's 503 text.
+fn transfer_name(role: Role) -> &'static str {
+    match role {
+        Role::Joiner => "state transfer",
+        Role::Donor => "donating a state transfer",
+    }
+}
+
+/// The state transfer this node is receiving or sending, while it does
+/// (the joining server answers no SQL until it is over). A joiner's bytes
+/// and files are `received`, a donor's `sent`; the rest is common.
 fn sst_progress(sst: Option<SstProgress>) -> Vec<Series> {
     let Some(sst) = sst else { return vec![] };
+    let (moved, how) = match sst.role {
+        Role::Joiner => ("received", "received so far"),
+        Role::Donor => ("sent", "sent so far"),
+    };
     let mut series = vec![
         Series::gauge(
-            "tandem_sst_received_bytes",
-            "Bytes of the state transfer received so far.",
+            &format!("tandem_sst_{moved}_bytes"),
+            &format!("Bytes of the state transfer {how}."),
             sst.received_bytes as f64,
         ),
         Series::gauge(
             "tandem_sst_total_bytes",
-            "Bytes the donor announced for the state transfer; 0 until its first stream arrives.",
+            "Bytes the donor announced for the state transfer; 0 on a joiner until the first stream arrives.",
             sst.total_bytes as f64,
         ),
         Series::gauge(
-            "tandem_sst_received_files",
-            "Files of the state transfer received whole.",
+            &format!("tandem_sst_{moved}_files"),
+            &format!("Files of the state transfer {how}, whole."),
             sst.received_files as f64,
         ),
         Series::gauge("tandem_sst_total_files", "Files the donor announced.", sst.total_files as f64),
         Series::gauge(
             "tandem_sst_start_time_seconds",
-            "When the joiner started waiting for its donor (Unix time).",
+            "When the joiner started waiting for its donor, or the donor started sending (Unix time).",
             sst.started_unix_ms as f64 / 1000.0,
         ),
     ];
     if let Some(ratio) = sst.ratio() {
         series.push(Series::gauge(
             "tandem_sst_progress_ratio",
-            "Share of the state transfer received, from 0 to 1.",
+            &format!("Share of the state transfer {how}, from 0 to 1."),
             ratio,
         ));
     }
@@ -222,5 +239,39 @@ impl Service for NodeService {
 
     fn agent_line(&self) -> String {
         policy::agent(&self.snapshot(), &self.policy()).line()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(series: &[Series]) -> Vec<String> {
+        series.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// Each side's series say which way the bytes went; the totals, start
+    /// and ratio are common, so one dashboard shows both ends.
+    #[test]
+    fn a_donor_shows_what_it_sent_and_a_joiner_what_it_received() {
+        let joiner = SstProgress {
+            role: Role::Joiner,
+            pid: 1,
+            started_unix_ms: 1_000,
+            received_bytes: 25,
+            total_bytes: 100,
+            received_files: 1,
+            total_files: 4,
+        };
+        let donor = SstProgress { role: Role::Donor, ..joiner.clone() };
+        let common = ["tandem_sst_total_bytes", "tandem_sst_total_files", "tandem_sst_start_time_seconds"];
+        let j = names(&sst_progress(Some(joiner)));
+        let d = names(&sst_progress(Some(donor)));
+        for name in common.iter().chain(&["tandem_sst_progress_ratio"]) {
+            assert!(j.iter().any(|n| n == name) && d.iter().any(|n| n == name), "{name}: {j:?} {d:?}");
+        }
+        assert!(j.contains(&"tandem_sst_received_bytes".into()) && !j.iter().any(|n| n.contains("sent")), "{j:?}");
+        assert!(d.contains(&"tandem_sst_sent_bytes".into()) && !d.iter().any(|n| n.contains("received")), "{d:?}");
+        assert!(sst_progress(None).is_empty());
     }
 }

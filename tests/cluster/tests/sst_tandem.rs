@@ -172,10 +172,11 @@ struct Sample {
 }
 
 /// The joining server answers no SQL until its transfer is over: a DBA
-/// watches it on the joiner's own `/metrics` and health check, and caps
-/// the donor's rate with `[sst] rlimit` so its clients keep their link.
+/// watches it on the joiner's own `/metrics` and health check (the donor's
+/// show the other end), and caps the donor's rate with `[sst] rlimit` so
+/// its clients keep their link.
 #[test]
-fn the_joiners_endpoints_show_a_rate_capped_transfer_as_it_goes() -> anyhow::Result<()> {
+fn the_endpoints_of_both_ends_show_a_rate_capped_transfer_as_it_goes() -> anyhow::Result<()> {
     let mut c = up_with(2, tandem_sst)?;
     sql(c.node(1), "CREATE DATABASE sst; CREATE TABLE sst.acked (node INT, seq INT, PRIMARY KEY (node, seq))")
         .map_err(anyhow::Error::msg)?;
@@ -188,11 +189,19 @@ fn the_joiners_endpoints_show_a_rate_capped_transfer_as_it_goes() -> anyhow::Res
     let text = std::fs::read_to_string(&cnf)?;
     std::fs::write(&cnf, format!("{text}\n[sst]\nrlimit={rate}\n"))?;
     let addr = c.node(2).health_addr().expect("tandem nodes have a health listener");
+    let donor_addr = c.node(1).health_addr().expect("tandem nodes have a health listener");
 
     c.start(2)?;
     let mut samples: Vec<Sample> = Vec::new();
     let mut unavailable_during_transfer = Vec::new();
+    let (mut donor_sent, mut donor_health) = (Vec::new(), Vec::new());
     wait_for("node 2 to become Synced", Duration::from_secs(240), || {
+        if let Ok((200, metrics)) = tandem::cluster::endpoints::http_get(donor_addr, "/metrics") {
+            if let Some(sent) = gauge(&metrics, "tandem_sst_sent_bytes") {
+                donor_sent.push(sent as u64);
+                donor_health.extend(tandem::cluster::endpoints::http_get(donor_addr, "/health"));
+            }
+        }
         if let Ok((200, metrics)) = tandem::cluster::endpoints::http_get(addr, "/metrics") {
             if let (Some(received), Some(total)) =
                 (gauge(&metrics, "tandem_sst_received_bytes"), gauge(&metrics, "tandem_sst_total_bytes"))
@@ -224,9 +233,21 @@ fn the_joiners_endpoints_show_a_rate_capped_transfer_as_it_goes() -> anyhow::Res
         "the health check does not name the transfer: {unavailable_during_transfer:?}"
     );
 
-    let (_, metrics) = tandem::cluster::endpoints::http_get(addr, "/metrics")?;
-    assert!(!metrics.contains("tandem_sst_"), "transfer series outlived the transfer");
-    assert!(!c.node(2).datadir.join(".tandem_sst_progress").exists(), "the progress file was left behind");
+    donor_sent.dedup();
+    assert!(donor_sent.len() >= 2, "the donor's endpoints did not show it sending: {donor_sent:?}");
+    assert!(donor_sent.windows(2).all(|w| w[0] < w[1]), "sent bytes went back: {donor_sent:?}");
+    assert!(
+        donor_health.iter().any(|(code, body)| *code == 503 && body.contains("donating a state transfer: ")),
+        "the donor's health check does not name the transfer: {donor_health:?}"
+    );
+
+    for n in [1, 2] {
+        let addr = c.node(n).health_addr().expect("a health listener");
+        let (_, metrics) = tandem::cluster::endpoints::http_get(addr, "/metrics")?;
+        assert!(!metrics.contains("tandem_sst_"), "node {n}: transfer series outlived the transfer");
+        let file = c.node(n).datadir.join(".tandem_sst_progress");
+        assert!(!file.exists(), "node {n}: the progress file was left behind");
+    }
     let joiner = error_log(c.node(2));
     assert!(
         joiner.lines().any(|l| l.contains("WSREP_SST: [INFO] Received ") && l.contains("%) at ")),

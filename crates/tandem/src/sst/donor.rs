@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tandem_health::sst_progress::human;
+use tandem_health::sst_progress::Role;
 
 /// How long the donor retries a refused first connection.
 const CONNECT_WITHIN: Duration = Duration::from_secs(10);
@@ -156,17 +157,15 @@ fn send_all(
             std::thread::spawn(move || send_stream(conn, &datadir, first, &files, &tally, &pacer, compression))
         })
         .collect();
-    let mut next_log = Instant::now() + Reporter::LOG_EVERY;
+    // The donor's provider shows the transfer too, beside the joiner's.
+    let mut reporter = Reporter::start(Role::Donor, &args.datadir, &tally);
     while !workers.iter().all(|w| w.is_finished()) {
-        if Instant::now() >= next_log {
-            log_info(&format!("Sent {}", tally.line(started.elapsed())));
-            if args.progress {
-                tell_server(&format!("complete {}", tally.bytes.load(Ordering::Relaxed)))?;
-            }
-            next_log += Reporter::LOG_EVERY;
+        if reporter.tick(&tally, "Sent") && args.progress {
+            tell_server(&format!("complete {}", tally.bytes.load(Ordering::Relaxed)))?;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+    drop(reporter);
     for w in workers {
         w.join().map_err(|_| anyhow!("a sending thread panicked"))??;
     }

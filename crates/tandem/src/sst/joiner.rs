@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tandem_health::sst_progress::human;
+use tandem_health::sst_progress::Role;
 
 pub fn run(args: &SstArgs, settings: &Settings) -> Result<()> {
     let security = Security::load(settings.tls.as_ref())?;
@@ -33,7 +34,7 @@ pub fn run(args: &SstArgs, settings: &Settings) -> Result<()> {
     // From here until the position (or the error), the provider's /metrics
     // and health check show the transfer.
     let tally = Arc::new(Tally::default());
-    let mut reporter = Reporter::start(&args.datadir, &tally);
+    let mut reporter = Reporter::start(Role::Joiner, &args.datadir, &tally);
     log_info(&format!(
         "Waiting for the donor on {} ({}, up to {} s)",
         rendezvous.host_port,

@@ -1,11 +1,11 @@
 //! How far a transfer is: counted by the stream threads, logged on both
-//! sides, and, on the joiner, written for its provider's `/metrics` and
-//! health check (the joining server answers no SQL until the end).
+//! sides, and written for each side's provider's `/metrics` and health
+//! check (the joining server answers no SQL until the end).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tandem_health::sst_progress::SstProgress;
+use tandem_health::sst_progress::{Role, SstProgress};
 
 /// What the streams have moved so far, and what the donor announced.
 #[derive(Debug, Default)]
@@ -38,8 +38,9 @@ impl Tally {
         self.files.fetch_add(1, Relaxed);
     }
 
-    fn snapshot(&self, pid: u32, started_unix_ms: u64) -> SstProgress {
+    fn snapshot(&self, role: Role, pid: u32, started_unix_ms: u64) -> SstProgress {
         SstProgress {
+            role,
             pid,
             started_unix_ms,
             received_bytes: self.bytes.load(Relaxed),
@@ -51,7 +52,7 @@ impl Tally {
 
     /// `512.0 MiB of 1.61 GiB (31%) at 380 MB/s, about 3 s left`.
     pub fn line(&self, elapsed: Duration) -> String {
-        let p = self.snapshot(0, 0);
+        let p = self.snapshot(Role::Joiner, 0, 0);
         let secs = elapsed.as_secs_f64().max(1e-3);
         let rate = p.received_bytes as f64 / secs;
         let mut line = format!("{} at {:.0} MB/s", p.summary(), rate / 1e6);
@@ -62,11 +63,12 @@ impl Tally {
     }
 }
 
-/// The joiner's progress file: written at once (so a scrape shows the
+/// One side's progress file: written at once (so a scrape shows the
 /// transfer as soon as it is asked for), then at most every
 /// [`Reporter::WRITE_EVERY`], and removed when the reporter goes, whatever
 /// the outcome.
 pub struct Reporter {
+    role: Role,
     data_dir: PathBuf,
     started: Instant,
     started_unix_ms: u64,
@@ -79,10 +81,11 @@ impl Reporter {
     /// How often a transfer logs where it is.
     pub const LOG_EVERY: Duration = Duration::from_secs(5);
 
-    pub fn start(data_dir: &Path, tally: &Tally) -> Reporter {
+    pub fn start(role: Role, data_dir: &Path, tally: &Tally) -> Reporter {
         let now = Instant::now();
         let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let reporter = Reporter {
+            role,
             data_dir: data_dir.to_path_buf(),
             started: now,
             started_unix_ms: unix_ms,
@@ -94,23 +97,25 @@ impl Reporter {
     }
 
     /// Called often by the waiting thread: writes the file and logs a line
-    /// when they are due.
-    pub fn tick(&mut self, tally: &Tally, verb: &str) {
+    /// when they are due. True when it logged.
+    pub fn tick(&mut self, tally: &Tally, verb: &str) -> bool {
         let now = Instant::now();
         if now.duration_since(self.last_write) >= Self::WRITE_EVERY {
             self.write(tally);
             self.last_write = now;
         }
-        if now >= self.next_log {
-            super::log_info(&format!("{verb} {}", tally.line(self.started.elapsed())));
-            self.next_log += Self::LOG_EVERY;
+        if now < self.next_log {
+            return false;
         }
+        super::log_info(&format!("{verb} {}", tally.line(self.started.elapsed())));
+        self.next_log += Self::LOG_EVERY;
+        true
     }
 
     /// A progress file that cannot be written costs the DBA a view, not
     /// the transfer: it is not an error.
     fn write(&self, tally: &Tally) {
-        let _ = tally.snapshot(std::process::id(), self.started_unix_ms).write(&self.data_dir);
+        let _ = tally.snapshot(self.role, std::process::id(), self.started_unix_ms).write(&self.data_dir);
     }
 }
 
@@ -140,14 +145,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t = Tally::default();
         {
-            let mut r = Reporter::start(dir.path(), &t);
+            let mut r = Reporter::start(Role::Joiner, dir.path(), &t);
             let first = SstProgress::read(dir.path()).expect("written at once");
             assert_eq!((first.pid, first.received_bytes, first.ratio()), (std::process::id(), 0, None));
+            assert_eq!(first.role, Role::Joiner);
             t.announce(2, 1000);
             t.add_bytes(250);
             t.add_file();
             r.last_write -= Reporter::WRITE_EVERY;
-            r.tick(&t, "Received");
+            assert!(!r.tick(&t, "Received"), "no log line before LOG_EVERY");
             let later = SstProgress::read(dir.path()).unwrap();
             assert_eq!((later.received_bytes, later.received_files, later.ratio()), (250, 1, Some(0.25)));
             assert_eq!(later.started_unix_ms, first.started_unix_ms);
