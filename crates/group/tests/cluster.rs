@@ -492,6 +492,33 @@ fn strangers_are_refused_and_the_group_keeps_working() {
 }
 
 /// (g) A member joining after log compaction gets a snapshot, then the log.
+/// A founder (g1) that ordered `messages` and purged its log down to the
+/// budget of `log`, and a member (g2) that joined it after: it started
+/// from a snapshot.
+fn late_joiner_after_a_purge(log: LogSettings, messages: &[Vec<u8>]) -> (Member, Member) {
+    let mut c1 = config("g1", CLUSTER, true, vec![]);
+    c1.log = log.clone();
+    let m1 = start(c1);
+    wait_primary(&m1);
+    for m in messages {
+        submit(&m1, m);
+    }
+    wait_delivered(&[&m1], messages.last().expect("something to purge"));
+    m1.group.release_upto(i64::MAX);
+    let budget = log.cache_bytes;
+    wait_until("the log was purged", || m1.group.cache().bytes <= budget);
+
+    let mut c2 = config("g2", CLUSTER, false, vec![m1.addr()]);
+    c2.log = log;
+    let m2 = start(c2);
+    wait_primary(&m2);
+    assert!(
+        m2.rec.journal().restores >= 1,
+        "the late joiner restored a snapshot"
+    );
+    (m1, m2)
+}
+
 #[test]
 fn late_joiner_gets_a_snapshot_then_the_log() {
     let _serial = serial();
@@ -501,26 +528,8 @@ fn late_joiner_gets_a_snapshot_then_the_log() {
         segment_bytes: 4 << 10,
         ..LogSettings::default()
     };
-    let mut c1 = config("g1", CLUSTER, true, vec![]);
-    c1.log = small.clone();
-    let m1 = start(c1);
-    wait_primary(&m1);
     let big = |i| [msg("early", i), vec![b'.'; 1000]].concat();
-    for i in 0..100 {
-        submit(&m1, &big(i));
-    }
-    wait_delivered(&[&m1], &big(99));
-    m1.group.release_upto(i64::MAX);
-    wait_until("the log was purged", || m1.group.cache().bytes <= 32 << 10);
-
-    let mut c2 = config("g2", CLUSTER, false, vec![m1.addr()]);
-    c2.log = small;
-    let m2 = start(c2);
-    wait_primary(&m2);
-    assert!(
-        m2.rec.journal().restores >= 1,
-        "the late joiner restored a snapshot"
-    );
+    let (m1, m2) = late_joiner_after_a_purge(small, &(0..100).map(big).collect::<Vec<_>>());
     for i in 0..10 {
         submit(&m2, &msg("late", i));
     }
@@ -550,28 +559,10 @@ fn late_joiner_gets_a_snapshot_larger_than_a_frame() {
         segment_bytes: 256 << 10,
         ..LogSettings::default()
     };
-    let mut c1 = config("g1", CLUSTER, true, vec![]);
-    c1.log = small.clone();
-    let m1 = start(c1);
-    wait_primary(&m1);
     // Three messages of 24 MiB: the history (the recorder's snapshot) is
     // over 72 MiB.
     let big = |i| [msg("bulk", i), vec![b'x'; 24 << 20]].concat();
-    for i in 0..3 {
-        submit(&m1, &big(i));
-    }
-    wait_delivered(&[&m1], &big(2));
-    m1.group.release_upto(i64::MAX);
-    wait_until("the log was purged", || m1.group.cache().bytes <= 1 << 20);
-
-    let mut c2 = config("g2", CLUSTER, false, vec![m1.addr()]);
-    c2.log = small;
-    let m2 = start(c2);
-    wait_primary(&m2);
-    assert!(
-        m2.rec.journal().restores >= 1,
-        "the late joiner restored a snapshot"
-    );
+    let (m1, m2) = late_joiner_after_a_purge(small, &(0..3).map(big).collect::<Vec<_>>());
     assert!(
         m2.rec.has_message(&big(0)),
         "the snapshot carried the history"
