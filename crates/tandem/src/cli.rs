@@ -49,6 +49,44 @@ enum NodeCommand {
     /// Wait until the node is Synced in a primary component (for systemd's
     /// ExecStartPost: a rolling restart then waits for each node in turn)
     WaitSynced(WaitSyncedArgs),
+    /// Where this host's node stands: its group log, its database seqno
+    /// (grastate.dat, or mariadbd --wsrep-recover), running or not; what
+    /// `cluster bootstrap --remote` compares across hosts
+    Position(NodeArgs),
+    /// Make this host's node a new primary component (pc.bootstrap=YES if
+    /// it runs, else grastate.dat marked safe and --new-cluster-command),
+    /// then wait until it is Synced. Compares nothing: `cluster bootstrap
+    /// --remote` runs it on the host it chose
+    Bootstrap(NodeBootstrapArgs),
+}
+
+/// Which server on this host: the one its option files describe.
+#[derive(Args, Debug)]
+struct NodeArgs {
+    /// Read the server's settings from this file only (default: the
+    /// server's own option files, as `my_print_defaults --mysqld` reads them)
+    #[arg(long, value_name = "FILE")]
+    defaults_file: Option<PathBuf>,
+    #[command(flatten)]
+    login: LoginArgs,
+}
+
+impl NodeArgs {
+    fn config(&self) -> Result<crate::remote::position::ServerConfig> {
+        crate::remote::position::ServerConfig::read(self.defaults_file.as_deref())
+    }
+}
+
+#[derive(Args, Debug)]
+struct NodeBootstrapArgs {
+    #[command(flatten)]
+    node: NodeArgs,
+    /// Starts the stopped server as a new cluster (run by sh)
+    #[arg(long, default_value = "galera_new_cluster")]
+    new_cluster_command: String,
+    /// Seconds the node may take to reach Synced
+    #[arg(long, default_value_t = cluster::DEFAULT_SYNC_TIMEOUT.as_secs())]
+    timeout: u64,
 }
 
 /// How to log in to a real node's SQL. The password comes from
@@ -72,9 +110,13 @@ impl LoginArgs {
 
 #[derive(Args, Debug)]
 struct WaitSyncedArgs {
-    /// The node: a socket path, host, host:port or [ipv6]:port
-    #[arg(long, default_value = "/run/mysqld/mysqld.sock")]
-    node: String,
+    /// The node: a socket path, host, host:port or [ipv6]:port (default:
+    /// the socket of this host's server, from its option files)
+    #[arg(long)]
+    node: Option<String>,
+    /// Where the default socket is read from (default: the server's own option files)
+    #[arg(long, value_name = "FILE", conflicts_with = "node")]
+    defaults_file: Option<PathBuf>,
     #[command(flatten)]
     login: LoginArgs,
     /// Give up after this many seconds (default: never; under systemd its
@@ -181,15 +223,43 @@ struct StartNodeArgs {
 struct BootstrapArgs {
     #[command(flatten)]
     dir: DirArg,
-    /// Bootstrap this node (1-based); refused if another is more advanced
+    /// Bootstrap the most advanced node (what is done without --node)
+    #[arg(long, conflicts_with = "node")]
+    safest: bool,
+    /// Bootstrap this node (a number; with --remote, a host); refused if
+    /// another is more advanced
     #[arg(long)]
-    node: Option<usize>,
+    node: Option<String>,
     /// Bootstrap --node even if another node is more advanced (loses what only that one holds)
     #[arg(long, requires = "node")]
     force: bool,
     /// Only bootstrap; leave the other nodes as they are
     #[arg(long)]
     only: bool,
+    /// Only show each node's position and which one would be bootstrapped
+    #[arg(long)]
+    dry_run: bool,
+    /// The hosts of a real cluster instead of a local one, comma-separated:
+    /// each is asked for its position with `SSH HOST TANDEM node position`
+    #[arg(long, value_delimiter = ',', value_name = "HOST,...")]
+    remote: Vec<String>,
+    /// With --remote: how a command is run on a host (split at spaces; the
+    /// host and the command are added)
+    #[arg(long, default_value = "ssh -o BatchMode=yes", requires = "remote")]
+    ssh: String,
+    /// With --remote: how tandem is run on the hosts
+    #[arg(long, default_value = "tandem", requires = "remote")]
+    remote_tandem: String,
+    /// With --remote: arguments for every `tandem node` command on the
+    /// hosts (--defaults-file, --user, --password-file), as shell text
+    #[arg(long, default_value = "", requires = "remote")]
+    node_args: String,
+    /// With --remote: starts the chosen host's stopped server as a new cluster
+    #[arg(long, default_value = "galera_new_cluster", requires = "remote")]
+    new_cluster_command: String,
+    /// With --remote: starts the server of every other stopped host
+    #[arg(long, default_value = "systemctl start mariadb", requires = "remote")]
+    start_command: String,
     /// Seconds each node may take to reach Synced
     #[arg(long, default_value_t = cluster::DEFAULT_SYNC_TIMEOUT.as_secs())]
     timeout: u64,
@@ -257,6 +327,19 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Mtr(args) => crate::mtr::run(args),
         Command::Arbitrator(args) => crate::arbitrator::run(args),
         Command::Node(NodeCommand::WaitSynced(args)) => wait_synced(args),
+        Command::Node(NodeCommand::Position(args)) => {
+            let position = crate::remote::position::read(&args.config()?, &args.login.login()?)?;
+            print!("{}", position.render());
+            Ok(())
+        }
+        Command::Node(NodeCommand::Bootstrap(args)) => {
+            let config = args.node.config()?;
+            let timeout = Duration::from_secs(args.timeout);
+            let login = args.node.login.login()?;
+            let how = crate::remote::bootstrap::bootstrap_here(&config, &login, &args.new_cluster_command, timeout)?;
+            say!("bootstrapped ({how}); Synced");
+            Ok(())
+        }
         Command::Sst(args) => match crate::sst::run(args) {
             0 => Ok(()),
             status => anyhow::bail!("the state transfer failed (status {status}; the reason is logged above)"),
@@ -388,7 +471,13 @@ fn remote_status(nodes: &[String], login: &crate::remote::Login) -> Result<()> {
 
 fn wait_synced(args: WaitSyncedArgs) -> Result<()> {
     let client = cluster::prereq::find_program("mariadb")?;
-    let at = crate::remote::Endpoint::parse(&args.node)?;
+    let at = match &args.node {
+        Some(node) => crate::remote::Endpoint::parse(node)?,
+        None => {
+            let config = crate::remote::position::ServerConfig::read(args.defaults_file.as_deref())?;
+            crate::remote::Endpoint::Socket(config.socket)
+        }
+    };
     let took = crate::remote::wait_synced(&client, &at, &args.login.login()?, args.timeout.map(Duration::from_secs))?;
     say!("{} is Synced (waited {:.1} s)", at.label(), took.as_secs_f64());
     Ok(())
@@ -539,15 +628,63 @@ fn start_node(args: StartNodeArgs) -> Result<()> {
 }
 
 fn bootstrap(args: BootstrapArgs) -> Result<()> {
+    if !args.remote.is_empty() {
+        return remote_bootstrap(args);
+    }
+    let wanted = match &args.node {
+        None => None,
+        Some(n) => Some(n.parse::<usize>().map_err(|_| anyhow::anyhow!("--node {n:?}: a node number (1-based)"))?),
+    };
     let mut cluster = Cluster::open(&args.dir.dir)?;
+    if args.dry_run {
+        let candidates = cluster.bootstrap_candidates()?;
+        let chosen = cluster::choose_bootstrap(&candidates, wanted, args.force)?;
+        say!("{}", candidates_table(&candidates, chosen, "would be bootstrapped"));
+        return Ok(());
+    }
     let started = Instant::now();
-    let result = cluster.bootstrap(args.node, args.force, args.only, Duration::from_secs(args.timeout));
+    let result = cluster.bootstrap(wanted, args.force, args.only, Duration::from_secs(args.timeout));
     // Even on failure what runs keeps running: the user decides what to do with it.
     cluster.keep_running();
     let outcome = result?;
+    say!("{}", candidates_table(&outcome.candidates, outcome.chosen, "bootstrapped"));
+    let how = if outcome.in_place { "pc.bootstrap=YES" } else { "--wsrep-new-cluster" };
+    let name = &outcome.candidates[outcome.chosen - 1].name;
+    say!("{name} bootstrapped ({how}); {} other node(s) started and rejoined", outcome.started.len());
+    say!("Synced after {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn remote_bootstrap(args: BootstrapArgs) -> Result<()> {
+    let plan = crate::remote::bootstrap::Plan {
+        hosts: args.remote,
+        ssh: args.ssh.split_whitespace().map(String::from).collect(),
+        tandem: args.remote_tandem,
+        node_args: args.node_args,
+        new_cluster: args.new_cluster_command,
+        start: args.start_command,
+        wanted: args.node,
+        force: args.force,
+        only: args.only,
+        dry_run: args.dry_run,
+        timeout: Duration::from_secs(args.timeout),
+    };
+    let started = Instant::now();
+    let outcome = crate::remote::bootstrap::run(&plan, &|line| esay!("{line}"))?;
+    let verdict = if plan.dry_run { "would be bootstrapped" } else { "bootstrapped" };
+    say!("{}", candidates_table(&outcome.candidates, outcome.chosen, verdict));
+    if !plan.dry_run {
+        let name = &outcome.candidates[outcome.chosen - 1].name;
+        say!("{name} bootstrapped; {} other host(s) started and rejoined", outcome.started.len());
+        say!("Synced after {:.1} s", started.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+/// Each node's position, the chosen one marked.
+fn candidates_table(candidates: &[cluster::Candidate], chosen: usize, verdict: &str) -> String {
     let header = ["node", "was", "group log (term/index)", "database seqno"];
-    let rows: Vec<Vec<String>> = outcome
-        .candidates
+    let rows: Vec<Vec<String>> = candidates
         .iter()
         .map(|c| {
             let log = match (c.log_last, &c.log_note) {
@@ -555,21 +692,16 @@ fn bootstrap(args: BootstrapArgs) -> Result<()> {
                 (None, Some(note)) => format!("not usable: {note}"),
                 (None, None) => "-".into(),
             };
-            let chosen = if c.index == outcome.chosen { " <- bootstrapped" } else { "" };
+            let mark = if c.index == chosen { format!(" <- {verdict}") } else { String::new() };
             vec![
-                format!("{}{chosen}", c.name),
+                format!("{}{mark}", c.name),
                 if c.running { "running".into() } else { "stopped".into() },
                 log,
                 c.seqno.map_or("unknown".into(), |s| s.to_string()),
             ]
         })
         .collect();
-    say!("{}", format_table(&header, &rows));
-    let how = if outcome.in_place { "pc.bootstrap=YES" } else { "--wsrep-new-cluster" };
-    let name = &outcome.candidates[outcome.chosen - 1].name;
-    say!("{name} bootstrapped ({how}); {} other node(s) started and rejoined", outcome.started.len());
-    say!("Synced after {:.1} s", started.elapsed().as_secs_f64());
-    Ok(())
+    format_table(&header, &rows)
 }
 
 fn stop_node(args: StopNodeArgs) -> Result<()> {

@@ -49,10 +49,7 @@ fn bootstrap_starts_from_the_most_advanced_node_and_refuses_a_less_advanced_one(
     let candidates = c.bootstrap_candidates()?;
     println!("{candidates:#?}");
     ensure!(candidates.iter().all(|n| !n.running), "every node is down");
-    ensure!(
-        candidates.iter().all(|n| n.log_last.is_some()),
-        "every node's group log is read: {candidates:?}"
-    );
+    ensure!(candidates.iter().all(|n| n.log_last.is_some()), "every node's group log is read: {candidates:?}");
     ensure!(candidates[2].log_last < candidates[0].log_last, "node 3's log is behind node 1's: {candidates:?}");
 
     let refused = c.bootstrap(Some(3), false, false, SYNCED).expect_err("node 3 is less advanced");
@@ -203,5 +200,101 @@ fn an_unknown_position_is_recovered_or_refused_never_guessed() -> anyhow::Result
     c.wait_synced(3, SYNCED)?;
     ensure!(!has_no_sst_marker(c.node(3)), "an SST replaced the data");
     ensure!(count(&c, 3)? == 300, "with every row");
+    assert_identical(&c, &[TABLE])
+}
+
+/// Stops, by the pids the CLI recorded, whatever the `tandem` commands of a
+/// test started: those servers are not children of the test's `Cluster`.
+struct StopRecorded(std::path::PathBuf);
+
+impl Drop for StopRecorded {
+    fn drop(&mut self) {
+        if let Ok(mut c) = tandem::cluster::Cluster::open(&self.0) {
+            for i in (1..=c.len()).rev() {
+                let _ = c.stop(i);
+            }
+        }
+    }
+}
+
+/// `tandem cluster bootstrap --remote` on a real cluster, each host asked
+/// over ssh. Here "ssh" is a script that runs the command locally with the
+/// host's option files (`MYSQL_HOME=<cluster>/<host>`, the server's own
+/// lookup), so every host-side step is the real one: `tandem node
+/// position` reads each node's group log, grastate.dat and InnoDB
+/// position; the most advanced host is chosen, a less advanced one is
+/// refused, a host that does not answer stops everything, and the others
+/// are started and waited for. Nothing acknowledged is lost.
+#[test]
+fn bootstrap_of_a_real_cluster_asks_every_host_over_ssh() -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut c = up(3)?;
+    let _stop = StopRecorded(c.dir().to_path_buf());
+    create_rows_table(c.node(1), TABLE)?;
+    insert_rows(c.node(1), TABLE, 1, 0, 100, 100)?;
+    c.stop(3)?;
+    insert_rows(c.node(1), TABLE, 1, 100, 250, 100)?;
+    insert_rows(c.node(2), TABLE, 2, 0, 250, 100)?;
+    c.kill(1)?;
+    c.kill(2)?;
+
+    let tandem = tandem::cluster::sst_script::tandem_binary().context("the tandem binary is built beside the tests")?;
+    let tandem = tandem.to_str().context("tandem's path")?.to_string();
+    let ssh = c.dir().join("fake-ssh");
+    std::fs::write(
+        &ssh,
+        format!(
+            "#!/bin/sh\nhost=$1; shift\n\
+             if [ \"$host\" = down ]; then echo \"ssh: connect to host down port 22: Connection refused\" >&2; exit 255; fi\n\
+             export MYSQL_HOME='{dir}'/$host N=${{host#node}}\nexec sh -c \"$*\"\n",
+            dir = c.dir().display()
+        ),
+    )?;
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755))?;
+    let dir = c.dir().display().to_string();
+    let start = format!("{tandem} cluster start-node $N --dir {dir}");
+    let run = |extra: &[&str], hosts: &str| -> anyhow::Result<(bool, String)> {
+        let mut args = vec!["cluster", "bootstrap", "--remote", hosts, "--ssh", ssh.to_str().unwrap()];
+        args.extend(["--remote-tandem", &tandem, "--timeout", "300"]);
+        args.extend(extra);
+        let out = std::process::Command::new(&tandem).args(&args).output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        println!("$ tandem {}\n{text}", args.join(" "));
+        Ok((out.status.success(), text))
+    };
+    let running = || -> anyhow::Result<usize> {
+        let mut now = tandem::cluster::Cluster::open(c.dir())?;
+        Ok((1..=3).filter(|&i| now.is_running(i)).count())
+    };
+    let hosts = "node1,node2,node3";
+
+    let (ok, shown) = run(&["--dry-run"], hosts)?;
+    ensure!(ok, "a dry run shows the positions: {shown}");
+    let chosen = shown.lines().find(|l| l.contains("<- would be bootstrapped")).context("no choice shown")?;
+    ensure!(!chosen.starts_with("node3"), "node 3 missed 500 commits: {shown}");
+    let node3 = shown.lines().find(|l| l.starts_with("node3")).context("node3's row")?;
+    let node1 = shown.lines().find(|l| l.starts_with("node1")).context("node1's row")?;
+    ensure!(node3.contains("stopped") && node1.contains("stopped"), "{shown}");
+    ensure!(running()? == 0, "a dry run starts nothing");
+
+    let (ok, refused) = run(&["--node", "node3"], hosts)?;
+    ensure!(!ok && refused.contains("node3 is less advanced"), "{refused}");
+    ensure!(refused.contains("--force"), "the override is named: {refused}");
+    let (ok, unreachable) = run(&[], &format!("{hosts},down"))?;
+    ensure!(!ok && unreachable.contains("1 of 4 hosts gave no position"), "{unreachable}");
+    ensure!(unreachable.contains("Connection refused"), "ssh's own words are shown: {unreachable}");
+    ensure!(running()? == 0, "a refusal starts nothing");
+
+    let new_cluster = format!("{start} --bootstrap");
+    let (ok, done) = run(&["--safest", "--new-cluster-command", &new_cluster, "--start-command", &start], hosts)?;
+    ensure!(ok, "{done}");
+    ensure!(done.contains("bootstrapped; 2 other host(s) started and rejoined"), "{done}");
+    ensure!(running()? == 3, "every node runs");
+    for i in 1..=3 {
+        ensure!(status(c.node(i), "wsrep_local_state_comment")? == "Synced", "node {i} is Synced");
+        ensure!(status(c.node(i), "wsrep_cluster_size")? == "3", "node {i} sees 3 members");
+        ensure!(count(&c, i)? == 600, "node {i} holds every acknowledged row");
+    }
+    insert_rows(c.node(3), TABLE, 3, 0, 10, 10)?;
     assert_identical(&c, &[TABLE])
 }

@@ -12,8 +12,10 @@
 //! unless forced.
 
 use super::{recover_position, Cluster, Node, ProviderKind};
+pub(crate) use super::{mark_safe_to_bootstrap, parse_recovered_position};
 use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
+use std::path::Path;
 use std::time::Duration;
 
 /// One node, as far as choosing whom to bootstrap goes.
@@ -102,7 +104,7 @@ impl Cluster {
                 }
                 node.status("wsrep_last_committed").ok().and_then(|s| s.parse().ok())
             } else {
-                match saved_seqno(&node) {
+                match saved_seqno(&node.datadir) {
                     Some(seqno) => Some(seqno),
                     // Only when grastate.dat has none: a recovery starts InnoDB.
                     None => recover_position(&mariadbd, &node)?.and_then(|p| seqno_of(&p)),
@@ -164,15 +166,15 @@ impl Cluster {
     }
 }
 
-/// The seqno of grastate.dat, if it records one (a clean shutdown).
-fn saved_seqno(node: &Node) -> Option<i64> {
-    let text = std::fs::read_to_string(node.datadir.join("grastate.dat")).ok()?;
+/// The seqno of `datadir`'s grastate.dat, if it records one (a clean shutdown).
+pub(crate) fn saved_seqno(datadir: &Path) -> Option<i64> {
+    let text = std::fs::read_to_string(datadir.join("grastate.dat")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("seqno:"))?;
     line.trim().parse().ok().filter(|s: &i64| *s >= 0)
 }
 
 /// The seqno of "uuid:seqno".
-fn seqno_of(position: &str) -> Option<i64> {
+pub(crate) fn seqno_of(position: &str) -> Option<i64> {
     position.rsplit(':').next()?.trim().parse().ok()
 }
 

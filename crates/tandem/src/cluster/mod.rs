@@ -5,7 +5,7 @@
 //! parallel SSTs), recording PIDs and ports in `dir/cluster.json`. Nodes are
 //! numbered from 1 everywhere, as in their directory names.
 
-mod bootstrap;
+pub(crate) mod bootstrap;
 pub mod certs;
 pub mod config;
 pub mod endpoints;
@@ -22,7 +22,8 @@ pub use node::SQL_TIMEOUT;
 pub use state::{ClusterState, Node, ProviderKind};
 
 use anyhow::{anyhow, bail, Context, Result};
-use prereq::{find_program, resolve_provider, Tools};
+pub(crate) use prereq::find_program;
+use prereq::{resolve_provider, Tools};
 use process::Signal;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -652,7 +653,7 @@ fn recover_position(mariadbd: &Path, node: &Node) -> Result<Option<String>> {
 
 /// The last `WSREP: Recovered position: uuid:seqno` line, unless it is the
 /// "nothing known" position.
-fn parse_recovered_position(log: &str) -> Option<String> {
+pub(crate) fn parse_recovered_position(log: &str) -> Option<String> {
     const MARK: &str = "WSREP: Recovered position: ";
     let line = log.lines().rev().find(|l| l.contains(MARK))?;
     let position = line[line.find(MARK)? + MARK.len()..].trim();
@@ -669,7 +670,7 @@ pub fn has_group_state(datadir: &Path) -> bool {
 
 /// Galera refuses `--wsrep-new-cluster` from a node whose grastate.dat says
 /// it may not be the most advanced one (after a crash); the caller knows better.
-fn mark_safe_to_bootstrap(datadir: &Path) -> Result<()> {
+pub(crate) fn mark_safe_to_bootstrap(datadir: &Path) -> Result<()> {
     let path = datadir.join("grastate.dat");
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(());

@@ -4,6 +4,8 @@
 //! `ExecStartPost`, so that a rolling restart never takes down a second
 //! node while the first is still catching up).
 
+pub mod bootstrap;
+pub mod position;
 pub mod secret;
 
 use crate::cluster::mysql;
@@ -99,6 +101,17 @@ pub fn statuses(client: &Path, at: &Endpoint, login: &Login) -> Result<BTreeMap<
         mysql::query_with(client, &args, login.password.as_deref(), "SHOW GLOBAL STATUS LIKE 'wsrep%'", QUERY_TIMEOUT)
             .with_context(|| at.label())?;
     Ok(mysql::parse_status(&rows))
+}
+
+/// Runs one statement on a node (a `SET GLOBAL`), as [`statuses`] logs in.
+pub fn execute(client: &Path, at: &Endpoint, login: &Login, statement: &str) -> Result<()> {
+    let mut args = at.client_args();
+    if let Some(user) = &login.user {
+        args.push(format!("--user={user}"));
+    }
+    mysql::query_with(client, &args, login.password.as_deref(), statement, QUERY_TIMEOUT)
+        .with_context(|| at.label())?;
+    Ok(())
 }
 
 /// Whether a node may take traffic and let the next one go down.
