@@ -33,6 +33,15 @@ impl Role {
             Role::Donor => "donor",
         }
     }
+
+    /// What this end does with the bytes: the one word messages and metric
+    /// names use for them.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Role::Joiner => "received",
+            Role::Donor => "sent",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -138,16 +147,7 @@ impl SstProgress {
         match self.ratio() {
             Some(r) => format!("{} of {} ({:.0}%)", human(self.received_bytes), human(self.total_bytes), r * 100.0),
             None if self.received_bytes == 0 && self.role == Role::Joiner => "waiting for the donor".into(),
-            None => format!("{} {}", human(self.received_bytes), self.verb()),
-        }
-    }
-}
-
-impl SstProgress {
-    fn verb(&self) -> &'static str {
-        match self.role {
-            Role::Joiner => "received",
-            Role::Donor => "sent",
+            None => format!("{} {}", human(self.received_bytes), self.role.verb()),
         }
     }
 }

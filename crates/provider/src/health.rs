@@ -189,10 +189,8 @@ fn transfer_name(role: Role) -> &'static str {
 /// and files are `received`, a donor's `sent`; the rest is common.
 fn sst_progress(sst: Option<SstProgress>) -> Vec<Series> {
     let Some(sst) = sst else { return vec![] };
-    let (moved, how) = match sst.role {
-        Role::Joiner => ("received", "received so far"),
-        Role::Donor => ("sent", "sent so far"),
-    };
+    let moved = sst.role.verb();
+    let how = format!("{moved} so far");
     let mut series = vec![
         Series::gauge(
             &format!("tandem_sst_{moved}_bytes"),

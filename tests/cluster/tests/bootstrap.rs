@@ -32,19 +32,25 @@ fn wait_cluster_status(c: &TestCluster, i: usize, want: &str) -> anyhow::Result<
     .map(drop)
 }
 
-/// Node 3 stops early; nodes 1 and 2 take 500 more commits and are killed.
-/// Node 3's log is behind: bootstrapping it would lose those 500, so it is
-/// refused; the default choice is node 1 or 2, and all 600 rows survive.
-#[test]
-fn bootstrap_starts_from_the_most_advanced_node_and_refuses_a_less_advanced_one() -> anyhow::Result<()> {
-    let mut c = up(3)?;
+/// 100 rows on all three; node 3 stops; nodes 1 and 2 take 500 more and are
+/// killed: every node is down, and node 3's history is the shortest.
+fn node3_behind_then_the_others_killed(c: &mut TestCluster) -> anyhow::Result<()> {
     create_rows_table(c.node(1), TABLE)?;
     insert_rows(c.node(1), TABLE, 1, 0, 100, 100)?;
     c.stop(3)?;
     insert_rows(c.node(1), TABLE, 1, 100, 250, 100)?;
     insert_rows(c.node(2), TABLE, 2, 0, 250, 100)?;
     c.kill(1)?;
-    c.kill(2)?;
+    c.kill(2)
+}
+
+/// Node 3 stops early; nodes 1 and 2 take 500 more commits and are killed.
+/// Node 3's log is behind: bootstrapping it would lose those 500, so it is
+/// refused; the default choice is node 1 or 2, and all 600 rows survive.
+#[test]
+fn bootstrap_starts_from_the_most_advanced_node_and_refuses_a_less_advanced_one() -> anyhow::Result<()> {
+    let mut c = up(3)?;
+    node3_behind_then_the_others_killed(&mut c)?;
 
     let candidates = c.bootstrap_candidates()?;
     println!("{candidates:#?}");
@@ -230,13 +236,7 @@ fn bootstrap_of_a_real_cluster_asks_every_host_over_ssh() -> anyhow::Result<()> 
     use std::os::unix::fs::PermissionsExt;
     let mut c = up(3)?;
     let _stop = StopRecorded(c.dir().to_path_buf());
-    create_rows_table(c.node(1), TABLE)?;
-    insert_rows(c.node(1), TABLE, 1, 0, 100, 100)?;
-    c.stop(3)?;
-    insert_rows(c.node(1), TABLE, 1, 100, 250, 100)?;
-    insert_rows(c.node(2), TABLE, 2, 0, 250, 100)?;
-    c.kill(1)?;
-    c.kill(2)?;
+    node3_behind_then_the_others_killed(&mut c)?;
 
     let tandem = tandem::cluster::sst_script::tandem_binary().context("the tandem binary is built beside the tests")?;
     let tandem = tandem.to_str().context("tandem's path")?.to_string();

@@ -26,9 +26,7 @@ impl NodeCore {
     pub fn on_state_received(&mut self) -> Vec<Command> {
         self.state = LocalState::Joined;
         self.synced_ordered = false;
-        let mut out = vec![];
-        self.announcements(&mut out);
-        out
+        self.with_announcements(vec![])
     }
 
     pub fn on_view_delivered(&mut self, vc: &ViewChange) -> Vec<Command> {
@@ -38,9 +36,7 @@ impl NodeCore {
             self.state = if self.desyncs > 0 { LocalState::Donor } else { LocalState::Joined };
             self.synced_ordered = false;
         }
-        let mut out = vec![];
-        self.announcements(&mut out);
-        out
+        self.with_announcements(vec![])
     }
 
     pub fn on_non_primary_delivered(&mut self) {
@@ -84,8 +80,7 @@ impl NodeCore {
                 code: rcode,
             }));
         }
-        self.announcements(&mut out);
-        out
+        self.with_announcements(out)
     }
 
     /// `wsrep_desync=ON`; the first one tells the group.
@@ -107,13 +102,18 @@ impl NodeCore {
         let connected = self.is_primary() && self.live;
         self.state = if connected { LocalState::Joined } else { LocalState::Synced };
         self.synced_ordered = false;
-        let mut out = vec![];
-        self.announcements(&mut out);
-        out
+        self.with_announcements(vec![])
     }
 
     /// The final view was delivered: this connection is over.
     pub fn on_final(&mut self) {
         self.state = LocalState::Initialized;
+    }
+
+    /// `out`, then what a step that may have moved this node's state has
+    /// to tell the group.
+    fn with_announcements(&mut self, mut out: Vec<Command>) -> Vec<Command> {
+        self.announcements(&mut out);
+        out
     }
 }
