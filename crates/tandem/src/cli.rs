@@ -1,6 +1,7 @@
 //! The `tandem` command line. Each subcommand is a thin layer over the library.
 
 use crate::cluster::{self, Cluster, ClusterSpec, ClusterState, ProviderKind};
+use node::LoginArgs;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
@@ -41,88 +42,7 @@ enum Command {
     Sst(crate::sst::SstCommand),
     /// One node of a real cluster
     #[command(subcommand)]
-    Node(NodeCommand),
-}
-
-#[derive(Subcommand, Debug)]
-enum NodeCommand {
-    /// Wait until the node is Synced in a primary component (for systemd's
-    /// ExecStartPost: a rolling restart then waits for each node in turn)
-    WaitSynced(WaitSyncedArgs),
-    /// Where this host's node stands: its group log, its database seqno
-    /// (grastate.dat, or mariadbd --wsrep-recover), running or not; what
-    /// `cluster bootstrap --remote` compares across hosts
-    Position(NodeArgs),
-    /// Make this host's node a new primary component (pc.bootstrap=YES if
-    /// it runs, else grastate.dat marked safe and --new-cluster-command),
-    /// then wait until it is Synced. Compares nothing: `cluster bootstrap
-    /// --remote` runs it on the host it chose
-    Bootstrap(NodeBootstrapArgs),
-}
-
-/// Which server on this host: the one its option files describe.
-#[derive(Args, Debug)]
-struct NodeArgs {
-    /// Read the server's settings from this file only (default: the
-    /// server's own option files, as `my_print_defaults --mysqld` reads them)
-    #[arg(long, value_name = "FILE")]
-    defaults_file: Option<PathBuf>,
-    #[command(flatten)]
-    login: LoginArgs,
-}
-
-impl NodeArgs {
-    fn config(&self) -> Result<crate::remote::position::ServerConfig> {
-        crate::remote::position::ServerConfig::read(self.defaults_file.as_deref())
-    }
-}
-
-#[derive(Args, Debug)]
-struct NodeBootstrapArgs {
-    #[command(flatten)]
-    node: NodeArgs,
-    /// Starts the stopped server as a new cluster (run by sh)
-    #[arg(long, default_value = "galera_new_cluster")]
-    new_cluster_command: String,
-    /// Seconds the node may take to reach Synced
-    #[arg(long, default_value_t = cluster::DEFAULT_SYNC_TIMEOUT.as_secs())]
-    timeout: u64,
-}
-
-/// How to log in to a real node's SQL. The password comes from
-/// --password-file, $TANDEM_PASSWORD or the file $TANDEM_PASSWORD_FILE
-/// names; never from the command line.
-#[derive(Args, Debug)]
-struct LoginArgs {
-    /// SQL user (default: the client's, i.e. the login name)
-    #[arg(long)]
-    user: Option<String>,
-    /// File holding the SQL password (one trailing newline is ignored)
-    #[arg(long, value_name = "FILE")]
-    password_file: Option<PathBuf>,
-}
-
-impl LoginArgs {
-    fn login(&self) -> Result<crate::remote::Login> {
-        crate::remote::Login::from_cli(self.user.clone(), self.password_file.as_deref())
-    }
-}
-
-#[derive(Args, Debug)]
-struct WaitSyncedArgs {
-    /// The node: a socket path, host, host:port or [ipv6]:port (default:
-    /// the socket of this host's server, from its option files)
-    #[arg(long)]
-    node: Option<String>,
-    /// Where the default socket is read from (default: the server's own option files)
-    #[arg(long, value_name = "FILE", conflicts_with = "node")]
-    defaults_file: Option<PathBuf>,
-    #[command(flatten)]
-    login: LoginArgs,
-    /// Give up after this many seconds (default: never; under systemd its
-    /// start timeout decides)
-    #[arg(long)]
-    timeout: Option<u64>,
+    Node(node::NodeCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -292,6 +212,9 @@ fn out(text: &str) {
     let _ = writeln!(std::io::stdout(), "{text}");
 }
 
+// After the macros: `say!` is used there too.
+mod node;
+
 /// Entry point for `main`: errors become one readable message and exit code 1.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -326,20 +249,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(args) => crate::bench::run(*args),
         Command::Mtr(args) => crate::mtr::run(args),
         Command::Arbitrator(args) => crate::arbitrator::run(args),
-        Command::Node(NodeCommand::WaitSynced(args)) => wait_synced(args),
-        Command::Node(NodeCommand::Position(args)) => {
-            let position = crate::remote::position::read(&args.config()?, &args.login.login()?)?;
-            print!("{}", position.render());
-            Ok(())
-        }
-        Command::Node(NodeCommand::Bootstrap(args)) => {
-            let config = args.node.config()?;
-            let timeout = Duration::from_secs(args.timeout);
-            let login = args.node.login.login()?;
-            let how = crate::remote::bootstrap::bootstrap_here(&config, &login, &args.new_cluster_command, timeout)?;
-            say!("bootstrapped ({how}); Synced");
-            Ok(())
-        }
+        Command::Node(args) => node::run(args),
         Command::Sst(args) => match crate::sst::run(args) {
             0 => Ok(()),
             status => anyhow::bail!("the state transfer failed (status {status}; the reason is logged above)"),
@@ -466,20 +376,6 @@ fn remote_status(nodes: &[String], login: &crate::remote::Login) -> Result<()> {
         esay!("{e}");
     }
     anyhow::ensure!(errors.is_empty(), "{} of {} nodes did not answer", errors.len(), endpoints.len());
-    Ok(())
-}
-
-fn wait_synced(args: WaitSyncedArgs) -> Result<()> {
-    let client = cluster::prereq::find_program("mariadb")?;
-    let at = match &args.node {
-        Some(node) => crate::remote::Endpoint::parse(node)?,
-        None => {
-            let config = crate::remote::position::ServerConfig::read(args.defaults_file.as_deref())?;
-            crate::remote::Endpoint::Socket(config.socket)
-        }
-    };
-    let took = crate::remote::wait_synced(&client, &at, &args.login.login()?, args.timeout.map(Duration::from_secs))?;
-    say!("{} is Synced (waited {:.1} s)", at.label(), took.as_secs_f64());
     Ok(())
 }
 
