@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod mtr;
+pub mod option_files;
 pub mod progress;
 pub mod remote;
 pub mod sst;

@@ -11,7 +11,7 @@
 //! less advanced node loses what only the others hold, so it is refused
 //! unless forced.
 
-use super::{recover_position, Cluster, Node, ProviderKind};
+use super::{recover_position, Cluster, ProviderKind};
 pub(crate) use super::{mark_safe_to_bootstrap, parse_recovered_position};
 use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
@@ -110,13 +110,13 @@ impl Cluster {
                     None => recover_position(&mariadbd, &node)?.and_then(|p| seqno_of(&p)),
                 }
             };
-            let (log_last, log_note) = match self.group_log(&node) {
-                Ok(Some(summary)) => match summary.untrusted {
-                    None => (summary.last, None),
-                    Some(why) => (None, Some(why)),
-                },
-                Ok(None) => (None, None),
-                Err(why) => (None, Some(why)),
+            let (log_last, log_note) = if self.state().provider == ProviderKind::Tandem {
+                let option = |key: &str| {
+                    self.state().provider_options.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+                };
+                group_log_standing(&node.datadir, option)
+            } else {
+                (None, None)
             };
             out.push(Candidate { index: i, name: node.name.clone(), running, log_last, log_note, seqno });
         }
@@ -150,19 +150,25 @@ impl Cluster {
         }
         Ok(Outcome { candidates, chosen, in_place, started })
     }
+}
 
-    /// The node's group log (Tandem only), read without changing it.
-    fn group_log(&self, node: &Node) -> Result<Option<tandem_group::StateSummary>, String> {
-        if self.state().provider != ProviderKind::Tandem {
-            return Ok(None);
-        }
-        let option = |key: &str| {
-            self.state().provider_options.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.clone())
-        };
-        // Relative to the data directory, as the provider reads it.
-        let dir = option("gcache.dir").map_or_else(|| node.datadir.clone(), |d| node.datadir.join(d));
-        let name = option("gcache.name").unwrap_or_else(|| "galera.cache".into());
-        tandem_group::inspect_state(&dir, &name)
+/// How far a node's group log reaches, read without changing it: the
+/// (term, index) of its last entry, or why it does not count. `option`
+/// gives the provider's `gcache.dir` (relative to the data directory, as the
+/// provider reads it) and `gcache.name`. (None, None): no group log.
+pub(crate) fn group_log_standing(
+    datadir: &Path,
+    option: impl Fn(&str) -> Option<String>,
+) -> (Option<(u64, u64)>, Option<String>) {
+    let dir = option("gcache.dir").map_or_else(|| datadir.to_path_buf(), |d| datadir.join(d));
+    let name = option("gcache.name").unwrap_or_else(|| "galera.cache".into());
+    match tandem_group::inspect_state(&dir, &name) {
+        Ok(Some(summary)) => match summary.untrusted {
+            None => (summary.last, None),
+            Some(why) => (None, Some(why)),
+        },
+        Ok(None) => (None, None),
+        Err(why) => (None, Some(why)),
     }
 }
 

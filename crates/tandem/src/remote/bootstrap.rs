@@ -60,10 +60,15 @@ pub fn run(plan: &Plan, say: &dyn Fn(&str)) -> Result<Outcome> {
     if plan.ssh.is_empty() {
         bail!("--ssh names no program");
     }
-    let candidates = gather(plan)?;
-    if let Some(live) = positions_primary(&candidates) {
-        bail!("{live} is in a primary component already: start the other nodes instead (systemctl start mariadb)");
+    let positions = gather(plan)?;
+    if let Some(i) = positions.iter().position(|p| p.primary) {
+        bail!(
+            "{} is in a primary component already: start the other nodes instead (systemctl start mariadb)",
+            plan.hosts[i]
+        );
     }
+    let candidates: Vec<Candidate> =
+        positions.iter().zip(&plan.hosts).enumerate().map(|(i, (p, host))| p.candidate(i + 1, host)).collect();
     let wanted = match &plan.wanted {
         None => None,
         Some(host) => Some(
@@ -74,8 +79,7 @@ pub fn run(plan: &Plan, say: &dyn Fn(&str)) -> Result<Outcome> {
                 .with_context(|| format!("{host} is not one of the hosts ({})", plan.hosts.join(",")))?,
         ),
     };
-    let chosen = choose_bootstrap(&candidates.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>(), wanted, plan.force)?;
-    let candidates: Vec<Candidate> = candidates.into_iter().map(|(c, _)| c).collect();
+    let chosen = choose_bootstrap(&candidates, wanted, plan.force)?;
     let mut outcome = Outcome { candidates, chosen, started: vec![] };
     if plan.dry_run {
         return Ok(outcome);
@@ -109,7 +113,7 @@ pub fn run(plan: &Plan, say: &dyn Fn(&str)) -> Result<Outcome> {
 
 /// Every host's position, asked for all at once (a recovery takes seconds
 /// per host). Any failure fails the whole: see the module's comment.
-fn gather(plan: &Plan) -> Result<Vec<(Candidate, bool)>> {
+fn gather(plan: &Plan) -> Result<Vec<Position>> {
     let command = tandem_node(plan, "position");
     let answers: Vec<Result<String>> = std::thread::scope(|s| {
         let asked: Vec<_> =
@@ -118,9 +122,9 @@ fn gather(plan: &Plan) -> Result<Vec<(Candidate, bool)>> {
     });
     let mut out = vec![];
     let mut failed = vec![];
-    for (i, (host, answer)) in plan.hosts.iter().zip(answers).enumerate() {
+    for (host, answer) in plan.hosts.iter().zip(answers) {
         match answer.and_then(|text| Position::parse(&text).with_context(|| format!("{host}: {command}"))) {
-            Ok(p) => out.push((p.candidate(i + 1, host), p.primary)),
+            Ok(p) => out.push(p),
             Err(e) => failed.push(format!("{e:#}")),
         }
     }
@@ -139,10 +143,6 @@ fn gather(plan: &Plan) -> Result<Vec<(Candidate, bool)>> {
 fn tandem_node(plan: &Plan, what: &str) -> String {
     let parts = [plan.tandem.as_str(), "node", what, plan.node_args.trim()];
     parts.iter().filter(|p| !p.is_empty()).copied().collect::<Vec<_>>().join(" ")
-}
-
-fn positions_primary(candidates: &[(Candidate, bool)]) -> Option<&str> {
-    candidates.iter().find(|(_, primary)| *primary).map(|(c, _)| c.name.as_str())
 }
 
 #[derive(Clone, Copy, PartialEq)]

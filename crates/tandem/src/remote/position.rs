@@ -11,15 +11,16 @@
 //! server `systemctl start mariadb` would start, not a guess.
 
 use super::{statuses, Endpoint, Login};
-use crate::cluster::bootstrap::{parse_recovered_position, saved_seqno, seqno_of, Candidate};
+use crate::cluster::bootstrap::{group_log_standing, parse_recovered_position, saved_seqno, seqno_of, Candidate};
+use crate::option_files;
 use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// mariadbd's built-in defaults, used when no option file names them.
 const DEFAULT_DATADIR: &str = "/var/lib/mysql";
 const DEFAULT_SOCKET: &str = "/run/mysqld/mysqld.sock";
-const DEFAULT_GCACHE_NAME: &str = "galera.cache";
 /// The first line of `tandem node position`'s answer: a reader that meets
 /// another version refuses it rather than misreading it.
 pub const HEADER: &str = "# tandem node position v1";
@@ -34,69 +35,29 @@ pub struct ServerConfig {
     pub socket: PathBuf,
     /// `user=`: whom mariadbd runs as.
     pub user: Option<String>,
-    /// `wsrep_provider_options`, split into items (the last one of a key wins).
-    pub provider_options: Vec<(String, String)>,
+    /// `wsrep_provider_options`, item by item.
+    pub provider_options: BTreeMap<String, String>,
 }
 
 impl ServerConfig {
     /// Reads the `[mysqld]` settings the way the server will.
     pub fn read(defaults_file: Option<&Path>) -> Result<ServerConfig> {
-        let program = crate::cluster::find_program("my_print_defaults")?;
-        let mut cmd = Command::new(program);
-        if let Some(file) = defaults_file {
-            cmd.arg(format!("--defaults-file={}", file.display()));
-        }
-        let output = cmd.arg("--mysqld").stdin(Stdio::null()).output().context("running my_print_defaults")?;
-        if !output.status.success() {
-            bail!("my_print_defaults --mysqld failed: {}", String::from_utf8_lossy(&output.stderr).trim());
-        }
-        let text = String::from_utf8_lossy(&output.stdout);
-        Ok(ServerConfig::from_options(text.lines(), defaults_file))
+        let files: Vec<String> = defaults_file.iter().map(|f| format!("--defaults-file={}", f.display())).collect();
+        let options = option_files::print_defaults(&files, &["--mysqld"])?;
+        Ok(ServerConfig::from_options(&options, defaults_file))
     }
 
-    /// From `--key=value` lines; later lines win, as in the server. Option
-    /// names are compared with `-` and `_` alike, as the server does.
-    pub fn from_options<'a>(lines: impl Iterator<Item = &'a str>, defaults_file: Option<&Path>) -> ServerConfig {
-        let mut config = ServerConfig {
+    /// From [`option_files::print_defaults`]' map (keys with dashes).
+    pub fn from_options(options: &BTreeMap<String, String>, defaults_file: Option<&Path>) -> ServerConfig {
+        let get = |key: &str| options.get(key).cloned();
+        ServerConfig {
             defaults_file: defaults_file.map(Path::to_path_buf),
-            datadir: PathBuf::from(DEFAULT_DATADIR),
-            socket: PathBuf::from(DEFAULT_SOCKET),
-            user: None,
-            provider_options: vec![],
-        };
-        for line in lines {
-            let Some((key, value)) = line.trim().strip_prefix("--").and_then(|o| o.split_once('=')) else { continue };
-            match key.replace('-', "_").as_str() {
-                "datadir" => config.datadir = PathBuf::from(value),
-                "socket" => config.socket = PathBuf::from(value),
-                "user" => config.user = Some(value.to_string()),
-                "wsrep_provider_options" => config.provider_options = split_provider_options(value),
-                _ => {}
-            }
+            datadir: PathBuf::from(get("datadir").unwrap_or_else(|| DEFAULT_DATADIR.into())),
+            socket: PathBuf::from(get("socket").unwrap_or_else(|| DEFAULT_SOCKET.into())),
+            user: get("user"),
+            provider_options: option_files::parse_provider_options(&get("wsrep-provider-options").unwrap_or_default()),
         }
-        config
     }
-
-    fn provider_option(&self, key: &str) -> Option<&str> {
-        self.provider_options.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
-    }
-
-    /// Where the provider keeps its durable state: `gcache.dir` (relative
-    /// to the data directory, as the provider reads it) and `gcache.name`.
-    pub fn group_log(&self) -> (PathBuf, String) {
-        let dir = self.provider_option("gcache.dir").map_or_else(|| self.datadir.clone(), |d| self.datadir.join(d));
-        let name = self.provider_option("gcache.name").unwrap_or(DEFAULT_GCACHE_NAME).to_string();
-        (dir, name)
-    }
-}
-
-/// "a=1; b = 2;" into its items.
-fn split_provider_options(text: &str) -> Vec<(String, String)> {
-    text.split(';')
-        .filter_map(|item| item.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .filter(|(k, _)| !k.is_empty())
-        .collect()
 }
 
 /// One node's position, as `tandem node position` prints it.
@@ -213,15 +174,7 @@ pub fn read(config: &ServerConfig, login: &Login) -> Result<Position> {
             (false, false, seqno)
         }
     };
-    let (dir, name) = config.group_log();
-    let (log_last, log_note) = match tandem_group::inspect_state(&dir, &name) {
-        Ok(Some(summary)) => match summary.untrusted {
-            None => (summary.last, None),
-            Some(why) => (None, Some(why)),
-        },
-        Ok(None) => (None, None),
-        Err(why) => (None, Some(why)),
-    };
+    let (log_last, log_note) = group_log_standing(&config.datadir, |key| config.provider_options.get(key).cloned());
     Ok(Position { datadir: config.datadir.clone(), running, primary, log_last, log_note, seqno })
 }
 
@@ -233,7 +186,7 @@ pub(crate) fn server_status(
     client: &Path,
     config: &ServerConfig,
     login: &Login,
-) -> Result<Option<std::collections::BTreeMap<String, String>>> {
+) -> Result<Option<BTreeMap<String, String>>> {
     let at = Endpoint::Socket(config.socket.clone());
     match statuses(client, &at, login) {
         Ok(status) => Ok(Some(status)),
@@ -281,25 +234,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_last_setting_of_the_server_option_files_wins() {
-        let lines = [
-            "--socket=/run/mysqld/mysqld.sock",
-            "--datadir=/var/lib/mysql",
-            "--wsrep-provider-options=gcache.size=1G",
-            "--datadir=/srv/db",
-            "--wsrep_provider_options=gcache.size=2G; gcache.dir = cache ;gcache.name=g.cache;",
-            "--user=mysql",
-            "--skip-name-resolve",
-        ];
-        let config = ServerConfig::from_options(lines.into_iter(), None);
+    fn the_server_settings_come_from_its_option_files_or_its_defaults() {
+        let text = "--socket=/run/mysqld/mysqld.sock\n--datadir=/var/lib/mysql\n--datadir=/srv/db\n\
+                    --wsrep_provider_options=gcache.size=2G; gcache.dir = cache\n--user=mysql\n--skip-name-resolve\n";
+        let config = ServerConfig::from_options(&option_files::parse_print_defaults(text), None);
         assert_eq!(config.datadir, Path::new("/srv/db"));
         assert_eq!(config.socket, Path::new("/run/mysqld/mysqld.sock"));
         assert_eq!(config.user.as_deref(), Some("mysql"));
-        assert_eq!(config.group_log(), (PathBuf::from("/srv/db/cache"), "g.cache".to_string()));
+        assert_eq!(config.provider_options.get("gcache.dir").map(String::as_str), Some("cache"));
 
-        let bare = ServerConfig::from_options(std::iter::empty(), Some(Path::new("/etc/x.cnf")));
+        let bare = ServerConfig::from_options(&BTreeMap::new(), Some(Path::new("/etc/x.cnf")));
         assert_eq!(bare.datadir, Path::new(DEFAULT_DATADIR), "mariadbd's own default");
-        assert_eq!(bare.group_log(), (PathBuf::from(DEFAULT_DATADIR), DEFAULT_GCACHE_NAME.to_string()));
+        assert_eq!(bare.socket, Path::new(DEFAULT_SOCKET));
+        assert!(bare.provider_options.is_empty() && bare.user.is_none());
         assert_eq!(bare.defaults_file.as_deref(), Some(Path::new("/etc/x.cnf")));
     }
 

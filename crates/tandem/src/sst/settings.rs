@@ -10,6 +10,7 @@
 
 use super::args::SstArgs;
 use super::wire::Compression;
+use crate::option_files::parse_provider_options;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -228,40 +229,13 @@ fn tls_source(sst: &BTreeMap<String, String>, provider_options: &str) -> Result<
     Ok((Some(tls), false))
 }
 
-/// `k = v; k2 = v2`: the later of a repeated key wins, as the provider reads it.
-fn parse_provider_options(text: &str) -> BTreeMap<String, String> {
-    text.split(';')
-        .filter_map(|item| item.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect()
-}
-
-/// `my_print_defaults` for `groups`, as `key -> value` with dashes. The
-/// tool comes with the server (its `bin` is first on the PATH the server
-/// gives us). Without option files there is nothing to read.
+/// `my_print_defaults` for `groups`, from the option files the server
+/// gave the script. Without option files there is nothing to read.
 fn print_defaults(args: &SstArgs, groups: &[&str]) -> Result<BTreeMap<String, String>> {
     if args.defaults.is_empty() {
         return Ok(BTreeMap::new());
     }
-    let out = std::process::Command::new("my_print_defaults")
-        .args(&args.defaults)
-        .args(groups)
-        .output()
-        .context("running my_print_defaults to read the [sst] options")?;
-    if !out.status.success() {
-        bail!("my_print_defaults {:?} failed: {}", args.defaults, String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(parse_print_defaults(&String::from_utf8_lossy(&out.stdout)))
-}
-
-fn parse_print_defaults(text: &str) -> BTreeMap<String, String> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("--"))
-        .map(|l| match l.split_once('=') {
-            Some((k, v)) => (k.replace('_', "-"), v.to_string()),
-            None => (l.replace('_', "-"), String::new()),
-        })
-        .collect()
+    crate::option_files::print_defaults(&args.defaults, groups).context("reading the [sst] options")
 }
 
 #[cfg(test)]
@@ -334,14 +308,5 @@ mod tests {
             let err = ok(outside).unwrap_err().to_string();
             assert!(err.contains("innodb_log_group_home_dir=") && err.contains("mariabackup"), "{outside}: {err}");
         }
-    }
-
-    #[test]
-    fn print_defaults_output_is_read_with_dashes() {
-        let m = parse_print_defaults("--streams=3\n--idle_timeout=9\n--wsrep_provider_options=a=b;c=d\n--skip-x\n");
-        assert_eq!(m.get("streams").map(String::as_str), Some("3"));
-        assert_eq!(m.get("idle-timeout").map(String::as_str), Some("9"));
-        assert_eq!(m.get("wsrep-provider-options").map(String::as_str), Some("a=b;c=d"));
-        assert_eq!(m.get("skip-x").map(String::as_str), Some(""));
     }
 }
