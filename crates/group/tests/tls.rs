@@ -2,11 +2,14 @@
 //! order together; a plaintext member, a member whose certificate comes
 //! from another CA, or an expired one is refused, with a log line on both
 //! sides, and the group keeps working. A reload picks up new files.
+//! X.509 version 1 certificates (OpenSSL's `x509 -req`, the recipe of
+//! Galera's guides) are members' identities too.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::version1_cert::{self, Version1};
 use common::*;
 use rcgen::{
     date_time_ymd, BasicConstraints, CertificateParams, CertifiedIssuer, DnType,
@@ -93,6 +96,25 @@ impl Ca {
             ca: self.ca_file(),
         };
         std::fs::write(&files.cert, cert.pem()).unwrap();
+        std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        files
+    }
+
+    /// A version 1 member certificate valid between `dates`, as
+    /// `openssl x509 -req` issues one: no extensions, so no names.
+    fn member_v1(&self, member: &str, dates: (&'static str, &'static str)) -> TlsFiles {
+        use x509_parser::prelude::{FromDer, X509Certificate};
+        let (_, ca) = X509Certificate::from_der(self.issuer.der().as_ref()).unwrap();
+        let mut spec = Version1::new(member, ca.subject().as_raw().to_vec());
+        spec.dates = dates;
+        let key = KeyPair::generate().unwrap();
+        let der = spec.build(&key, self.issuer.key());
+        let files = TlsFiles {
+            cert: self.dir.join(format!("{member}-v1-cert.pem")),
+            key: self.dir.join(format!("{member}-v1-key.pem")),
+            ca: self.ca_file(),
+        };
+        std::fs::write(&files.cert, version1_cert::pem(&der)).unwrap();
         std::fs::write(&files.key, key.serialize_pem()).unwrap();
         files
     }
@@ -315,5 +337,70 @@ fn peer_names_are_checked_only_when_asked() {
     });
     assert!(!strict.group.status().primary, "it never joined");
     strict.group.shutdown();
+    m1.group.shutdown();
+}
+
+#[test]
+fn version_1_certificates_of_the_groups_ca_are_identities_as_with_galera() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "v1");
+    let m1 = start(with_tls(
+        config("v1a", CLUSTER, true, vec![]),
+        ca.member_v1("v1a", version1_cert::VALID_NOW),
+    ));
+    wait_primary(&m1);
+    // One member with a version 3 certificate beside them: both kinds mix.
+    let m2 = start(with_tls(
+        config("v1b", CLUSTER, false, vec![m1.addr()]),
+        ca.member("v1b", false),
+    ));
+    let m3 = start(with_tls(
+        config("v1c", CLUSTER, false, vec![m1.addr()]),
+        ca.member_v1("v1c", version1_cert::VALID_NOW),
+    ));
+    wait_primary(&m2);
+    wait_primary(&m3);
+    submit(&m3, b"v1-over-tls");
+    wait_delivered(&[&m1, &m2, &m3], b"v1-over-tls");
+    assert!(
+        logged(&["is an X.509 version 1 certificate", "v1a-v1-cert.pem"]),
+        "the Note on loading one"
+    );
+
+    // Version 1 from another CA, or expired: refused, with the reason.
+    let other = Ca::new(dir.path(), "v1-other");
+    let foreign = start(with_tls(
+        config("v1-foreign", CLUSTER, false, vec![m1.addr()]),
+        other.member_v1("v1-foreign", version1_cert::VALID_NOW),
+    ));
+    let late = start(with_tls(
+        config("v1-late", CLUSTER, false, vec![m1.addr()]),
+        ca.member_v1("v1-late", version1_cert::EXPIRED),
+    ));
+    let dialled = format!("TLS handshake with {} failed", m1.addr());
+    let refused = format!("Member at {} refused our TLS certificate", m1.addr());
+    wait_until("the stranger and the expired member refused", || {
+        logged(&[&dialled, "UnknownIssuer"]) && logged(&[&refused, "CertificateExpired"])
+    });
+    // A member that checks names: a version 1 certificate names nothing.
+    let strict = start(with_tls_names(
+        config("v1-strict", CLUSTER, false, vec![m1.addr()]),
+        ca.member("v1-strict", false),
+        PeerNames::Verified,
+    ));
+    wait_until("the strict member refuses the nameless certificate", || {
+        logged(&[&dialled, "not valid for name"])
+    });
+    for outsider in [&foreign, &late, &strict] {
+        assert!(!outsider.group.status().primary, "{} joined", outsider.name);
+    }
+    for outsider in [foreign, late, strict] {
+        outsider.group.shutdown();
+    }
+    let view = m1.rec.last_view().expect("a view");
+    assert_eq!(view.members.len(), 3, "only the group's three: {view:?}");
+    m3.group.shutdown();
+    m2.group.shutdown();
     m1.group.shutdown();
 }

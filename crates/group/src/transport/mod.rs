@@ -10,6 +10,7 @@ pub mod handshake;
 mod refusals;
 pub mod server;
 pub mod tls;
+mod version1;
 
 use std::collections::HashMap;
 use std::fmt;

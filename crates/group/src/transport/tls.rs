@@ -13,6 +13,9 @@
 //! certificate as both CA and identity). The peer still proves it holds
 //! the key, and its validity dates are still checked.
 //!
+//! X.509 version 1 certificates, which webpki refuses and OpenSSL's recipe
+//! in Galera's guides issues, are checked by `version1`.
+//!
 //! The configuration is swapped whole by [`Tls::reload`] (`socket.ssl_reload`):
 //! new connections use the new certificate, established ones go on with the
 //! one they were opened with until they close.
@@ -28,9 +31,10 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::client::WebPkiServerVerifier;
 
 use super::ciphers;
+use super::version1;
 use log::info;
 use rustls::client::ResolvesClientCert;
-use rustls::crypto::CryptoProvider;
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
@@ -206,9 +210,11 @@ fn build(files: &TlsFiles, policy: &TlsPolicy) -> Result<Configs, TlsError> {
         WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
             .build()
             .map_err(|e| TlsError(format!("socket.ssl_ca '{}': {e}", files.ca.display())))?;
+    let algs = provider.signature_verification_algorithms;
     let client_verifier = Arc::new(MemberAsClient {
         inner: client_verifier,
         anchors: anchors.clone(),
+        algs,
     });
     let identity = Arc::new(Identity(Arc::new(certified_key(
         files, chain, key, &provider,
@@ -233,6 +239,7 @@ fn build(files: &TlsFiles, policy: &TlsPolicy) -> Result<Configs, TlsError> {
         .with_custom_certificate_verifier(Arc::new(MemberAsServer {
             inner: server_verifier,
             anchors,
+            algs,
             names,
         }))
         .with_client_cert_resolver(identity);
@@ -245,8 +252,8 @@ fn build(files: &TlsFiles, policy: &TlsPolicy) -> Result<Configs, TlsError> {
 /// The key and chain as one identity, after our own check that they belong
 /// together: the certificate must carry the key's public half, byte for
 /// byte. (rustls's own check parses the certificate with webpki, which
-/// refuses X.509 version 1; OpenSSL, and so Galera, loads those. We load
-/// them too, and say that Tandem peers will refuse them.)
+/// refuses X.509 version 1; OpenSSL, and so Galera, loads those, and so do
+/// we.)
 fn certified_key(
     files: &TlsFiles,
     chain: Vec<CertificateDer<'static>>,
@@ -269,10 +276,10 @@ fn certified_key(
             files.cert.display()
         )));
     }
-    if let Err(webpki::Error::UnsupportedCertVersion) = webpki::EndEntityCert::try_from(&chain[0]) {
+    if version1::is_version1(&chain[0]) {
         info!(
-            "socket.ssl_cert '{}' is an X.509 version 1 certificate: loaded, but Tandem peers refuse it \
-             (they accept version 3 only); issue it as version 3",
+            "socket.ssl_cert '{}' is an X.509 version 1 certificate: it names no address, so a peer with \
+             socket.ssl_verify_peer_name=YES refuses it; its issuer must be in every peer's socket.ssl_ca",
             files.cert.display()
         );
     }
@@ -365,7 +372,8 @@ fn pinned_self_signed(
         .any(|anchor| anchor.as_ref() == end_entity.as_ref())
 }
 
-/// Handshake signatures are checked as webpki checks them: our verifiers
+/// Handshake signatures are checked as webpki checks them (by `version1`
+/// for a version 1 certificate, which webpki cannot read): our verifiers
 /// differ only in which certificates they accept.
 macro_rules! handshake_signatures_by_inner {
     () => {
@@ -375,7 +383,10 @@ macro_rules! handshake_signatures_by_inner {
             cert: &CertificateDer<'_>,
             dss: &DigitallySignedStruct,
         ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            self.inner.verify_tls12_signature(message, cert, dss)
+            match version1::parse(cert) {
+                Some(v1) => version1::verify_handshake(message, &v1, dss, &self.algs, false),
+                None => self.inner.verify_tls12_signature(message, cert, dss),
+            }
         }
 
         fn verify_tls13_signature(
@@ -384,7 +395,10 @@ macro_rules! handshake_signatures_by_inner {
             cert: &CertificateDer<'_>,
             dss: &DigitallySignedStruct,
         ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            self.inner.verify_tls13_signature(message, cert, dss)
+            match version1::parse(cert) {
+                Some(v1) => version1::verify_handshake(message, &v1, dss, &self.algs, true),
+                None => self.inner.verify_tls13_signature(message, cert, dss),
+            }
         }
 
         fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -399,6 +413,7 @@ macro_rules! handshake_signatures_by_inner {
 struct MemberAsServer {
     inner: Arc<WebPkiServerVerifier>,
     anchors: Vec<CertificateDer<'static>>,
+    algs: WebPkiSupportedAlgorithms,
     names: PeerNames,
 }
 
@@ -413,6 +428,18 @@ impl ServerCertVerifier for MemberAsServer {
     ) -> Result<ServerCertVerified, rustls::Error> {
         // The chain and validity are checked before the name: a name error
         // means everything else held.
+        if let Some(v1) = version1::parse(end_entity) {
+            version1::verify(&v1, &self.anchors, &self.algs, now)?;
+            return match self.names {
+                PeerNames::Ignored => Ok(ServerCertVerified::assertion()),
+                // It names nothing (see `version1`).
+                PeerNames::Verified => Err(CertificateError::NotValidForNameContext {
+                    expected: server_name.to_owned(),
+                    presented: Vec::new(),
+                }
+                .into()),
+            };
+        }
         match self.inner.verify_server_cert(
             end_entity,
             intermediates,
@@ -439,6 +466,7 @@ impl ServerCertVerifier for MemberAsServer {
 struct MemberAsClient {
     inner: Arc<dyn ClientCertVerifier>,
     anchors: Vec<CertificateDer<'static>>,
+    algs: WebPkiSupportedAlgorithms,
 }
 
 impl ClientCertVerifier for MemberAsClient {
@@ -460,6 +488,10 @@ impl ClientCertVerifier for MemberAsClient {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
+        if let Some(v1) = version1::parse(end_entity) {
+            version1::verify(&v1, &self.anchors, &self.algs, now)?;
+            return Ok(ClientCertVerified::assertion());
+        }
         match self
             .inner
             .verify_client_cert(end_entity, intermediates, now)

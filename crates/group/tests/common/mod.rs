@@ -1,6 +1,8 @@
 //! Test harness: a recording replica, a capturing logger, cluster helpers.
 #![allow(dead_code)]
 
+pub mod version1_cert;
+
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
