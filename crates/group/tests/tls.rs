@@ -404,3 +404,81 @@ fn version_1_certificates_of_the_groups_ca_are_identities_as_with_galera() {
     m2.group.shutdown();
     m1.group.shutdown();
 }
+
+/// Runs `openssl` with the words of `args` in `dir` (installed by `make deps`).
+fn openssl(dir: &Path, args: &str) {
+    let out = std::process::Command::new("openssl")
+        .args(args.split_whitespace())
+        .current_dir(dir)
+        .output()
+        .expect("openssl (make deps installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The recipe of Galera's and MariaDB's TLS guides: a CA from `req -x509`,
+/// member certificates from `req -newkey` and `x509 -req`, RSA keys.
+#[test]
+fn certificates_made_the_way_galeras_guides_say_are_identities() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    openssl(d, "genrsa -out ca-key.pem 2048");
+    openssl(
+        d,
+        "req -new -x509 -nodes -days 3650 -key ca-key.pem -out ca-cert.pem -subj /CN=guide-ca",
+    );
+    let mut members = Vec::new();
+    for name in ["guide1", "guide2"] {
+        openssl(
+            d,
+            &format!(
+                "req -newkey rsa:2048 -nodes -keyout {name}-key.pem -out {name}-req.pem -subj /CN={name}"
+            ),
+        );
+        openssl(
+            d,
+            &format!(
+                "x509 -req -in {name}-req.pem -days 3650 -CA ca-cert.pem -CAkey ca-key.pem \
+                 -set_serial 01 -out {name}-cert.pem"
+            ),
+        );
+        members.push(TlsFiles {
+            cert: d.join(format!("{name}-cert.pem")),
+            key: d.join(format!("{name}-key.pem")),
+            ca: d.join("ca-cert.pem"),
+        });
+    }
+    use rustls::pki_types::pem::PemObject;
+    let pem = std::fs::read(&members[0].cert).unwrap();
+    let der = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .next()
+        .unwrap()
+        .unwrap();
+    {
+        use x509_parser::prelude::{FromDer, X509Certificate, X509Version};
+        let (_, cert) = X509Certificate::from_der(der.as_ref()).unwrap();
+        assert_eq!(
+            cert.tbs_certificate.version,
+            X509Version::V1,
+            "this OpenSSL issues version 3 here: the test no longer covers version 1"
+        );
+    }
+    let m1 = start(with_tls(
+        config("guide1", CLUSTER, true, vec![]),
+        members[0].clone(),
+    ));
+    wait_primary(&m1);
+    let m2 = start(with_tls(
+        config("guide2", CLUSTER, false, vec![m1.addr()]),
+        members[1].clone(),
+    ));
+    wait_primary(&m2);
+    submit(&m2, b"as-the-guide-says");
+    wait_delivered(&[&m1, &m2], b"as-the-guide-says");
+    m2.group.shutdown();
+    m1.group.shutdown();
+}
