@@ -94,4 +94,10 @@ impl Replica for NodeReplica {
     fn position(&self) -> i64 {
         self.state.seqno
     }
+
+    /// Only a full applier queue makes `apply` wait: everything else it does
+    /// takes locks held for moments and hands work to other threads.
+    fn apply_may_wait(&self, payload_bytes: usize) -> bool {
+        !self.node.inner.queue.has_room(payload_bytes)
+    }
 }

@@ -82,7 +82,10 @@ pub struct Envelope {
 
 impl Envelope {
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![MESSAGE_VERSION];
+        // Sized once: a write-set's data would otherwise be copied at each doubling.
+        let size = bincode::serialized_size(self).map_or(0, |n| n as usize);
+        let mut out = Vec::with_capacity(1 + size + 4);
+        out.push(MESSAGE_VERSION);
         // Serialising plain data into a Vec cannot fail.
         bincode::serialize_into(&mut out, self).expect("encode envelope");
         bincode::serialize_into(&mut out, &self.epoch).expect("encode epoch");

@@ -118,6 +118,14 @@ impl TaskQueue {
         self.ready.notify_one();
     }
 
+    /// Whether tasks carrying `bytes` in all can be pushed now without
+    /// waiting for room. A task's bytes are its write-set's data, never more
+    /// than the message it came in; pops only make more room.
+    pub fn has_room(&self, bytes: usize) -> bool {
+        let s = self.state.lock();
+        s.closed || s.holding || s.bytes.saturating_add(bytes) <= self.bound_bytes
+    }
+
     /// The join task runs before everything already queued.
     pub fn push_front(&self, task: Task) {
         let mut s = self.state.lock();

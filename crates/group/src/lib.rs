@@ -145,6 +145,14 @@ pub trait Replica: Send + 'static {
     /// Replace the state with a snapshot taken by [`Replica::snapshot`] on some member.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String>;
     fn connectivity(&mut self, now: Connectivity);
+    /// Whether applying messages of `payload_bytes` in all might wait (for
+    /// room in a bounded queue, say). When it cannot, the group applies them
+    /// on its consensus thread directly, which is cheaper than preparing
+    /// that thread for a wait; when it might, or when unsure, say so.
+    fn apply_may_wait(&self, payload_bytes: usize) -> bool {
+        let _ = payload_bytes;
+        true
+    }
     /// Where the replica is in the application's own numbering (the engine:
     /// its last seqno). Labels checkpoints, so that the group can resume
     /// replay from one at or below a given position.

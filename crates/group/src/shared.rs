@@ -50,6 +50,9 @@ pub struct Shared {
     /// `pc.weight` as this member was last given it (`config.me.weight`,
     /// then `SET`); `weight::watch` carries it into the membership.
     pub weight: std::sync::atomic::AtomicU32,
+    /// Payloads handed to the submit task and not yet passed on by it: a
+    /// caller may go around the task only when nothing waits there.
+    pub submit_queued: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {

@@ -1,25 +1,29 @@
 //! Getting submitted payloads into the leader's log.
 //!
-//! `submit` only queues; one task per member drains the queue in batches. On
-//! the leader a batch goes straight into the log; on a follower it is
-//! forwarded to the leader in one request. One task and one request at a time
-//! keep each member's payloads in submission order.
+//! On the leader, with nothing queued, a caller hands its payload to the Raft
+//! core itself ([`direct`]). Otherwise `submit` queues, and one task per
+//! member drains the queue in batches. On the leader a batch goes straight
+//! into the log; on a follower it is forwarded to the leader in one request.
+//! One task and one request at a time keep each member's payloads in
+//! submission order.
 //!
 //! A forward whose answer is lost is not resent: the leader may have appended
 //! it, and a duplicate would be ordered twice. Losing it is allowed (the
 //! engine never waits forever for its own payload); duplicating is not.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::StreamExt;
 use log::{debug, info, warn};
+use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
 use crate::raft::types::AppPayload;
 use crate::shared::Shared;
 use crate::transport::CallError;
 use crate::wire::{Request, Response, APPEND_BUDGET_BYTES};
+use crate::GroupError;
 
 /// Queued payloads before `submit` blocks the caller (back-pressure).
 pub const QUEUE_CAPACITY: usize = 16 * 1024;
@@ -28,8 +32,54 @@ const MAX_BATCH_LEN: usize = 4096;
 pub async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<AppPayload>) {
     while let Some(first) = queue.recv().await {
         let batch = fill_batch(first, &mut queue);
+        let count = batch.len();
         deliver(&shared, batch).await;
+        // Only now: a caller going around the queue must come after these.
+        shared.submit_queued.fetch_sub(count, Ordering::AcqRel);
     }
+}
+
+/// On the leader, with nothing waiting in the queue, the caller's own thread
+/// hands `item` to the Raft core: one thread hop (and one wake-up of a group
+/// worker) less per commit. What one thread submits stays in order, and so
+/// does anything submitted after another submit returned: either that one
+/// is already in the core's channel, or the queue is not empty and this one
+/// queues behind it. Gives `item` back when it must be queued.
+///
+/// Not for a group runtime thread (`block_on` would panic there).
+pub fn direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Result<(), AppPayload> {
+    if shared.submit_queued.load(Ordering::Acquire) != 0 {
+        return Err(item);
+    }
+    if !shared.raft().is_leader() {
+        return Err(item);
+    }
+    runtime.block_on(append_local(shared, vec![item]));
+    Ok(())
+}
+
+/// Queues `item` for the submit task, counted in `submit_queued` until the
+/// task has passed it on. `may_block`: wait for room (`blocking_send` panics
+/// inside a runtime, so there a full queue is an error instead).
+pub fn enqueue(
+    shared: &Shared,
+    queue: &mpsc::Sender<AppPayload>,
+    item: AppPayload,
+    may_block: bool,
+) -> Result<(), GroupError> {
+    shared.submit_queued.fetch_add(1, Ordering::AcqRel);
+    let sent = if may_block {
+        queue.blocking_send(item).map_err(|_| GroupError::Closed)
+    } else {
+        queue.try_send(item).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => GroupError::Other("submit queue full".into()),
+            mpsc::error::TrySendError::Closed(_) => GroupError::Closed,
+        })
+    };
+    if sent.is_err() {
+        shared.submit_queued.fetch_sub(1, Ordering::AcqRel);
+    }
+    sent
 }
 
 /// Takes whatever is already queued, up to a frame's worth.
@@ -94,23 +144,13 @@ async fn deliver(shared: &Shared, batch: Vec<AppPayload>) {
     warn!("Dropping {count} submitted payloads: no leader reachable");
 }
 
-/// Appends on the leader. The write results only tell us about payloads that
-/// lost their slot to a leader change, which the engine learns by timeout.
+/// Appends on the leader. The results are not awaited: they only tell of
+/// payloads that lost their slot to a leader change, which the engine learns
+/// by timeout anyway, and following them cost a task and a wake-up per batch.
 async fn append_local(shared: &Shared, batch: Vec<AppPayload>) {
     let count = batch.len();
-    match shared.raft().client_write_many(batch).await {
-        Ok(mut results) => {
-            tokio::spawn(async move {
-                while let Some(result) = results.next().await {
-                    match result {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => debug!("A submitted payload was not ordered: {e}"),
-                        Err(_) => return,
-                    }
-                }
-            });
-        }
-        Err(e) => warn!("Dropping {count} submitted payloads: {e}"),
+    if let Err(e) = shared.raft().client_write_many(batch).await {
+        warn!("Dropping {count} submitted payloads: {e}");
     }
 }
 

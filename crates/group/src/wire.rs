@@ -225,6 +225,52 @@ pub mod byte_vec {
     }
 }
 
+/// `#[serde(with = "byte_vecs")]` on a `Vec<Vec<u8>>` field: each element as
+/// [`byte_vec`] writes it, so the bytes are again those of the plain type.
+pub mod byte_vecs {
+    use serde::de::{SeqAccess, Visitor};
+    use serde::ser::SerializeSeq;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::fmt;
+
+    #[derive(Serialize)]
+    struct Out<'a>(#[serde(with = "super::byte_vec")] &'a Vec<u8>);
+
+    #[derive(Deserialize)]
+    struct In(#[serde(with = "super::byte_vec")] Vec<u8>);
+
+    pub fn serialize<S: Serializer>(v: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(v.len()))?;
+        for item in v {
+            seq.serialize_element(&Out(item))?;
+        }
+        seq.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
+        d.deserialize_seq(ByteVecs)
+    }
+
+    struct ByteVecs;
+
+    impl<'de> Visitor<'de> for ByteVecs {
+        type Value = Vec<Vec<u8>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a sequence of byte strings")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Vec<u8>>, A::Error> {
+            // As in `byte_vec`: the peer's size hint only caps the first allocation.
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(256));
+            while let Some(In(item)) = seq.next_element()? {
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+}
+
 /// The one bincode configuration both ends use. The limit makes decoding
 /// refuse length prefixes that point past the frame.
 fn codec() -> impl Options {
@@ -403,6 +449,27 @@ mod tests {
         assert_eq!(bytes, encode_frame(&AsSeq(data.clone())).unwrap());
         let back: AsBytes = block_on(read_frame(&mut &bytes[..])).unwrap();
         assert_eq!(back.0, data);
+    }
+
+    /// As above for a sequence of byte strings (a key's parts).
+    #[test]
+    fn byte_string_sequences_are_encoded_as_a_vec_of_vec_of_u8_is() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct AsBytes(#[serde(with = "byte_vecs")] Vec<Vec<u8>>);
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct AsSeq(Vec<Vec<u8>>);
+        for data in [
+            vec![],
+            vec![vec![]],
+            vec![b"db".to_vec(), b"t1".to_vec(), vec![0, 1, 255, 7]],
+        ] {
+            let bytes = encode_frame(&AsBytes(data.clone())).unwrap();
+            assert_eq!(bytes, encode_frame(&AsSeq(data.clone())).unwrap());
+            let back: AsBytes = block_on(read_frame(&mut &bytes[..])).unwrap();
+            assert_eq!(back.0, data);
+            let plain: AsSeq = block_on(read_frame(&mut &bytes[..])).unwrap();
+            assert_eq!(plain.0, data);
+        }
     }
 
     /// A peer that announces a large frame and stops is an error at the end

@@ -32,7 +32,9 @@ use self::state_machine::lock;
 use self::types::{AppPayload, Bytes};
 use crate::shared::Shared;
 use crate::wire::{Request, MAX_PAYLOAD_BYTES};
-use crate::{join, CacheStatus, GroupChannel, GroupError, GroupStatus, MemberId, Membership};
+use crate::{
+    join, submit, CacheStatus, GroupChannel, GroupError, GroupStatus, MemberId, Membership,
+};
 
 /// Every thread of every group runtime is named with this prefix.
 pub const THREAD_PREFIX: &str = "tandem-group-";
@@ -158,16 +160,15 @@ impl GroupChannel for RaftGroup {
             origin: self.shared.me,
             bytes: Bytes::from(payload),
         };
-        // `blocking_send` panics inside a runtime; there, fail instead of blocking.
+        // A group runtime thread (or any caller inside a runtime) must not
+        // block: it only queues, and fails when the queue is full.
         if Handle::try_current().is_ok() {
-            return self.queue.try_send(item).map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => GroupError::Other("submit queue full".into()),
-                mpsc::error::TrySendError::Closed(_) => GroupError::Closed,
-            });
+            return submit::enqueue(&self.shared, &self.queue, item, false);
         }
-        self.queue
-            .blocking_send(item)
-            .map_err(|_| GroupError::Closed)
+        match submit::direct(&self.shared, &self.handle, item) {
+            Ok(()) => Ok(()),
+            Err(item) => submit::enqueue(&self.shared, &self.queue, item, true),
+        }
     }
 
     fn promote(&self, member: MemberId) -> Result<(), GroupError> {

@@ -221,6 +221,7 @@ fn launch_member(
         reads: Default::default(),
         partition: std::sync::Mutex::new(config_partition),
         weight: std::sync::atomic::AtomicU32::new(config_weight),
+        submit_queued: Default::default(),
     });
     let (queue, queue_rx) = mpsc::channel(submit::QUEUE_CAPACITY);
     if let Err(e) = spawn_tasks(&runtime, &shared, listener, queue_rx) {

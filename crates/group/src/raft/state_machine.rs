@@ -174,14 +174,13 @@ impl StateMachine {
         }
     }
 
-    /// The replica lock is held across the whole entry and `applied` is only
-    /// written under it, so a snapshot (taken under the replica lock) always
+    /// The caller holds the replica lock across the whole batch, and
+    /// `applied` is only written under it, so a snapshot (taken under the replica lock) always
     /// sees both at the same log position. `applied` itself is only held for
     /// bookkeeping, never across a call into the replica.
-    fn apply_one(&self, entry: &Entry) {
+    fn apply_one(&self, replica: &mut dyn Replica, entry: &Entry) {
         self.delivered
             .store(entry.log_id.index, std::sync::atomic::Ordering::Relaxed);
-        let mut replica = lock(&self.replica);
         match &entry.payload {
             EntryPayload::Blank => {}
             EntryPayload::Normal(p) => {
@@ -307,6 +306,41 @@ impl StateMachine {
         Ok(())
     }
 
+    /// Applies `batch` under one hold of the replica lock. Right here on
+    /// the worker when nothing in it can wait: one commit then costs no
+    /// hand-off of this worker's other tasks to another thread (measured: a
+    /// third of the group's context switches per commit). Otherwise in a
+    /// blocking section: a view change, a lock held elsewhere (a snapshot,
+    /// the detector), or an applier queue without room for the batch.
+    fn apply_batch(&self, batch: &[EntryResponder<GroupTypes>]) {
+        let apply_all = |replica: &mut dyn Replica| {
+            batch
+                .iter()
+                .for_each(|(entry, _)| self.apply_one(replica, entry))
+        };
+        if let Some(mut replica) = self.inline_replica(batch) {
+            return apply_all(&mut **replica);
+        }
+        replica_call(|| apply_all(&mut **lock(&self.replica)))
+    }
+
+    /// The replica, when `batch` can be applied without waiting.
+    fn inline_replica(
+        &self,
+        batch: &[EntryResponder<GroupTypes>],
+    ) -> Option<MutexGuard<'_, Box<dyn Replica>>> {
+        let mut bytes = 0;
+        for (entry, _) in batch {
+            match &entry.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(p) => bytes += p.bytes.0.len(),
+                EntryPayload::Membership(_) => return None,
+            }
+        }
+        let replica = self.replica.try_lock().ok()?;
+        (!replica.apply_may_wait(bytes)).then_some(replica)
+    }
+
     fn checkpoint_due(&self) -> bool {
         lock(&self.applied).since_checkpoint >= self.every_bytes
     }
@@ -335,7 +369,7 @@ impl RaftStateMachine<GroupTypes> for StateMachine {
                     _ => break,
                 }
             }
-            replica_call(|| batch.iter().for_each(|(entry, _)| self.apply_one(entry)));
+            self.apply_batch(&batch);
             if let Some((entry, _)) = batch.last() {
                 self.applied_index.send_replace(entry.log_id.index);
             }

@@ -37,6 +37,9 @@ pub struct Journal {
     /// While set, the member's replica does not apply messages (a lagging
     /// applier): its state machine waits.
     pub held: bool,
+    /// Set: the replica tells the group its `apply` never waits (it must
+    /// then not be `held`), so the group applies on its worker directly.
+    pub never_waits: bool,
 }
 
 #[derive(Clone, Default)]
@@ -138,6 +141,10 @@ impl Replica for Recorder {
 
     fn position(&self) -> i64 {
         self.0.journal().events.len() as i64
+    }
+
+    fn apply_may_wait(&self, _payload_bytes: usize) -> bool {
+        !self.0.journal().never_waits
     }
 }
 
