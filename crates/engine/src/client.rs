@@ -1,7 +1,7 @@
 //! What client (session) threads call: local transactions from first key to
 //! release, TOI, causal reads, pause and desync.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,7 +89,7 @@ pub(crate) struct LocalTrxs {
     /// The seqno a connection's TOI statement holds, until `to_execute_end`.
     pub(crate) toi: Mutex<HashMap<u64, Seqno>>,
     /// `last_seen` of local write-sets on their way through the group.
-    pub(crate) in_flight: Mutex<BTreeMap<Seqno, usize>>,
+    pub(crate) in_flight: crate::in_flight::InFlight,
 }
 
 impl Node {
@@ -180,29 +180,17 @@ impl Node {
     }
 
     fn write_set(&self, trx_id: u64, conn_id: u64, trx_flags: u32, keys: Vec<Key>, data: Vec<u8>) -> WriteSet {
-        let last_seen = self.inner.apply.last_left();
-        let safe = {
-            let mut in_flight = self.inner.local.in_flight.lock();
-            *in_flight.entry(last_seen).or_default() += 1;
-            *in_flight.keys().next().unwrap_or(&last_seen)
-        };
+        let (last_seen, safe) = self.inner.local.in_flight.enter(|| self.inner.apply.last_left());
         WriteSet { source: self.me(), trx_id, conn_id, flags: trx_flags, last_seen, safe, keys, data }
     }
 
     fn landed(&self, last_seen: Seqno) {
-        let mut in_flight = self.inner.local.in_flight.lock();
-        if let Some(n) = in_flight.get_mut(&last_seen) {
-            *n -= 1;
-            if *n == 0 {
-                in_flight.remove(&last_seen);
-            }
-        }
+        self.inner.local.in_flight.leave(last_seen);
     }
 
     /// No write-set we send from now on will have seen less than this.
     pub fn safe_seqno(&self) -> Seqno {
-        let committed = self.inner.apply.last_left();
-        self.inner.local.in_flight.lock().keys().next().map_or(committed, |&s| s.min(committed))
+        self.inner.local.in_flight.safe(|| self.inner.apply.last_left())
     }
 
     fn check_size(&self, ws: &WriteSet) -> Result<(), Status> {

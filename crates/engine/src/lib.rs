@@ -21,6 +21,7 @@ pub mod dispatch;
 pub mod flow_control;
 mod flow_gate;
 pub mod group_state;
+mod in_flight;
 pub mod local_group;
 pub mod message;
 pub mod monitor;
