@@ -307,10 +307,7 @@ impl Node {
 /// `gcomm://host:port,host2` → peers (default port 4567). `gcomm://` alone
 /// has no peers: bootstrap.
 pub fn parse_cluster_address(url: &str) -> Result<Vec<String>, String> {
-    let rest = url
-        .trim()
-        .strip_prefix("gcomm://")
-        .ok_or_else(|| format!("unsupported cluster address '{url}': expected gcomm://host[:port],..."))?;
+    let rest = url.trim().strip_prefix("gcomm://").ok_or_else(|| bad_cluster_address(url))?;
     let rest = rest.split('?').next().unwrap_or("");
     Ok(rest
         .split(',')
@@ -318,6 +315,16 @@ pub fn parse_cluster_address(url: &str) -> Result<Vec<String>, String> {
         .filter(|p| !p.is_empty())
         .map(|p| if has_port(p) { p.to_string() } else { format!("{p}:4567") })
         .collect())
+}
+
+/// Worded as Galera words it ("Backend not supported", "Invalid backend
+/// URI"): operators' tooling and MariaDB's own tests match these phrases.
+fn bad_cluster_address(url: &str) -> String {
+    let expected = "expected gcomm://host[:port],...";
+    match url.trim().split_once("://") {
+        Some((scheme, _)) => format!("Backend not supported: {scheme} (cluster address '{url}'; {expected})"),
+        None => format!("Invalid backend URI: {url} ({expected})"),
+    }
 }
 
 fn has_port(addr: &str) -> bool {
@@ -358,7 +365,14 @@ mod tests {
             Ok(vec!["127.0.0.1:4568".to_string(), "host2:4567".to_string()])
         );
         assert_eq!(parse_cluster_address("gcomm://[::1]:16000"), Ok(vec!["[::1]:16000".to_string()]));
-        assert!(parse_cluster_address("http://x").is_err());
+        assert_eq!(
+            parse_cluster_address("foo://"),
+            Err("Backend not supported: foo (cluster address 'foo://'; expected gcomm://host[:port],...)".into())
+        );
+        assert_eq!(
+            parse_cluster_address("NULL"),
+            Err("Invalid backend URI: NULL (expected gcomm://host[:port],...)".into())
+        );
         assert_eq!(host_of("127.0.0.1:14567").as_deref(), Some("127.0.0.1"));
         assert_eq!(host_of("10.0.0.1").as_deref(), Some("10.0.0.1"));
     }

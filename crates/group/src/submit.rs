@@ -132,8 +132,11 @@ async fn deliver(shared: &Shared, batch: Vec<AppPayload>) {
                     warn!("Leader {leader} did not take {count} submitted payloads: {other:?}");
                     return;
                 }
+                // The leader went away with the request (it left or died), a
+                // routine event: the engine learns which of its payloads
+                // were lost and says so (a note too). A note, not a warning.
                 Err(CallError::Lost(e)) => {
-                    warn!("Lost {count} submitted payloads on their way to leader {leader}: {e}");
+                    info!("Lost {count} submitted payloads on their way to leader {leader}: {e}");
                     return;
                 }
                 Err(e) => debug!("Leader {leader} unreachable for forwarding: {e}"),

@@ -229,11 +229,14 @@ unsafe extern "C" fn connect(w: *mut wsrep_t, name: *const c_char, url: *const c
         let (name, url, donor) = unsafe { (string(name), string(url), string(donor)) };
         match node.connect(&name, &url, &donor, bootstrap) {
             Ok(()) => WSREP_OK,
-            // Already logged with its reason; Galera answers these with NODE_FAIL.
+            // Already logged with its reason.
             Err(ConnectError::Refused(_)) => WSREP_NODE_FAIL,
+            // NODE_FAIL too, as Galera answers any failed connect (a bad
+            // address, a port in use): the server logs the code, and
+            // tooling and MariaDB's tests expect Galera's.
             Err(e) => {
                 log::error!("Failed to connect to cluster: {e}");
-                WSREP_CONN_FAIL
+                WSREP_NODE_FAIL
             }
         }
     })
