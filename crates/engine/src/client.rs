@@ -154,6 +154,7 @@ impl Node {
             Ok(r) => r,
             Err(status) => return (status, Ordered::NONE),
         };
+        self.wait_while_paused(seqno, &trx.aborted);
         let ordered = self.ordered(seqno, &verdict);
         let passed = matches!(verdict, Verdict::Pass { .. });
         {
@@ -191,6 +192,16 @@ impl Node {
     /// No write-set we send from now on will have seen less than this.
     pub fn safe_seqno(&self) -> Seqno {
         self.inner.local.in_flight.safe(|| self.inner.apply.last_left())
+    }
+
+    /// A write-set ordered after a pause (FTWRL, BACKUP STAGE BLOCK_DDL) gets
+    /// its verdict only at resume, as Galera's certification waits in the
+    /// local monitor that its pause holds. The verdict is already decided,
+    /// but handing it out now would let a failed transaction release its
+    /// locks during the pause (and then wait in the commit order anyway);
+    /// BACKUP STAGE relies on it waiting with them. A BF abort ends the wait.
+    fn wait_while_paused(&self, seqno: Seqno, aborted: &AtomicBool) {
+        let _ = self.inner.commit.enter(seqno, Seqno::MIN, Some(aborted), None);
     }
 
     fn check_size(&self, ws: &WriteSet) -> Result<(), Status> {
@@ -337,7 +348,13 @@ impl Node {
         let mut core = self.inner.core.lock();
         loop {
             if let Some(winner) = core.vote_decision(seqno) {
-                return if winner == code { Status::Ok } else { Status::NodeFail };
+                drop(core);
+                if winner == code {
+                    return Status::Ok;
+                }
+                // Nothing after `seqno` may be applied here from now on.
+                self.await_inconsistent_mark();
+                return Status::NodeFail;
             }
             if self.inner.closing.load(Ordering::Acquire) {
                 // `disconnect` marks the data inconsistent (undecided failure).
@@ -412,7 +429,14 @@ impl Node {
 
     /// A BF aborter (applier with `bf_seqno`) wants `victim` out of its way.
     pub fn abort_certification(&self, bf_seqno: Seqno, victim: u64) -> (Status, Seqno) {
-        let Some(trx) = self.known_trx(victim) else { return (Status::Ok, SEQNO_UNDEFINED) };
+        let Some(trx) = self.known_trx(victim) else {
+            // A transaction that has written nothing yet (it only holds row
+            // locks, e.g. from SELECT ... FOR UPDATE): the server asks once,
+            // for an active transaction, and rolls it back. The server's own
+            // wsrep_local_bf_aborts counts it too; our metric agrees with it.
+            Stats::add(&self.inner.stats.local_bf_aborts, 1);
+            return (Status::Ok, SEQNO_UNDEFINED);
+        };
         let (seqno, commits) = trx.ordered_at();
         if seqno >= 0 && seqno < bf_seqno && commits {
             // Ordered before the aborter: it commits first, the aborter waits.

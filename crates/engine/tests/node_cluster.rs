@@ -250,7 +250,8 @@ fn a_joiner_whose_server_cannot_prepare_for_a_transfer_never_joins() {
 
 /// `wsrep_local_bf_aborts` counts a local transaction once when an applier
 /// aborts it; a victim ordered before the applier is not aborted (it commits
-/// first) and not counted, nor is one the provider does not know.
+/// first) and not counted. One that has written nothing yet (the provider
+/// has no keys for it) is counted: the server asks only for live ones.
 #[test]
 fn bf_aborts_of_local_transactions_are_counted_once() {
     let (hub, members) = cluster(1);
@@ -279,7 +280,40 @@ fn bf_aborts_of_local_transactions_are_counted_once() {
 
     let (unknown, _) = node.abort_certification(ordered.gtid.seqno + 1, 999);
     assert_eq!(unknown, Status::Ok);
-    assert_eq!(int_stat(&server, "local_bf_aborts"), 1, "an unknown victim is not counted");
+    assert_eq!(int_stat(&server, "local_bf_aborts"), 2, "a victim that wrote nothing is counted");
+    stop(hub, members);
+}
+
+/// A pause (FTWRL, BACKUP STAGE BLOCK_DDL) holds a local commit ordered after
+/// it in certification, as Galera's local monitor does, so the transaction
+/// keeps its locks until `resume`, and only then gets its verdict.
+#[test]
+fn a_commit_ordered_during_a_pause_gets_its_verdict_at_resume() {
+    let (hub, members) = cluster(1);
+    let server = members[0].server.clone();
+    let node = server.node();
+    let paused_at = node.pause();
+    node.append_key(7, vec![b"db".to_vec(), b"t".to_vec(), vec![7]], KeyType::Exclusive);
+    node.append_data(7, &[7, 7]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let certifier = {
+        let node = node.clone();
+        thread::spawn(move || tx.send(node.certify(1, 7, flags::TRX_START | flags::TRX_END)).unwrap())
+    };
+    // The group has ordered it...
+    while int_stat(&server, "replicated") < 1 {
+        thread::sleep(Duration::from_millis(5));
+    }
+    // ...and a wrong early verdict would arrive within this.
+    thread::sleep(Duration::from_millis(300));
+    assert!(rx.try_recv().is_err(), "a verdict while paused");
+    node.resume();
+    let (status, ordered) = rx.recv_timeout(Duration::from_secs(30)).expect("a verdict after resume");
+    assert_eq!(status, Status::Ok);
+    assert!(ordered.gtid.seqno > paused_at, "ordered after the pause");
+    certifier.join().unwrap();
+    server.write(ordered.gtid.seqno, 7, TRACKED, &[7, 7]);
+    node.release(7, TRACKED);
     stop(hub, members);
 }
 
