@@ -159,8 +159,13 @@ impl Node {
                 self.await_inconsistent_mark();
                 return Step::Next;
             }
-            log::error!("Failed to apply write-set {seqno} from {}: node is inconsistent", ws.source);
-            return Step::Fatal;
+            if inner.closing.load(Ordering::Acquire) {
+                // The server is stopping its appliers: nothing to leave.
+                log::info!("Write-set {seqno} was not applied: the provider is closing");
+                return Step::Fatal;
+            }
+            self.leave_after_failed_apply(seqno, ws.source);
+            return Step::Next;
         }
         if applied.exit_loop {
             Step::ExitThread

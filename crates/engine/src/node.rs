@@ -584,6 +584,23 @@ impl Node {
                  next start."
             );
         }
+        self.leave_as_inconsistent(seqno);
+    }
+
+    /// The server failed to apply `seqno` and gave no error the group could
+    /// vote on: this node's data is no longer the group's. It leaves as one
+    /// voted out does (Galera: "Node consistency compromised, leaving
+    /// cluster"), rather than stay a member that applies nothing.
+    pub(crate) fn leave_after_failed_apply(&self, seqno: Seqno, source: Uuid) {
+        let gtid = Gtid { uuid: self.inner.core.lock().group_uuid(), seqno };
+        log::error!(
+            "Failed to apply write-set {gtid} from {source}: node consistency compromised, leaving cluster; a full \
+             state transfer replaces this node's data at its next start."
+        );
+        self.leave_as_inconsistent(seqno);
+    }
+
+    fn leave_as_inconsistent(&self, seqno: Seqno) {
         {
             let mut at = self.inner.inconsistent_at.lock();
             if at.is_some() {

@@ -317,6 +317,27 @@ fn a_commit_ordered_during_a_pause_gets_its_verdict_at_resume() {
     stop(hub, members);
 }
 
+/// A write-set the server fails to apply, with no error for the group to vote
+/// on: that node's data is no longer the group's, so it leaves as one voted
+/// out does and its server gets the final view, instead of staying a member
+/// that applies nothing (its applier loop used to end, Fatal). The others go on.
+#[test]
+fn a_failed_apply_without_a_vote_makes_the_node_leave_as_inconsistent() {
+    let (hub, members) = cluster(2);
+    let (first, second) = (members[0].server.clone(), members[1].server.clone());
+    second.fail_applies.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(transact(&first, 1, 1, 1), Status::Ok);
+    wait_until("the second node marked inconsistent", || second.node().is_inconsistent());
+    wait_until("the second node's server got the final view", || {
+        second.views.lock().last().is_some_and(|v| v.members.is_empty())
+    });
+    wait_until("the first node alone", || first.views.lock().last().is_some_and(|v| v.members.len() == 1));
+    assert_eq!(transact(&first, 2, 2, 1), Status::Ok, "the group goes on");
+    assert!(!second.recv_ends.lock().contains(&RecvEnd::Fatal), "{:?}", second.recv_ends.lock());
+    assert!(second.db.lock().is_empty(), "nothing applied on the failed node");
+    stop(hub, members);
+}
+
 /// An arbitrator node on the hub, with its two applier loops.
 fn start_arbitrator(
     hub: &Arc<LocalHub>,

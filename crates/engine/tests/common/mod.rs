@@ -35,6 +35,9 @@ pub struct FakeServer {
     pub fail_prepare: std::sync::atomic::AtomicBool,
     /// How each of this node's applier loops ended.
     pub recv_ends: Mutex<Vec<RecvEnd>>,
+    /// Every write-set from another node fails to apply, with no error for
+    /// the group to vote on (the server's apply returns failure).
+    pub fail_applies: std::sync::atomic::AtomicBool,
     /// Each remote write-set takes this long to apply (a slow node).
     pub apply_delay_us: std::sync::atomic::AtomicU64,
     /// While set, remote write-sets wait before they are applied (a node
@@ -82,6 +85,9 @@ impl Application for FakeServer {
         Some(b"fake\0joiner".to_vec())
     }
     fn apply(&self, _ctx: usize, job: &ApplyJob<'_>) -> Applied {
+        if self.fail_applies.load(std::sync::atomic::Ordering::Relaxed) {
+            return Applied { ok: false, exit_loop: false };
+        }
         // As wsrep-lib tells them apart (contract section 3.5).
         let stream = (job.source, job.trx_id);
         let starts = job.flags & flags::TRX_START != 0;
