@@ -83,7 +83,7 @@ impl Node {
 
     fn run(&self, ctx: usize, task: Task, queued: Instant) -> Step {
         match task {
-            Task::Apply { seqno, verdict, ws } => self.apply_write_set(ctx, seqno, &verdict, &ws, queued),
+            Task::Apply { seqno, verdict, ws, origin } => self.apply_write_set(ctx, seqno, &verdict, &ws, origin, queued),
             Task::Connect(admission) => self.join(ctx, admission),
             Task::View(vc) => self.deliver_view(ctx, &vc),
             Task::NonPrimary { after, removal } => self.deliver_non_primary(ctx, after, removal),
@@ -100,7 +100,7 @@ impl Node {
         }
     }
 
-    fn apply_write_set(&self, ctx: usize, seqno: Seqno, verdict: &Verdict, ws: &WriteSet, queued: Instant) -> Step {
+    fn apply_write_set(&self, ctx: usize, seqno: Seqno, verdict: &Verdict, ws: &WriteSet, origin: Uuid, queued: Instant) -> Step {
         let inner = &self.inner;
         if inner.apply.has_left(seqno) {
             return Step::Next; // contained in the state we received
@@ -136,7 +136,7 @@ impl Node {
         let job = ApplyJob {
             trx_id: ws.trx_id,
             conn_id: ws.conn_id,
-            source: ws.source,
+            source: origin,
             flags: ws.flags | extra,
             data: &ws.data,
             gtid: Gtid { uuid: group_uuid, seqno },

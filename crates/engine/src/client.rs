@@ -219,7 +219,7 @@ impl Node {
             Verdict::Pass { depends_on } => *depends_on,
             Verdict::Fail => seqno - 1,
         };
-        Ordered { gtid: Gtid { uuid: self.inner.core.lock().group_uuid(), seqno }, depends_on, source: self.me() }
+        Ordered { gtid: Gtid { uuid: self.inner.core.lock().group_uuid(), seqno }, depends_on, source: self.node_id() }
     }
 
     /// Replicates `ws` and hands it back (its data is needed for a replay).
@@ -467,7 +467,7 @@ impl Node {
         let job = ApplyJob {
             trx_id,
             conn_id: b.conn_id,
-            source: self.me(),
+            source: self.node_id(),
             flags: b.flags,
             data: &b.data,
             gtid: Gtid { uuid: self.inner.core.lock().group_uuid(), seqno: b.seqno },

@@ -87,8 +87,9 @@ pub enum Command {
     Submit(Body),
     /// An ordered write-set. `waiter`: the token of the local client that
     /// sent it, if this process did; if no waiter takes it and `apply`, it
-    /// goes to the appliers.
-    WriteSet { waiter: Option<u64>, seqno: Seqno, verdict: Verdict, ws: WriteSet, apply: bool },
+    /// goes to the appliers. `origin`: the sending process's node id
+    /// ([`crate::view::node_id`]), the source the server is told.
+    WriteSet { waiter: Option<u64>, seqno: Seqno, verdict: Verdict, ws: WriteSet, origin: Uuid, apply: bool },
     /// Wake the local waiter of `token`.
     Reply { token: u64, reply: Reply },
     /// Append to the applier queue.
@@ -432,7 +433,8 @@ impl NodeCore {
             self.held_bytes += ws.data.len();
         }
         let waiter = self.is_mine(from).then_some(token);
-        out.push(Command::WriteSet { waiter, seqno, verdict, ws, apply });
+        let origin = crate::view::node_id(from.uuid, from.incarnation);
+        out.push(Command::WriteSet { waiter, seqno, verdict, ws, origin, apply });
     }
 
     fn on_view(&mut self, vc: ViewChange, state: &GroupState, out: &mut Vec<Command>) {

@@ -228,7 +228,7 @@ impl GroupState {
             members: self
                 .members
                 .iter()
-                .map(|m| ViewMember { uuid: m.uuid, name: m.name.clone(), incoming: m.incoming.clone() })
+                .map(|m| ViewMember { uuid: m.uuid, incarnation: m.incarnation, name: m.name.clone(), incoming: m.incoming.clone() })
                 .collect(),
         }
     }

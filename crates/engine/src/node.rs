@@ -199,6 +199,11 @@ impl Node {
         *self.inner.me.read()
     }
 
+    /// What the server knows this process by ([`crate::view::node_id`]).
+    pub fn node_id(&self) -> Uuid {
+        crate::view::node_id(self.me(), self.inner.incarnation.load(Ordering::Acquire))
+    }
+
     pub fn group(&self) -> Option<Arc<dyn GroupChannel>> {
         self.inner.group.lock().clone()
     }
@@ -247,8 +252,9 @@ impl Node {
         let freeze = self.inner.options.lock().get("gcache.freeze_purge_at_seqno").to_string();
         self.freeze_purge(&freeze);
         log::info!(
-            "Connecting to cluster '{cluster_name}' at '{url}' as {name} ({me}, incarnation {incarnation}{}), listening on {listen}{}",
+            "Connecting to cluster '{cluster_name}' at '{url}' as {name} ({me}, incarnation {incarnation}{}; node id {}), listening on {listen}{}",
             if identity.restored { ", restored" } else { "" },
+            crate::view::node_id(me, incarnation),
             if bootstrap { ", bootstrapping a new cluster" } else { "" }
         );
         let app = JoinInfo { incarnation, position: start, arbitrator: self.inner.config.arbitrator }.encode();
@@ -517,7 +523,7 @@ impl Node {
                 Err(GroupError::NonPrimary) => inner.core.lock().on_submit_refused(),
                 Err(e) => log::debug!("Not submitted (will be repeated if it matters): {e}"),
             },
-            Command::WriteSet { waiter, seqno, verdict, ws, apply } => {
+            Command::WriteSet { waiter, seqno, verdict, ws, origin, apply } => {
                 if let crate::certification::Verdict::Pass { depends_on } = verdict {
                     inner.stats.note_dependency(seqno - depends_on);
                 }
@@ -525,7 +531,7 @@ impl Node {
                 // Remote, or local whose client gave up: apply like any other.
                 // A rollback fragment is applied on its origin as well.
                 if (!taken || ws.is_stream_rollback()) && apply {
-                    inner.queue.push(Task::Apply { seqno, verdict, ws });
+                    inner.queue.push(Task::Apply { seqno, verdict, ws, origin });
                     self.check_flow_control();
                 }
             }

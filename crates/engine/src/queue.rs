@@ -16,7 +16,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::admission::Admission;
 use crate::certification::Verdict;
 use crate::group_state::{Sender, ViewChange};
-use crate::types::Seqno;
+use crate::types::{Seqno, Uuid};
 use crate::writeset::WriteSet;
 
 /// Default bound on the write-set bytes waiting for the appliers.
@@ -25,7 +25,8 @@ pub const DEFAULT_BOUND_BYTES: usize = 64 << 20;
 #[derive(Debug, PartialEq)]
 pub enum Task {
     /// A write-set to apply (remote, or local whose client gave up waiting).
-    Apply { seqno: Seqno, verdict: Verdict, ws: WriteSet },
+    /// `origin`: the sender's node id, as the server knows it.
+    Apply { seqno: Seqno, verdict: Verdict, ws: WriteSet, origin: Uuid },
     /// Bring the server in step (connect, then resume, found, or transfer).
     Connect(Admission),
     View(ViewChange),
@@ -226,7 +227,7 @@ mod tests {
             keys: vec![],
             data: vec![0; len],
         };
-        Task::Apply { seqno, verdict: Verdict::Pass { depends_on: 0 }, ws }
+        Task::Apply { seqno, verdict: Verdict::Pass { depends_on: 0 }, ws, origin: Uuid::NIL }
     }
 
     /// A queue past its join task.

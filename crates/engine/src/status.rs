@@ -124,7 +124,7 @@ impl Node {
             ("evs_evict_list", Str(String::new())),
             ("evs_repl_latency", Str("0/0/0/0/0".into())),
             ("evs_state", Str(if primary { "OPERATIONAL" } else { "GATHER" }.into())),
-            ("gcomm_uuid", Str(self.me().to_string())),
+            ("gcomm_uuid", Str(self.node_id().to_string())),
             ("gmcast_segment", Int(0)),
             // Not Galera's: PXC's IST progress, and what the cache holds.
             ("ist_receive_status", Str(ist.map(|r| IstProgress::new(r, last_committed).text()).unwrap_or_default())),

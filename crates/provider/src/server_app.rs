@@ -51,7 +51,7 @@ impl ViewBuffer {
             let members = (*info).members.as_mut_ptr();
             for (i, m) in view.members.iter().enumerate() {
                 let slot = &mut *members.add(i);
-                slot.id = wsrep_uuid_t { data: m.uuid.0 };
+                slot.id = wsrep_uuid_t { data: m.node_id().0 };
                 fill_chars(&mut slot.name, &m.name);
                 fill_chars(&mut slot.incoming, &m.incoming);
             }

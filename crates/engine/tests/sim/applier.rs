@@ -76,7 +76,7 @@ impl Process {
 
     fn run_task(&mut self, task: Task, ctx: &mut Ctx) -> Checked<()> {
         match task {
-            Task::Apply { seqno, verdict, ws } => self.apply_write_set(seqno, &verdict, &ws, ctx).map(|_| ()),
+            Task::Apply { seqno, verdict, ws, .. } => self.apply_write_set(seqno, &verdict, &ws, ctx).map(|_| ()),
             Task::Connect(admission) => self.join(admission, ctx),
             Task::View(vc) => self.deliver_view(&vc, ctx),
             Task::NonPrimary { .. } => {

@@ -442,7 +442,7 @@ impl Process {
             Command::Submit(body) => {
                 self.send(body, None, ctx);
             }
-            Command::WriteSet { waiter, seqno, verdict, ws, apply } => {
+            Command::WriteSet { waiter, seqno, verdict, ws, origin, apply } => {
                 match waiter.and_then(|token| self.complete(token, ctx)) {
                     Some(Waiter::Client { accounts, .. }) => {
                         self.queue.tasks.push_back(Work::Local { seqno, verdict, ws, accounts })
@@ -452,7 +452,7 @@ impl Process {
                         if waiter.is_some_and(|token| self.gave_up.remove(&token)) {
                             ctx.world.stats.ordered_after_giving_up += 1;
                         }
-                        self.queue.tasks.push_back(Work::Task(Task::Apply { seqno, verdict, ws }))
+                        self.queue.tasks.push_back(Work::Task(Task::Apply { seqno, verdict, ws, origin }))
                     }
                     None => {}
                 }
