@@ -26,6 +26,8 @@ pub struct HotOptions {
     recv_q_soft_limit: std::sync::atomic::AtomicU64,
     /// The applier queue's bound, fixed at startup (`gcs.recv_q_hard_limit`).
     recv_q_bound: std::sync::atomic::AtomicUsize,
+    /// `gcs.send_window` as the group reads it (shared with the channel).
+    send_window: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl HotOptions {
@@ -46,6 +48,7 @@ impl HotOptions {
         let single = options.bool("gcs.fc_single_primary") || options.bool("gcs.fc_master_slave");
         self.fc_single_primary.store(single, Ordering::Relaxed);
         self.recv_q_soft_limit.store(float("gcs.recv_q_soft_limit"), Ordering::Relaxed);
+        self.send_window.store(send_window(options), Ordering::Relaxed);
         if self.recv_q_bound.load(Ordering::Relaxed) == 0 {
             self.recv_q_bound.store(recv_queue_bound(options), Ordering::Relaxed);
         }
@@ -63,6 +66,11 @@ impl HotOptions {
         }
     }
 
+    /// The send window, shared with the group channel (see [`send_window`]).
+    pub fn send_window(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.send_window.clone()
+    }
+
     pub fn recv_queue_bound(&self) -> usize {
         self.recv_q_bound.load(Ordering::Relaxed)
     }
@@ -77,6 +85,20 @@ impl HotOptions {
 
     pub fn causal_read_timeout(&self) -> Duration {
         Duration::from_millis(self.causal_read_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// `gcs.send_window`: how many write-sets a member may be behind in
+/// receiving the ordered stream before the leader holds new ones back
+/// (`tandem_group::send_window`). By default four times the flow-control
+/// limit: flow control keeps what a member received and has not applied
+/// near the limit, the window keeps what it has not even received near it,
+/// and four limits leave room for the writes in flight, so a busy pipeline
+/// is not throttled by a member that is only a round trip behind.
+pub(crate) fn send_window(options: &Options) -> u64 {
+    match options.int("gcs.send_window") {
+        n if n < 0 => (4 * options.int("gcs.fc_limit").max(0) as u64).max(16),
+        n => n as u64,
     }
 }
 
@@ -156,6 +178,7 @@ impl Node {
             tls: tls_settings(&opts, &self.inner.config.data_dir),
             admission: Some(self.admission()),
             partition: partition_policy(&opts),
+            send_window: self.inner.hot.send_window(),
         }
     }
 

@@ -25,6 +25,7 @@ mod read;
 mod shared;
 mod store;
 mod submit;
+pub mod send_window;
 mod transport;
 mod weight;
 pub mod wire;
@@ -263,6 +264,10 @@ pub struct GroupConfig {
     /// majority (`pc.ignore_sb`, `pc.ignore_quorum`); changed at runtime
     /// with [`GroupChannel::set_partition_policy`].
     pub partition: PartitionPolicy,
+    /// Entries a live voter may be behind in receiving before the leader
+    /// holds new payloads back ([`send_window`]); 0: never. Shared, so the
+    /// application may change it while the group runs.
+    pub send_window: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Galera's partition controls. Both off (the default): only a component

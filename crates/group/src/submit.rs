@@ -20,6 +20,9 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
 use crate::raft::types::AppPayload;
+use crate::send_window;
+use openraft::async_runtime::WatchReceiver;
+use openraft::Instant as _;
 use crate::shared::Shared;
 use crate::transport::CallError;
 use crate::wire::{Request, Response, APPEND_BUDGET_BYTES};
@@ -54,7 +57,13 @@ pub fn direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Result<(),
     if !shared.raft().is_leader() {
         return Err(item);
     }
-    runtime.block_on(append_local(shared, vec![item]));
+    // A hold waits for other members, and the caller may hold locks of its
+    // own meanwhile (the engine's send order): it waits in the queue
+    // instead, where nothing else waits behind it.
+    if must_hold(shared) {
+        return Err(item);
+    }
+    runtime.block_on(append_now(shared, vec![item]));
     Ok(())
 }
 
@@ -147,14 +156,63 @@ async fn deliver(shared: &Shared, batch: Vec<AppPayload>) {
     warn!("Dropping {count} submitted payloads: no leader reachable");
 }
 
+/// Appends on the leader, once the send window allows ([`hold_for_slow_receivers`]).
+async fn append_local(shared: &Shared, batch: Vec<AppPayload>) {
+    hold_for_slow_receivers(shared).await;
+    append_now(shared, batch).await;
+}
+
 /// Appends on the leader. The results are not awaited: they only tell of
 /// payloads that lost their slot to a leader change, which the engine learns
 /// by timeout anyway, and following them cost a task and a wake-up per batch.
-async fn append_local(shared: &Shared, batch: Vec<AppPayload>) {
+async fn append_now(shared: &Shared, batch: Vec<AppPayload>) {
     let count = batch.len();
     if let Err(e) = shared.raft().client_write_many(batch).await {
         warn!("Dropping {count} submitted payloads: {e}");
     }
+}
+
+/// Waits while a live voter is more than the send window behind in
+/// receiving the log ([`crate::send_window`]). Checked against openraft's
+/// replication metrics, which change with every acknowledgement; the
+/// timeout re-judges liveness when none comes. Only on the group's own
+/// tasks, which hold no lock of the application's.
+async fn hold_for_slow_receivers(shared: &Shared) {
+    let mut metrics = shared.raft().metrics();
+    while must_hold(shared) {
+        let _ = tokio::time::timeout(HOLD_RECHECK, metrics.changed()).await;
+    }
+}
+
+fn must_hold(shared: &Shared) -> bool {
+    let window = shared.config.send_window.load(Ordering::Relaxed);
+    if window == 0 {
+        return false;
+    }
+    let live = shared.config.timeouts.heartbeat * 2;
+    shared.with_metrics(|m| send_window::must_hold(followers(m, shared.me), window, live))
+}
+
+/// How often a hold re-judges when no acknowledgement comes.
+const HOLD_RECHECK: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The other voters, as the leader sees them (none unless leader).
+fn followers(
+    m: &crate::raft::types::Metrics,
+    me: crate::MemberId,
+) -> impl Iterator<Item = send_window::Follower> + '_ {
+    let last = m.last_log_index.unwrap_or(0);
+    let seen = m.replication.as_ref().zip(m.heartbeat.as_ref());
+    m.membership_config
+        .membership()
+        .voter_ids()
+        .filter(move |id| *id != me)
+        .filter_map(move |id| {
+            let (replication, heartbeat) = seen?;
+            let acked = replication.get(&id).and_then(|l| l.as_ref()).map_or(0, |l| l.index);
+            let heard = heartbeat.get(&id).and_then(|t| t.as_ref()).map(|t| t.elapsed());
+            Some(send_window::Follower { behind: last.saturating_sub(acked), heard })
+        })
 }
 
 /// Leader side of `Forward`.

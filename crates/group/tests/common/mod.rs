@@ -258,6 +258,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         tls: None,
         admission: None,
         partition: Default::default(),
+        send_window: Default::default(),
     }
 }
 
