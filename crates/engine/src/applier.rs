@@ -498,6 +498,10 @@ impl Node {
                 members.extend(core.reachable.iter().filter(|m| m.uuid != me).cloned());
             }
             members.sort_by_key(|m| m.uuid);
+            // A view of now: this node is this process, whatever
+            // incarnation the last ordered view knew it by.
+            let incarnation = self.inner.incarnation.load(Ordering::Acquire);
+            members.iter_mut().filter(|m| m.uuid == me).for_each(|m| m.incarnation = incarnation);
             (core.group_uuid(), members)
         };
         let view = View {

@@ -530,7 +530,22 @@ impl NodeCore {
         if !ready {
             return;
         }
+        let view = self.as_this_process(view);
         self.admit(Admission { plan: Plan::Resume { position }, view: view_at(&view, position) }, out);
+    }
+
+    /// `view` with this node shown as this process. A node resuming is
+    /// connected before the group has ordered the view that admits its new
+    /// incarnation, with the last view it was in, which names its previous
+    /// process; the server takes its own id from the view it is connected
+    /// with (`view::node_id`), and would not find itself in the group's
+    /// views after (wsrep_auto_increment_control then stopped following
+    /// them: MTR galera_pc_ignore_sb).
+    fn as_this_process(&self, mut view: ViewChange) -> ViewChange {
+        for m in view.members.iter_mut().filter(|m| m.uuid == self.me) {
+            m.incarnation = self.incarnation;
+        }
+        view
     }
 
     fn admit(&mut self, admission: Admission, out: &mut Vec<Command>) {

@@ -190,11 +190,17 @@ fn a_restarted_node_replays_its_history_and_resumes_at_its_own_position() {
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].plan, Plan::Resume { position: 8 });
     assert_eq!(a[0].view.state_id.seqno, 8, "connected at its own position");
-    assert!(a[0].view.members.iter().any(|m| m.uuid == uuid(ME)));
+    // The server takes its own id from this view: it must name this
+    // process (incarnation 2), as the group's views will from the rejoin on.
+    let me_in = |v: &ViewChange| v.members.iter().find(|m| m.uuid == uuid(ME)).map(|m| m.node_id());
+    let this_process = Some(crate::view::node_id(uuid(ME), 2));
+    assert_eq!(me_in(&a[0].view), this_process, "connected as this process, not the one before");
     assert_eq!(submitted(&cmds), vec![&Body::Rejoin { position: 8 }], "the group learns of the new incarnation");
     h.core.on_connected(&Plan::Resume { position: 8 });
     // The rejoin comes back ordered: the view that makes this process live.
     let cmds = h.message(ME, 2, 0, Body::Rejoin { position: 8 });
+    let rejoin_view = cmds.iter().find_map(|c| if let Command::Queue(Task::View(v)) = c { Some(v) } else { None });
+    assert_eq!(rejoin_view.and_then(me_in), this_process, "the group's view names the same process");
     assert!(h.core.is_live());
     assert_eq!(applied(&cmds), vec![13], "the rejoin view follows the IST in order");
     assert_eq!(submitted(&cmds), vec![&Body::State(MemberState::Synced)]);

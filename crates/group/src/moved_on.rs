@@ -21,6 +21,18 @@
 //! Peers that do not answer in [`PROBE_TIME`] (each) decide nothing: the member
 //! starts with its state, and if it later meets the new group the
 //! connection is refused with what to do (`NetCtx::check_moved_on`).
+//!
+//! The group may also have gone on without this member under the same
+//! group uuid, while this member formed a component of its own: alone, cut
+//! off under `pc.ignore_quorum` or `pc.ignore_sb`, it was the only voter of
+//! its membership. Started again with that state, it would elect itself at
+//! once, and two primary components would order different histories under
+//! one uuid. So a member whose state says it was the only voter, and that
+//! finds a peer live in its group, sets the state aside too and joins that
+//! peer's component as a new member, as a restarted Galera node joins the
+//! primary component it finds; the engine then catches its data up from
+//! its position (by IST when the group's log still reaches it). The voters
+//! are recorded beside the state each time they change (`BLOB_VOTERS`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,18 +51,32 @@ use crate::{GroupConfig, MemberId};
 pub const PROBE_TIME: Duration = Duration::from_secs(2);
 
 /// Why the restored state of `member`, which belongs to group `ours`, must
-/// be set aside, if a peer is live in another group.
-pub fn check(config: &GroupConfig, member: MemberId, ours: [u8; 16]) -> Option<String> {
+/// be set aside, if a peer is live in another group, or, when `alone` (the
+/// state's member was the only voter of its component), in this one.
+pub fn check(config: &GroupConfig, member: MemberId, ours: [u8; 16], alone: bool) -> Option<String> {
     let peers = crate::join::configured_peers(config, "");
     if config.bootstrap || peers.is_empty() {
         return None;
     }
     let live = probe(config, member, &peers);
-    let (addr, theirs) = live.into_iter().find(|(_, g)| *g != ours)?;
+    verdict(&live, ours, alone)
+}
+
+/// The decision on the peers' answers: (address, group it is live in).
+fn verdict(live: &[(String, [u8; 16])], ours: [u8; 16], alone: bool) -> Option<String> {
+    if let Some((addr, theirs)) = live.iter().find(|(_, g)| *g != ours) {
+        return Some(format!(
+            "the cluster moved on: the member at {addr} is live in group {}, while this state belongs to \
+             group {} (a node bootstrapped a new history meanwhile)",
+            uuid_text(theirs),
+            uuid_text(&ours)
+        ));
+    }
+    let (addr, _) = live.iter().find(|_| alone)?;
     Some(format!(
-        "the cluster moved on: the member at {addr} is live in group {}, while this state belongs to \
-         group {} (a node bootstrapped a new history meanwhile)",
-        uuid_text(&theirs),
+        "the group went on without this member: its state is of a primary component it was the only \
+         voter of (formed alone, or cut off under pc.ignore_quorum or pc.ignore_sb), while the member at \
+         {addr} is live in group {} without it; joining that component as a new member",
         uuid_text(&ours)
     ))
 }
@@ -98,4 +124,36 @@ fn probe(config: &GroupConfig, member: MemberId, peers: &[String]) -> Vec<(Strin
         .into_iter()
         .filter_map(|(addr, answer)| Some((addr, answer?.ok()??)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OURS: [u8; 16] = [1; 16];
+    const THEIRS: [u8; 16] = [2; 16];
+
+    fn live(group: [u8; 16]) -> Vec<(String, [u8; 16])> {
+        vec![("127.0.0.1:4567".to_string(), group)]
+    }
+
+    #[test]
+    fn a_peer_live_in_another_group_sets_any_state_aside() {
+        let why = verdict(&live(THEIRS), OURS, false).expect("set aside");
+        assert!(why.contains("the cluster moved on"), "{why}");
+        assert!(verdict(&live(THEIRS), OURS, true).is_some());
+    }
+
+    #[test]
+    fn a_peer_live_in_our_group_sets_aside_only_a_state_that_voted_alone() {
+        assert_eq!(verdict(&live(OURS), OURS, false), None, "a member of the group rejoins it with its state");
+        let why = verdict(&live(OURS), OURS, true).expect("a component of its own is set aside");
+        assert!(why.contains("the group went on without this member"), "{why}");
+        assert!(why.contains("127.0.0.1:4567"), "{why}");
+    }
+
+    #[test]
+    fn no_live_peer_decides_nothing() {
+        assert_eq!(verdict(&[], OURS, true), None, "alone and no one live: it starts the group again");
+    }
 }

@@ -561,3 +561,57 @@ fn a_member_restarted_into_its_own_live_group_keeps_its_state() {
     assert_eq!(back.id(), old_id, "the same member, not a new one");
     wait_primary(&back);
 }
+
+/// A member cut off under `pc.ignore_quorum` forms a primary component of
+/// its own, alone, while the others go on as the group, under the same
+/// group uuid. Restarted with that state, it used to elect itself at once
+/// (its only voter) and order a private history beside the group's (MTR
+/// galera_allowlist: a node restarted into a component of one). Now its
+/// state says it was the only voter, its peers are live in its group, so it
+/// sets the state aside and joins their component as a new member.
+#[test]
+fn a_member_that_formed_a_component_alone_joins_the_group_after_a_restart() {
+    let _serial = serial();
+    let root = tempfile::tempdir().unwrap();
+    let all = seats(&root, &["f1", "f2", "f3"]);
+    let history = [7u8; 16];
+    let mut members = three_durable_voters(&all, 3);
+    members
+        .iter()
+        .for_each(|m| m.group.announce_group(Some(history)));
+    let cut = members.pop().unwrap();
+    cut.group.set_partition_policy(IGNORE_QUORUM);
+    cut.group
+        .isolate(tandem_group::Isolation::Isolated)
+        .expect("isolate");
+    wait_until("a component of one", || {
+        cut.group.membership().voters == vec![cut.id()] && cut.group.status().primary
+    });
+    cut.group.announce_group(Some(history));
+    submit(&members[0], b"the group goes on");
+    wait_delivered(&[&members[0], &members[1]], b"the group goes on");
+    let old_id = crash(cut);
+
+    let mut c = durable(&all[2], false, &all);
+    c.history = Some(history);
+    let back = start(c);
+    assert_ne!(
+        back.id(),
+        old_id,
+        "its state of a component of its own was set aside: a new member"
+    );
+    assert!(logged(&["the group went on without this member"]));
+    wait_primary(&back);
+    wait_until("the group sees the new member", || {
+        members[0]
+            .rec
+            .last_view()
+            .is_some_and(|v| v.contains(back.id()))
+    });
+    submit(&members[0], b"one history");
+    wait_delivered(&[&back], b"one history");
+    assert!(
+        back.group.membership().voters.contains(&members[0].id()),
+        "it is in the group's component, not one of its own"
+    );
+}

@@ -89,7 +89,9 @@ impl RaftGroup {
         )?;
         let belongs_to = opened.group.or(config.history);
         if let Some(ours) = belongs_to.filter(|_| opened.restored) {
-            if let Some(why) = crate::moved_on::check(&config, opened.identity.member, ours) {
+            let me = opened.identity.member;
+            let alone = opened.voters.as_deref() == Some(&[me][..]);
+            if let Some(why) = crate::moved_on::check(&config, me, ours, alone) {
                 stop_flusher(&opened.log);
                 drop(opened);
                 opened = store::open(
@@ -145,7 +147,8 @@ impl RaftStarter {
                 GroupError::Other(format!("cannot read the checkpoint to resume from: {e}"))
             })?;
         let sm = StateMachine::resume(replica.clone(), cps, config.log.segment_bytes, resume)
-            .map_err(|e| GroupError::Other(format!("cannot resume the replicated state: {e}")))?;
+            .map_err(|e| GroupError::Other(format!("cannot resume the replicated state: {e}")))?
+            .recording_voters(opened.log.clone());
         launch_member(config, opened, replica, sm)
     }
 }
@@ -381,6 +384,7 @@ pub(crate) fn make_voters(
         .max(last.map_or(0, |l| l.leader_id.term))
         + 1;
     let leader = openraft::impls::leader_id_adv::LeaderId { term, node_id: me };
+    let recorded: Vec<MemberId> = voters.iter().copied().collect();
     let membership = RaftMembership::new(vec![voters], nodes)
         .map_err(|e| GroupError::Other(format!("cannot form a new membership: {e}")))?;
     let entry = Entry {
@@ -388,7 +392,14 @@ pub(crate) fn make_voters(
         payload: EntryPayload::Membership(membership),
     };
     log.force_append(entry, Vote::new(term, me))
-        .map_err(|e| GroupError::Other(format!("cannot write the bootstrap entry: {e}")))
+        .map_err(|e| GroupError::Other(format!("cannot write the bootstrap entry: {e}")))?;
+    // Recorded now, not when the entry is applied: a crash before that
+    // would leave a start of this state believing it a member of the old
+    // component (`crate::moved_on`).
+    if let Err(e) = log.save_voters(&recorded) {
+        warn!("Could not record the voters of the component formed: {e}");
+    }
+    Ok(())
 }
 
 pub(crate) fn build_runtime() -> Result<Runtime, GroupError> {

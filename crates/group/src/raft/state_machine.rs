@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::{FutureExt, Stream, StreamExt};
-use log::{error, info};
+use log::{error, info, warn};
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, RaftSnapshotBuilder};
 
@@ -23,6 +23,7 @@ use super::types::{
     uniform_view, Entry, GroupTypes, LogId, Snapshot, SnapshotMeta, StoredMembership,
 };
 use crate::store::checkpoint::{CheckpointRecord, Checkpoints};
+use crate::store::log_store::DurableLog;
 use crate::{Membership, Ordered, Replica};
 
 /// The engine's replica. Every call into it goes through this mutex, which is
@@ -78,6 +79,9 @@ pub struct StateMachine {
     /// The entry handed to the replica last: ahead of `applied_index`
     /// within a batch (flow control counts what is not handed over yet).
     delivered: Arc<std::sync::atomic::AtomicU64>,
+    /// Where the voters of each new membership are recorded beside the
+    /// state, for a later start of it (`crate::moved_on`).
+    voters_record: Option<DurableLog>,
 }
 
 fn now_ms() -> u64 {
@@ -125,7 +129,14 @@ impl StateMachine {
             every_bytes: every_bytes.max(1),
             applied_index: Arc::new(tokio::sync::watch::channel(index).0),
             delivered: Arc::new(std::sync::atomic::AtomicU64::new(index)),
+            voters_record: None,
         })
+    }
+
+    /// Records the voters of every membership applied from now on in `log`.
+    pub fn recording_voters(mut self, log: DurableLog) -> Self {
+        self.voters_record = Some(log);
+        self
     }
 
     /// The log index handed to the replica last.
@@ -197,6 +208,9 @@ impl StateMachine {
                     applied.membership = StoredMembership::new(Some(entry.log_id), m.clone());
                     if let Some(view) = &view {
                         log_view_change(applied.view.as_ref(), view);
+                        if applied.view.as_ref().is_none_or(|old| old.voters != view.voters) {
+                            self.record_voters(view);
+                        }
                         applied.view = Some(view.clone());
                     }
                 }
@@ -206,6 +220,15 @@ impl StateMachine {
             }
         }
         lock(&self.applied).last_applied = Some(entry.log_id);
+    }
+}
+
+impl StateMachine {
+    fn record_voters(&self, view: &Membership) {
+        let Some(log) = &self.voters_record else { return };
+        if let Err(e) = log.save_voters(&view.voters) {
+            warn!("Could not record the voters of this member's group: {e}");
+        }
     }
 }
 

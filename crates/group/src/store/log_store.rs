@@ -150,6 +150,14 @@ impl DurableLog {
         write_blob(&inner.disk, super::BLOB_GROUP, &bytes, false).map_err(io_err)
     }
 
+    /// Records the voters of the primary component this member is now in
+    /// (`BLOB_VOTERS`). Without fsync, as the group.
+    pub fn save_voters(&self, voters: &[crate::MemberId]) -> Result<(), io::Error> {
+        let inner = self.read_inner();
+        let bytes = bincode::serialize(voters).map_err(io_err)?;
+        write_blob(&inner.disk, super::BLOB_VOTERS, &bytes, false).map_err(io_err)
+    }
+
     /// Writes an entry and a vote outside openraft (a forced bootstrap,
     /// while openraft is stopped), durably.
     pub fn force_append(&self, entry: Entry, vote: Vote) -> Result<(), io::Error> {

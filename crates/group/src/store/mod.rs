@@ -41,6 +41,9 @@ pub const BLOB_PURGED: &str = "purged";
 /// The group uuid of the last primary component the member was in (see
 /// `crate::moved_on`).
 pub const BLOB_GROUP: &str = "group";
+/// The voters of the last primary component the member was in (see
+/// `crate::moved_on`).
+pub const BLOB_VOTERS: &str = "voters";
 pub(crate) const LOG_NAME: &str = "log";
 /// Recent entries kept in memory, at most.
 const RECENT_MAX_BYTES: u64 = 32 << 20;
@@ -63,6 +66,8 @@ pub struct Opened {
     pub disk: Disk,
     /// The live group this state last belonged to, if it was ever saved.
     pub group: Option<[u8; 16]>,
+    /// The voters of the last primary component this state was in, if saved.
+    pub voters: Option<Vec<crate::MemberId>>,
 }
 
 /// What was read back, before judging it.
@@ -74,6 +79,7 @@ struct Found {
     vote: Option<Vote>,
     committed: Option<LogId>,
     group: Option<[u8; 16]>,
+    voters: Option<Vec<crate::MemberId>>,
     purged: Option<LogId>,
     last: Option<LogId>,
     checkpoints: Checkpoints,
@@ -166,6 +172,7 @@ pub fn open(
         checkpoints,
         disk,
         group: found.group,
+        voters: found.voters,
     })
 }
 
@@ -238,6 +245,7 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
     // As informative as the commit point (written without fsync): torn, it
     // reads as unknown and the history of the local data stands in.
     let group: Option<[u8; 16]> = blob(disk, BLOB_GROUP, &mut vec![]);
+    let voters: Option<Vec<crate::MemberId>> = blob(disk, BLOB_VOTERS, &mut vec![]);
     let purged: Option<LogId> = blob::<Option<LogId>>(disk, BLOB_PURGED, &mut problems).flatten();
     let log = opened.log;
     let last = match log.last_index() {
@@ -279,6 +287,7 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
         vote,
         committed,
         group,
+        voters,
         purged,
         last,
         checkpoints,
