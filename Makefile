@@ -68,8 +68,10 @@ mtr: build
 
 # Tandem, Galera and standalone MariaDB side by side under sysbench; writes
 # docs/benchmarks.md (+ .json, compared with on the next run). Needs an idle machine.
+# Beside the matrix, the rejoin scenario and the 1-node cell: causal reads, flow
+# control with a slow node, one 100 MiB streaming transaction, and what TLS costs.
 bench: build
-	$(TANDEM) bench
+	$(TANDEM) bench --causal-cell --fc-cell --stream-cell --tls-cell
 
 # The same in a few minutes, report under .tandem/bench/ (a smoke, not a measurement).
 bench-quick: build
