@@ -93,6 +93,9 @@ impl Node {
                 let group_uuid = self.inner.core.lock().group_uuid();
                 self.inner.app.view(ctx, &View::final_view(group_uuid));
                 self.inner.core.lock().on_final();
+                // Again, now that nothing more is applied: `disconnect` saved
+                // while the appliers were still draining.
+                self.save_state();
                 self.inner.queue.close();
                 Step::Next
             }

@@ -365,7 +365,7 @@ impl Node {
     }
 
     /// Records where the local data is, for the next start.
-    fn save_state(&self) {
+    pub(crate) fn save_state(&self) {
         if self.inner.config.arbitrator {
             return;
         }
@@ -393,7 +393,9 @@ impl Node {
     /// node is safe to bootstrap from only while it is the primary
     /// component's only member (Galera keeps grastate.dat the same way).
     pub(crate) fn mark_running(&self, only_member: bool) {
-        if self.inner.config.arbitrator {
+        // A view still draining after `disconnect` saved the position must
+        // not put -1 back: the next connect would find the position unknown.
+        if self.inner.config.arbitrator || self.inner.closing.load(Ordering::Acquire) {
             return;
         }
         let uuid = self.inner.core.lock().group_uuid();

@@ -426,3 +426,37 @@ fn an_arbitrator_refuses_to_bootstrap() {
     node.shutdown();
     hub.stop();
 }
+
+/// A node that leaves while its server is still taking a membership change
+/// saves its position for the next start: the late view must not put back
+/// the running marker (seqno -1), or the node, asked to connect again in
+/// the same process (`SET GLOBAL wsrep_cluster_address`), finds its
+/// position unknown and refuses to join (MTR MDEV-30764).
+#[test]
+fn a_view_delivered_after_disconnect_does_not_unsave_the_position() {
+    let (hub, mut members) = cluster(2);
+    for i in 0..5 {
+        assert_eq!(transact(&members[0].server, 10 + i, i as u8, 1), Status::Ok);
+    }
+    let (first, second) = (members.remove(0), members.remove(0));
+    let s = second.server.clone();
+    wait_until("second applied all", || s.db.lock().values().sum::<u64>() == 5);
+    s.hold_views.store(true, std::sync::atomic::Ordering::Release);
+    first.server.node().disconnect();
+    first.threads.into_iter().for_each(|t| t.join().unwrap());
+    wait_until("second takes the view without the first", || {
+        s.views.lock().last().is_some_and(|v| v.members.len() == 1)
+    });
+    let leaving = {
+        let s = s.clone();
+        thread::spawn(move || s.node().disconnect())
+    };
+    leaving.join().unwrap();
+    s.hold_views.store(false, std::sync::atomic::Ordering::Release);
+    second.threads.into_iter().for_each(|t| t.join().unwrap());
+    let saved = tandem_engine::saved_state::SavedState::load(second._data_dir.path()).expect("grastate.dat written");
+    assert_eq!(saved.position, s.node().last_committed(), "{saved:?}");
+    assert!(saved.position.seqno > 0, "{saved:?}");
+    assert!(saved.safe_to_bootstrap, "the last member of the primary component: {saved:?}");
+    hub.stop();
+}

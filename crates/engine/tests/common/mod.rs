@@ -43,6 +43,9 @@ pub struct FakeServer {
     /// While set, remote write-sets wait before they are applied (a node
     /// whose appliers are stuck).
     pub hold_applies: std::sync::atomic::AtomicBool,
+    /// While set, a delivered view waits in the server's view callback
+    /// (a server slow to take a membership change).
+    pub hold_views: std::sync::atomic::AtomicBool,
     /// Provider options beyond the tests' defaults.
     pub options: Mutex<String>,
     /// Fragments of streaming transactions applied here and not yet
@@ -76,6 +79,9 @@ impl Application for FakeServer {
     }
     fn view(&self, _ctx: usize, view: &View) -> bool {
         self.views.lock().push(view.clone());
+        while self.hold_views.load(std::sync::atomic::Ordering::Acquire) {
+            thread::sleep(Duration::from_millis(1));
+        }
         true
     }
     fn sst_request(&self) -> Option<Vec<u8>> {
