@@ -27,6 +27,10 @@ use crate::view::{View, ViewStatus};
 use crate::waiter::Reply;
 use crate::writeset::{flags, WriteSet};
 
+/// How long the final view waits for the other receivers to finish their
+/// task before the position is saved.
+const FINAL_DRAIN: Duration = Duration::from_secs(5);
+
 /// How the applier loop ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RecvEnd {
@@ -63,7 +67,10 @@ impl Node {
             let Some((task, queued)) = self.inner.queue.pop_timed() else { break RecvEnd::Closed };
             self.inner.stats.note_queue(self.inner.queue.len() as i64);
             self.check_flow_control();
-            match self.run(ctx, task, queued) {
+            self.inner.busy.fetch_add(1, Ordering::AcqRel);
+            let step = self.run(ctx, task, queued);
+            self.inner.busy.fetch_sub(1, Ordering::AcqRel);
+            match step {
                 Step::Next => {}
                 Step::ExitThread if self.inner.receivers.load(Ordering::Acquire) > 1 => break RecvEnd::Closed,
                 Step::ExitThread => {}
@@ -93,13 +100,23 @@ impl Node {
                 let group_uuid = self.inner.core.lock().group_uuid();
                 self.inner.app.view(ctx, &View::final_view(group_uuid));
                 self.inner.core.lock().on_final();
-                // Again, now that nothing more is applied: `disconnect` saved
-                // while the appliers were still draining.
+                // Again, once nothing more is applied: `disconnect` saved while
+                // the other receivers were still draining (a view among them).
+                self.wait_other_receivers(FINAL_DRAIN);
                 self.save_state();
                 self.inner.queue.close();
                 Step::Next
             }
             Task::RestartRequired => Step::RestartRequired,
+        }
+    }
+
+    /// Waits, at most `limit`, until this receiver is the only one running
+    /// a task: a stuck applier must not hang the server's shutdown.
+    fn wait_other_receivers(&self, limit: Duration) {
+        let since = Instant::now();
+        while self.inner.busy.load(Ordering::Acquire) > 1 && since.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 

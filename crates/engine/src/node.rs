@@ -97,6 +97,8 @@ pub(crate) struct Inner {
     pub(crate) sst_done: Condvar,
     pub(crate) closing: AtomicBool,
     pub(crate) receivers: AtomicUsize,
+    /// Receivers running a task now (the final view waits for the others).
+    pub(crate) busy: AtomicUsize,
     /// Origin of the core's tick times.
     clock: Instant,
     ticker: Mutex<Option<JoinHandle<()>>>,
@@ -192,6 +194,7 @@ impl Node {
             sst_done: Condvar::new(),
             closing: AtomicBool::new(false),
             receivers: AtomicUsize::new(0),
+            busy: AtomicUsize::new(0),
             clock: Instant::now(),
             ticker: Mutex::new(None),
             ticker_live: Arc::new(AtomicUsize::new(0)),

@@ -157,6 +157,13 @@ impl TaskQueue {
                     if matches!(task, Task::Connect(_)) {
                         s.holding = true;
                     }
+                    if matches!(task, Task::Final) {
+                        // Nothing after the end of the connection is applied
+                        // (`close` drops it): no other receiver may start on it
+                        // while the final view goes in.
+                        s.tasks.clear();
+                        s.bytes = 0;
+                    }
                     self.room.notify_all();
                     return Some((task, since));
                 }
@@ -254,6 +261,18 @@ mod tests {
         assert!(matches!(popper.join().unwrap(), Some(Task::Connect(_))));
         q.release_hold();
         assert_eq!(q.pop(), Some(apply(1, 50)));
+    }
+
+    #[test]
+    fn nothing_queued_behind_the_end_of_a_connection_is_handed_out() {
+        let q = draining(1 << 20);
+        for s in 1..5 {
+            q.push(apply(s, 10));
+        }
+        q.push_front(Task::Final);
+        assert_eq!(q.pop(), Some(Task::Final));
+        assert!(q.is_empty(), "another receiver would apply past the saved position");
+        assert_eq!(q.bytes(), 0);
     }
 
     #[test]
