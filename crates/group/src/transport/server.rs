@@ -192,14 +192,16 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
                     let key = refusals::reason_key("TLS handshake", &why);
                     let line = || format!("TLS handshake with {peer} failed: {why}; closing");
                     if why.contains("received fatal alert") {
-                        // The dialler refused *our* certificate and says so at
-                        // error level on its side; ours shows up as an error
-                        // too, the next time this member dials out. Here it
-                        // is a note: after FLUSH SSL to a certificate the
-                        // others do not trust, a member leaving opens a last
-                        // connection, and a clean shutdown is no error.
+                        // The dialler ended the handshake (most often: it does
+                        // not trust *our* certificate) and logs why at error
+                        // level on its side; a certificate of ours the others
+                        // refuse shows up as an error here too, the next time
+                        // this member dials out. Here it is a note: after FLUSH
+                        // SSL to a certificate the others do not trust, a
+                        // member leaving opens a last connection, and a clean
+                        // shutdown is no error.
                         net.noted_at(log::Level::Info, &who, &key, || {
-                            format!("{} (the peer refused this member's certificate)", line())
+                            format!("{} (the dialling peer ended the handshake; its log says why)", line())
                         });
                     } else {
                         net.refused(&who, &key, line);
