@@ -24,32 +24,67 @@ use crate::shared::Shared;
 use crate::wire::{Request, Response};
 use crate::GroupError;
 
-/// Concurrent reads share read-index rounds: a read that arrives while a
-/// round is out waits for the next one (the one out may have been answered
-/// before the read began, so it cannot serve it), and every read waiting
-/// when a round starts takes its answer. Under many readers the leader
-/// confirms its leadership once per round, not once per read.
+/// Concurrent reads share read-index rounds: a read never takes the answer
+/// of a round that was already out when it arrived (that round may have
+/// been answered before the read began), and every read waiting when a
+/// round starts takes its answer. Up to `ROUNDS_OUT` rounds are out at once:
+/// a read that arrives while one is out starts its own instead of waiting a
+/// whole round for it to come back, which would cost it one and a half
+/// rounds on average. Beyond that, reads queue and share the next round, so
+/// under many readers the leader still confirms its leadership once per
+/// round, not once per read.
 #[derive(Default)]
 pub struct Rounds {
     state: Mutex<RoundState>,
 }
 
-#[derive(Default)]
-struct RoundState {
-    out: bool,
-    next: Vec<oneshot::Sender<Result<u64, GroupError>>>,
+/// Read-index rounds out at once, per member.
+const ROUNDS_OUT: usize = 4;
+
+type Reader = oneshot::Sender<Result<u64, GroupError>>;
+
+/// Which reads wait for which round. Pure bookkeeping, so the sharing rule
+/// is tested without a group.
+struct RoundState<R = Reader> {
+    /// Rounds out (each one a task running rounds until no read waits).
+    out: usize,
+    /// Reads that arrived after every round out began: they wait for the
+    /// next round to start.
+    next: Vec<R>,
+}
+
+impl<R> Default for RoundState<R> {
+    fn default() -> Self {
+        RoundState { out: 0, next: Vec::new() }
+    }
+}
+
+impl<R> RoundState<R> {
+    /// A read arrives: it waits for the next round. True when a new round
+    /// task must start for it (fewer than `ROUNDS_OUT` are out).
+    fn arrive(&mut self, reader: R) -> bool {
+        self.next.push(reader);
+        let start = self.out < ROUNDS_OUT;
+        self.out += start as usize;
+        start
+    }
+
+    /// A round task is free to start a round: the reads it serves, or None
+    /// when none waits (the task ends and no longer counts as out).
+    fn start_round(&mut self) -> Option<Vec<R>> {
+        if self.next.is_empty() {
+            self.out -= 1;
+            return None;
+        }
+        Some(std::mem::take(&mut self.next))
+    }
 }
 
 /// A read index obtained after this call began, shared with the reads that
 /// asked at the same time.
 async fn shared_read_index(shared: &Arc<Shared>) -> Result<u64, GroupError> {
     let (tx, rx) = oneshot::channel();
-    let start = {
-        let mut s = lock(&shared.reads.state);
-        s.next.push(tx);
-        !std::mem::replace(&mut s.out, true)
-    };
-    if start {
+    if lock(&shared.reads.state).arrive(tx) {
         tokio::spawn(run_rounds(shared.clone()));
     }
     rx.await.unwrap_or(Err(GroupError::Closed))
@@ -58,13 +93,8 @@ async fn shared_read_index(shared: &Arc<Shared>) -> Result<u64, GroupError> {
 /// Runs rounds while reads are waiting for one.
 async fn run_rounds(shared: Arc<Shared>) {
     loop {
-        let waiting = {
-            let mut s = lock(&shared.reads.state);
-            if s.next.is_empty() {
-                s.out = false;
-                return;
-            }
-            std::mem::take(&mut s.next)
+        let Some(waiting) = lock(&shared.reads.state).start_round() else {
+            return;
         };
         // A round can hang: openraft confirms leadership only once a quorum
         // answers, and a Raft instance being replaced (a component formed
@@ -182,5 +212,52 @@ pub async fn handle_read_index(shared: &Shared) -> Response {
         Err(e) => Response::Failed {
             reason: e.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_arriving_while_a_round_is_out_starts_its_own_up_to_the_limit() {
+        let mut s = RoundState::<u32>::default();
+        for read in 0..ROUNDS_OUT as u32 {
+            assert!(s.arrive(read), "read {read} starts a round");
+            assert_eq!(s.start_round(), Some(vec![read]), "it alone takes that round");
+        }
+        assert_eq!(s.out, ROUNDS_OUT);
+        // Beyond the limit reads queue, and the first round task to come
+        // back serves all of them in one round.
+        assert!(!s.arrive(100));
+        assert!(!s.arrive(101));
+        assert_eq!(s.start_round(), Some(vec![100, 101]));
+        assert_eq!(s.out, ROUNDS_OUT);
+    }
+
+    #[test]
+    fn a_read_never_joins_a_round_that_was_out_before_it_arrived() {
+        let mut s = RoundState::<u32>::default();
+        assert!(s.arrive(1));
+        assert_eq!(s.start_round(), Some(vec![1]));
+        // Read 2 arrives while read 1's round is out: it is not handed
+        // that round's answer, it waits in `next` for a round of its own.
+        assert!(s.arrive(2));
+        assert_eq!(s.next, vec![2]);
+        assert_eq!(s.start_round(), Some(vec![2]));
+        assert!(s.next.is_empty());
+    }
+
+    #[test]
+    fn round_tasks_end_when_no_read_waits_and_stop_counting_as_out() {
+        let mut s = RoundState::<u32>::default();
+        assert!(s.arrive(1));
+        assert!(s.arrive(2));
+        assert_eq!(s.start_round(), Some(vec![1, 2]));
+        assert_eq!(s.start_round(), None, "the second task finds nothing to do");
+        assert_eq!(s.out, 1);
+        assert_eq!(s.start_round(), None);
+        assert_eq!(s.out, 0);
+        assert!(s.arrive(3), "with none out, the next read starts a round again");
     }
 }

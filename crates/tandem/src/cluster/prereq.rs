@@ -27,7 +27,10 @@ impl Tools {
             install_db: find_program("mariadb-install-db")?,
             client: find_program("mariadb")?,
         };
-        find_program("mariabackup")?;
+        // MariaDB's SST script runs `mariadb-backup`; `mariabackup` is the
+        // old name, kept as a link by the Debian package but absent from a
+        // relocated tree (../shared/tools/relocatable-bundle.sh).
+        find_program("mariadb-backup").or_else(|_| find_program("mariabackup"))?;
         find_program("socat")?;
         Ok(tools)
     }
