@@ -98,8 +98,9 @@ pub struct FlowControl {
     requested: bool,
     /// The ordered state: the group holds a pause of ours.
     in_effect: bool,
-    /// What we last sent and when, to repeat it only if it got lost.
-    last_sent: Option<(bool, u64)>,
+    /// The last message sent that the group has not been seen to order
+    /// yet, and when it went out (repeated if it got lost).
+    pending: Option<(bool, u64)>,
 }
 
 impl FlowControl {
@@ -119,6 +120,9 @@ impl FlowControl {
     /// The group ordered a pause or continue of ours, or a view dropped it.
     pub fn on_ordered(&mut self, in_effect: bool, now_ms: u64) -> Option<bool> {
         self.in_effect = in_effect;
+        if self.pending.is_some_and(|(sent, _)| sent == in_effect) {
+            self.pending = None;
+        }
         self.due(now_ms)
     }
 
@@ -129,19 +133,34 @@ impl FlowControl {
     }
 
     fn due(&mut self, now_ms: u64) -> Option<bool> {
-        if self.requested == self.in_effect {
-            self.last_sent = None;
-            return None;
+        // A change of mind is measured against where the group is heading
+        // once what we sent is ordered, not against what it has ordered so
+        // far. The writers run again as soon as our continue is ordered,
+        // and this node sees it ordered only once it has received
+        // everything before it, which for the slow node can take a while:
+        // a pause needed again in between must go out at once, to be
+        // ordered right behind the continue (Galera likewise counts the
+        // stops it sent, not the ones delivered).
+        let heading = self.pending.map_or(self.in_effect, |(sent, _)| sent);
+        if self.requested != heading {
+            self.pending = Some((self.requested, now_ms));
+            return Some(self.requested);
         }
-        let repeat = match self.last_sent {
-            Some((sent, at)) => sent != self.requested || now_ms >= at + RESEND_MS,
-            None => true,
-        };
-        if !repeat {
-            return None;
+        match self.pending {
+            Some((sent, at)) if now_ms >= at + RESEND_MS => {
+                if sent == self.in_effect {
+                    // Ordered together with the message before it, so no
+                    // change was seen. Should that earlier one still be
+                    // on its way, its arrival is a change and brings this
+                    // one back.
+                    self.pending = None;
+                    return None;
+                }
+                self.pending = Some((sent, now_ms));
+                Some(sent)
+            }
+            _ => None,
         }
-        self.last_sent = Some((self.requested, now_ms));
-        Some(self.requested)
     }
 }
 
@@ -220,11 +239,46 @@ mod tests {
         assert_eq!(fc.on_queue(ws(11), &l, true, 0), Some(true));
         assert_eq!(fc.on_tick(true, RESEND_MS - 1), None);
         assert_eq!(fc.on_tick(true, RESEND_MS), Some(true), "lost: sent again");
-        // The queue drains before the pause was ever ordered: continue at once.
-        assert_eq!(fc.on_queue(ws(0), &l, true, RESEND_MS + 1), None, "nothing in effect to undo");
-        // The late pause is ordered after all: undo it.
-        assert_eq!(fc.on_ordered(true, RESEND_MS + 2), Some(false));
+        // The queue drains before the pause was ever ordered: the continue
+        // goes out at once, to be ordered behind the pause if that comes.
+        assert_eq!(fc.on_queue(ws(0), &l, true, RESEND_MS + 1), Some(false));
+        assert_eq!(fc.on_ordered(true, RESEND_MS + 2), None, "the continue is on its way");
         assert_eq!(fc.on_ordered(false, RESEND_MS + 3), None);
+        assert_eq!(fc.on_tick(true, 10 * RESEND_MS), None, "nothing left to repeat");
+    }
+
+    #[test]
+    fn a_pause_needed_again_before_our_continue_is_ordered_goes_out_at_once() {
+        // The slow node's case: it sees its own continue ordered only once
+        // it has received everything ordered before it, while the writers
+        // already run again. Waiting for that to send the next pause let
+        // hundreds of write-sets through (measured: queue 27 -> 449).
+        let l = limits(10, 1.0);
+        let mut fc = FlowControl::default();
+        assert_eq!(fc.on_queue(ws(11), &l, true, 0), Some(true));
+        assert_eq!(fc.on_ordered(true, 1), None);
+        assert_eq!(fc.on_queue(ws(10), &l, true, 2), Some(false));
+        assert_eq!(fc.on_queue(ws(11), &l, true, 3), Some(true), "not held back by the unordered continue");
+        assert_eq!(fc.on_queue(ws(12), &l, true, 4), None, "and sent once");
+        assert_eq!(fc.on_ordered(false, 5), None, "the continue ordered: the pause is behind it");
+        assert_eq!(fc.on_ordered(true, 6), None);
+        assert_eq!(fc.on_tick(true, 6 + RESEND_MS), None, "both ordered: nothing to repeat");
+    }
+
+    #[test]
+    fn a_continue_and_pause_ordered_together_are_not_repeated_forever() {
+        // Both in one batch: the ordered state never seemed to change.
+        let l = limits(10, 1.0);
+        let mut fc = FlowControl::default();
+        fc.on_queue(ws(11), &l, true, 0);
+        fc.on_ordered(true, 1);
+        assert_eq!(fc.on_queue(ws(10), &l, true, 2), Some(false));
+        assert_eq!(fc.on_queue(ws(11), &l, true, 3), Some(true));
+        assert_eq!(fc.on_tick(true, 3 + RESEND_MS), None);
+        assert_eq!(fc.on_tick(true, 3 + 2 * RESEND_MS), None);
+        // Had the continue still been on its way, its arrival brings the
+        // pause back.
+        assert_eq!(fc.on_ordered(false, 4 + 2 * RESEND_MS), Some(true));
     }
 
     #[test]
