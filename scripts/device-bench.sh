@@ -8,9 +8,9 @@
 # `pack` takes target/release/libtandem.so and tandem (build them first) and, optionally, other
 # builds of the provider to compare (named variant-1.so, variant-2.so, ... there).
 # `run` measures, each step bounded so that a slow one leaves the next its time:
-#   1. the causal-read cell (quick sizes, 10 s runs) on Tandem and Galera;
-#   2. the same cell on Tandem once per variant;
-#   3. oltp_write_only at 1, 16 and 128 threads on node 1 and spread, on Tandem, Galera and
+#   1. the causal-read and flow-control cells (quick sizes, 10 s runs) on Tandem and Galera;
+#   2. the same cells on Tandem once per variant;
+#   3. unless MATRIX=0: oltp_write_only at 1, 16 and 128 threads on node 1 and spread, on Tandem, Galera and
 #      standalone, plus the 1-node cell; 8 tables x 100k rows, one 8 s round per cell.
 # Reports land in OUTDIR (render a report again with `tandem bench --render-from X.json`).
 set -u
@@ -36,15 +36,16 @@ run() {
     rm -rf /tmp/b $t && mkdir -p $t && tar -C /tmp -xzf "$dev/b.tar.gz" && tar -C $t -xzf "$dev/tandem-bins.tar.gz" || exit 1
     export PATH=/tmp/b/bin:$PATH LD_LIBRARY_PATH=/tmp/b/lib LUA_PATH="/tmp/b/share/sysbench/?.lua;;"
     { nproc; uname -r; grep -m1 "model name" /proc/cpuinfo; ldd --version | head -1; } >"$out/machine.txt" 2>&1
-    local causal=(bench --basedir /tmp/b --quick --duration 10 --no-matrix --no-rejoin --no-single-node --causal-cell)
-    timeout 110 $t/tandem "${causal[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
-        --dir /tmp/causal --doc "$out/causal.md" --json "$out/causal.json" >"$out/causal.log" 2>&1
+    local causal=(bench --basedir /tmp/b --quick --duration 10 --no-matrix --no-rejoin --no-single-node --causal-cell --fc-cell)
+    timeout 150 $t/tandem "${causal[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
+        --dir /tmp/causal --doc "$out/cells.md" --json "$out/cells.json" >"$out/cells.log" 2>&1
     for so in $t/variant-*.so; do
         [ -e "$so" ] || continue
         local v; v=$(basename "$so" .so)
-        timeout 70 $t/tandem "${causal[@]}" --targets tandem --tandem-path "$so" \
-            --dir "/tmp/$v" --doc "$out/causal-$v.md" --json "$out/causal-$v.json" >"$out/causal-$v.log" 2>&1
+        timeout 100 $t/tandem "${causal[@]}" --targets tandem --tandem-path "$so" \
+            --dir "/tmp/$v" --doc "$out/cells-$v.md" --json "$out/cells-$v.json" >"$out/cells-$v.log" 2>&1
     done
+    [ "${MATRIX:-1}" = 0 ] && return
     timeout 360 $t/tandem bench --basedir /tmp/b --targets tandem,galera,standalone --workloads oltp_write_only \
         --threads 1,16,128 --placements node1,spread --rounds 1 --duration 8 --warmup 2 --no-rejoin \
         --tandem-path $t/libtandem.so --dir /tmp/matrix --doc "$out/matrix.md" --json "$out/matrix.json" \
