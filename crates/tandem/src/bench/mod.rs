@@ -332,10 +332,36 @@ fn render_again(args: &BenchArgs, from: &Path) -> Result<()> {
     let results = read(from)?;
     let previous = args.compare_with.as_deref().map(read).transpose()?;
     let (doc, _) = output_paths(args);
-    std::fs::write(&doc, report::render(&results, previous.as_ref()))
+    let elsewhere = reports_beside(&doc, from);
+    std::fs::write(&doc, report::render_with(&results, previous.as_ref(), &elsewhere))
         .with_context(|| format!("writing {}", doc.display()))?;
     println!("wrote {}", doc.display());
     Ok(())
+}
+
+/// The other reports kept in the report's folder: each `benchmarks*.json`
+/// with a Markdown report of the same name, except `json` itself (the
+/// results being rendered). Unreadable ones are left out: they only point
+/// the reader elsewhere.
+fn reports_beside(doc: &Path, json: &Path) -> Vec<(String, Results)> {
+    let dir = doc.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let this = json.canonicalize().ok();
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("benchmarks") && name.ends_with(".json")
+        })
+        .filter(|p| p.canonicalize().ok() != this)
+        .filter_map(|p| {
+            let md = p.with_extension("md");
+            let name = md.file_name()?.to_str()?.to_string();
+            (md.exists() && md != doc).then_some(())?;
+            Some((name, read_previous(&p)?))
+        })
+        .collect()
 }
 
 fn read_previous(json: &Path) -> Option<Results> {
@@ -466,7 +492,8 @@ fn write_outputs(out: &Results, previous: Option<&Results>, doc: &Path, json: &P
     }
     let text = serde_json::to_string_pretty(out)?;
     std::fs::write(json, text + "\n").with_context(|| format!("writing {}", json.display()))?;
-    std::fs::write(doc, report::render(out, previous))
+    let elsewhere = reports_beside(doc, json);
+    std::fs::write(doc, report::render_with(out, previous, &elsewhere))
         .with_context(|| format!("writing {}", doc.display()))
 }
 
@@ -514,5 +541,37 @@ mod tests {
 
         let err = run(args(&["--render-from", &doc_s, "--doc", &doc_s])).unwrap_err();
         assert!(format!("{err:#}").contains("is not the JSON results of a tandem bench run"), "{err:#}");
+    }
+
+    #[test]
+    fn a_report_lists_the_reports_of_other_machines_kept_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name);
+        let write = |name: &str, r: &Results| {
+            std::fs::write(at(name), serde_json::to_string(r).unwrap()).unwrap();
+            std::fs::write(at(name).with_extension("md"), "report").unwrap();
+        };
+        let here = results::tests::sample([132.0, 80.0]);
+        let mut big = here.clone();
+        big.machine.cores = 16;
+        big.machine.kernel = "6.18-gpu".into();
+        write("benchmarks.json", &here);
+        write("benchmarks-16core.json", &big);
+        write("benchmarks-sst.json", &here); // the same machine: not listed
+        std::fs::write(at("benchmarks-broken.json"), "{").unwrap();
+        std::fs::write(at("benchmarks-broken.md"), "report").unwrap();
+        let doc = at("benchmarks.md");
+        let (json_s, doc_s) = (at("benchmarks.json").to_str().unwrap().to_string(), doc.to_str().unwrap().to_string());
+        run(args(&["--render-from", &json_s, "--doc", &doc_s])).unwrap();
+        let md = std::fs::read_to_string(&doc).unwrap();
+        assert!(md.contains("Also measured on other machines"), "{md}");
+        assert!(md.contains("| [benchmarks-16core.md](benchmarks-16core.md) | 16 cores"), "{md}");
+        assert!(!md.contains("benchmarks-sst.md"), "{md}");
+        assert!(!md.contains("benchmarks-broken.md"), "{md}");
+
+        // Rendered alone, or beside the same machine only, there is no such section.
+        std::fs::remove_file(at("benchmarks-16core.json")).unwrap();
+        run(args(&["--render-from", &json_s, "--doc", &doc_s])).unwrap();
+        assert!(!std::fs::read_to_string(&doc).unwrap().contains("other machines"));
     }
 }
