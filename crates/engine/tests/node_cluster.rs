@@ -450,7 +450,7 @@ fn a_view_delivered_after_disconnect_does_not_unsave_the_position() {
     s.node().disconnect(); // the view above is still in the server's callback
     s.hold_views.store(false, std::sync::atomic::Ordering::Release);
     second.threads.into_iter().for_each(|t| t.join().unwrap());
-    let saved = tandem_engine::saved_state::SavedState::load(second._data_dir.path()).expect("grastate.dat written");
+    let saved = tandem_engine::saved_state::SavedState::load(second.data_dir.path()).expect("grastate.dat written");
     assert_eq!(saved.position, s.node().last_committed(), "{saved:?}");
     assert!(saved.position.seqno > 0, "{saved:?}");
     assert!(saved.safe_to_bootstrap, "the last member of the primary component: {saved:?}");

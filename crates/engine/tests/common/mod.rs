@@ -162,7 +162,7 @@ pub struct Member {
     pub server: Arc<FakeServer>,
     pub threads: Vec<thread::JoinHandle<()>>,
     /// The node's data directory, removed when the member is dropped.
-    pub _data_dir: tempfile::TempDir,
+    pub data_dir: tempfile::TempDir,
 }
 
 pub fn start(hub: &Arc<LocalHub>, name: &str, bootstrap: bool, all: &Mutex<Vec<Arc<FakeServer>>>) -> Member {
@@ -225,7 +225,7 @@ pub fn start_as(
             })
         })
         .collect();
-    Member { server, threads, _data_dir: data_dir }
+    Member { server, threads, data_dir }
 }
 
 pub fn wait_until(what: &str, f: impl Fn() -> bool) {

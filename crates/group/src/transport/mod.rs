@@ -361,7 +361,7 @@ impl NetCtx {
             // the handshake done: its verdict arrives as an alert on the
             // first read, here.
             Err(CallError::Unreachable(e))
-                if stream.is_encrypted() && e.contains("received fatal alert") =>
+                if stream.is_encrypted() && tls::peer_sent_alert(&e) =>
             {
                 let why = format!(
                     "Member at {addr} refused our TLS certificate: {e} (is socket.ssl_cert signed by its \

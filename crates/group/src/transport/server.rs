@@ -191,7 +191,7 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
                     let why = e.to_string();
                     let key = refusals::reason_key("TLS handshake", &why);
                     let line = || format!("TLS handshake with {peer} failed: {why}; closing");
-                    if why.contains("received fatal alert") {
+                    if super::tls::peer_sent_alert(&why) {
                         // The dialler ended the handshake (most often: it does
                         // not trust *our* certificate) and logs why at error
                         // level on its side; a certificate of ours the others

@@ -178,6 +178,15 @@ impl Tls {
 }
 
 /// Our crypto provider, offering the suites `socket.ssl_cipher` picks.
+/// Whether a failed handshake's error says the *peer* ended it with a TLS
+/// alert (most often: it does not trust our certificate), rather than our
+/// side refusing the peer. Only the text survives to the places that log
+/// it, so this reads rustls's wording for `Error::AlertReceived`; the test
+/// below fails if a rustls upgrade changes it.
+pub fn peer_sent_alert(error_text: &str) -> bool {
+    error_text.contains("received fatal alert")
+}
+
 fn provider(ciphers: &str) -> Result<Arc<CryptoProvider>, TlsError> {
     let mut provider = rustls::crypto::ring::default_provider();
     let choice = ciphers::choose(ciphers)
@@ -597,5 +606,20 @@ pub async fn opening(tcp: &TcpStream) -> io::Result<Opening> {
         0 => Err(io::ErrorKind::UnexpectedEof.into()),
         _ if first[0] == 0x16 => Ok(Opening::Tls),
         _ => Ok(Opening::Plain),
+    }
+}
+
+#[cfg(test)]
+mod alert_tests {
+    use super::peer_sent_alert;
+    use rustls::{AlertDescription, Error};
+
+    #[test]
+    fn an_alert_from_the_peer_is_told_apart_from_our_own_refusal() {
+        let theirs = Error::AlertReceived(AlertDescription::BadCertificate);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, theirs);
+        assert!(peer_sent_alert(&io.to_string()), "{io}");
+        let ours = Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        assert!(!peer_sent_alert(&ours.to_string()), "{ours}");
     }
 }
