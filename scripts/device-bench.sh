@@ -36,13 +36,13 @@ run() {
     rm -rf /tmp/b $t && mkdir -p $t && tar -C /tmp -xzf "$dev/b.tar.gz" && tar -C $t -xzf "$dev/tandem-bins.tar.gz" || exit 1
     export PATH=/tmp/b/bin:$PATH LD_LIBRARY_PATH=/tmp/b/lib LUA_PATH="/tmp/b/share/sysbench/?.lua;;"
     { nproc; uname -r; grep -m1 "model name" /proc/cpuinfo; ldd --version | head -1; } >"$out/machine.txt" 2>&1
-    local causal=(bench --basedir /tmp/b --quick --duration 10 --no-matrix --no-rejoin --no-single-node --causal-cell --fc-cell)
-    timeout 150 $t/tandem "${causal[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
+    local cells=(bench --basedir /tmp/b --quick --duration 10 --no-matrix --no-rejoin --no-single-node --causal-cell --fc-cell)
+    timeout 150 $t/tandem "${cells[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
         --dir /tmp/causal --doc "$out/cells.md" --json "$out/cells.json" >"$out/cells.log" 2>&1
     for so in $t/variant-*.so; do
         [ -e "$so" ] || continue
         local v; v=$(basename "$so" .so)
-        timeout 100 $t/tandem "${causal[@]}" --targets tandem --tandem-path "$so" \
+        timeout 100 $t/tandem "${cells[@]}" --targets tandem --tandem-path "$so" \
             --dir "/tmp/$v" --doc "$out/cells-$v.md" --json "$out/cells-$v.json" >"$out/cells-$v.log" 2>&1
     done
     [ "${MATRIX:-1}" = 0 ] && return

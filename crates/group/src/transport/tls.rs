@@ -177,7 +177,6 @@ impl Tls {
     }
 }
 
-/// Our crypto provider, offering the suites `socket.ssl_cipher` picks.
 /// Whether a failed handshake's error says the *peer* ended it with a TLS
 /// alert (most often: it does not trust our certificate), rather than our
 /// side refusing the peer. Only the text survives to the places that log
@@ -187,6 +186,7 @@ pub fn peer_sent_alert(error_text: &str) -> bool {
     error_text.contains("received fatal alert")
 }
 
+/// Our crypto provider, offering the suites `socket.ssl_cipher` picks.
 fn provider(ciphers: &str) -> Result<Arc<CryptoProvider>, TlsError> {
     let mut provider = rustls::crypto::ring::default_provider();
     let choice = ciphers::choose(ciphers)

@@ -354,11 +354,9 @@ fn reports_beside(doc: &Path, json: &Path) -> Vec<(String, Results)> {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
             name.starts_with("benchmarks") && name.ends_with(".json")
         })
-        .filter(|p| p.canonicalize().ok() != this)
+        .filter(|p| p.canonicalize().ok() != this && p.with_extension("md") != doc && p.with_extension("md").exists())
         .filter_map(|p| {
-            let md = p.with_extension("md");
-            let name = md.file_name()?.to_str()?.to_string();
-            (md.exists() && md != doc).then_some(())?;
+            let name = p.with_extension("md").file_name()?.to_str()?.to_string();
             Some((name, read_previous(&p)?))
         })
         .collect()

@@ -1,5 +1,6 @@
 //! `docs/benchmarks.md`: every figure comes from a `Results`, nothing is typed in.
 
+mod elsewhere;
 mod goals;
 mod rejoin;
 
@@ -20,7 +21,7 @@ pub fn render(results: &Results, previous: Option<&Results>) -> String {
 pub fn render_with(results: &Results, previous: Option<&Results>, elsewhere: &[(String, Results)]) -> String {
     let mut out = String::new();
     header(&mut out, results);
-    elsewhere_section(&mut out, results, elsewhere);
+    elsewhere::render(&mut out, results, elsewhere);
     if results.cells.is_empty() {
         let _ = writeln!(out, "The main matrix was not run (`--no-matrix`).\n");
     } else {
@@ -56,34 +57,6 @@ pub fn render_with(results: &Results, previous: Option<&Results>, elsewhere: &[(
     resources(&mut out, results);
     repeatability(&mut out, results, previous.and_then(|p| spread(p, results)));
     out
-}
-
-/// Whether two runs were measured on different machines. Hosts are all
-/// called `vm` here, so the name says nothing: cores, memory and kernel do.
-fn other_machine(a: &Results, b: &Results) -> bool {
-    let (a, b) = (&a.machine, &b.machine);
-    a.cores != b.cores || a.kernel != b.kernel || (a.memory_gib - b.memory_gib).abs() >= 1.0
-}
-
-/// Where else the bench was run, so that a reader of one machine's figures
-/// knows others were measured and where to find them.
-fn elsewhere_section(out: &mut String, this: &Results, elsewhere: &[(String, Results)]) {
-    let mut others: Vec<&(String, Results)> = elsewhere.iter().filter(|(_, r)| other_machine(this, r)).collect();
-    if others.is_empty() {
-        return;
-    }
-    others.sort_by(|a, b| a.0.cmp(&b.0));
-    let _ = writeln!(out, "Also measured on other machines (reports beside this one):\n");
-    let _ = writeln!(out, "| Report | Machine | Date (UTC) |\n|---|---|---|");
-    for (name, r) in others {
-        let m = &r.machine;
-        let _ = writeln!(
-            out,
-            "| [{name}]({name}) | {} cores ({}), {:.1} GiB RAM, Linux {} | {} |",
-            m.cores, m.cpu, m.memory_gib, m.kernel, r.date
-        );
-    }
-    let _ = writeln!(out);
 }
 
 fn header(out: &mut String, r: &Results) {
