@@ -28,6 +28,8 @@ pub struct HotOptions {
     recv_q_bound: std::sync::atomic::AtomicUsize,
     /// `gcs.send_window` as the group reads it (shared with the channel).
     send_window: Arc<std::sync::atomic::AtomicU64>,
+    /// `repl.causal_read_lease` (shared with the channel).
+    read_lease: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl HotOptions {
@@ -49,6 +51,7 @@ impl HotOptions {
         self.fc_single_primary.store(single, Ordering::Relaxed);
         self.recv_q_soft_limit.store(float("gcs.recv_q_soft_limit"), Ordering::Relaxed);
         self.send_window.store(send_window(options), Ordering::Relaxed);
+        self.read_lease.store(options.bool("repl.causal_read_lease"), Ordering::Relaxed);
         if self.recv_q_bound.load(Ordering::Relaxed) == 0 {
             self.recv_q_bound.store(recv_queue_bound(options), Ordering::Relaxed);
         }
@@ -69,6 +72,12 @@ impl HotOptions {
     /// The send window, shared with the group channel (see [`send_window`]).
     pub fn send_window(&self) -> Arc<std::sync::atomic::AtomicU64> {
         self.send_window.clone()
+    }
+
+    /// Whether causal reads may take the leader's lease, shared with the
+    /// group channel (`tandem_group::GroupConfig::read_lease`).
+    pub fn read_lease(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.read_lease.clone()
     }
 
     pub fn recv_queue_bound(&self) -> usize {
@@ -179,6 +188,7 @@ impl Node {
             admission: Some(self.admission()),
             partition: partition_policy(&opts),
             send_window: self.inner.hot.send_window(),
+            read_lease: self.inner.hot.read_lease(),
         }
     }
 

@@ -114,6 +114,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("pc.weight", "1", Kind::Weight), // acted on
     ("protonet.backend", "asio", Kind::Str),
     ("protonet.version", "0", Kind::Int),
+    ("repl.causal_read_lease", "no", Kind::Bool), // Tandem's: causal reads on the leader's lease (docs/differences.md)
     ("repl.causal_read_timeout", "PT30S", Kind::Period), // sync_wait timeout
     ("repl.commit_order", "3", Kind::Int),
     ("repl.key_format", "FLAT8", Kind::Str),

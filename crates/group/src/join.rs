@@ -595,6 +595,9 @@ async fn hand_over_leadership(shared: &Shared, voters: &[MemberId]) {
     else {
         return;
     };
+    // Before the others hear of it: the successor is elected with votes
+    // that ignore this leader's lease.
+    shared.handing_over.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Err(e) = shared.raft().trigger().transfer_leader(successor).await {
         warn!("Could not hand the leadership over to {successor}: {e}");
         return;

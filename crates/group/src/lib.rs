@@ -268,6 +268,11 @@ pub struct GroupConfig {
     /// holds new payloads back ([`send_window`]); 0: never. Shared, so the
     /// application may change it while the group runs.
     pub send_window: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Causal reads may take the leader's lease instead of a quorum round
+    /// (`repl.causal_read_lease`; see [`read`]). The leader's setting
+    /// decides, as the leader answers for every member. Shared, so the
+    /// application may change it while the group runs.
+    pub read_lease: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Galera's partition controls. Both off (the default): only a component

@@ -12,11 +12,26 @@
 //! its replica; the engine then waits for its own commit of what it was
 //! delivered. A follower asks the leader for the index (one request, no log
 //! entry) and waits for its own state machine.
+//!
+//! With `repl.causal_read_lease` the leader skips the heartbeat round when
+//! a quorum acknowledged something it sent within the last two heartbeat
+//! periods (openraft's lease read, with a shorter lease than openraft's
+//! own): no other leader can have been elected since, because a follower
+//! grants no vote while it heard from its leader within `evs.suspect_timeout`.
+//! That rests on two things Raft's quorum round does not need: clocks that
+//! run at about the same rate on every member (the lease is at least 2.5
+//! times shorter than the followers' wait, so a rate 2.5 times off is
+//! needed to break it), and a restarted member not voting before the lease it may
+//! have granted has run out, which openraft does not remember across a
+//! restart ([`votes_withheld`]). A leader handing its leadership over on
+//! leaving goes back to quorum rounds first: its successor is elected with
+//! votes that ignore the lease.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::ReadPolicy;
+use openraft::{LinearizerOption, ReadPolicy};
 use tokio::sync::oneshot;
 
 use crate::raft::state_machine::lock;
@@ -78,14 +93,33 @@ impl<R> RoundState<R> {
         }
         Some(std::mem::take(&mut self.next))
     }
+
+    /// A read that ran one round itself is done with it: true when reads
+    /// are waiting for another, which a round task must then run (it takes
+    /// over this one's place among the rounds out).
+    fn hand_on(&mut self) -> bool {
+        if self.next.is_empty() {
+            self.out -= 1;
+            return false;
+        }
+        true
+    }
 }
 
 /// A read index obtained after this call began, shared with the reads that
-/// asked at the same time.
+/// asked at the same time. A read that may start a round runs it in its own
+/// task (one hand-off between tasks less per read) and leaves whatever
+/// queued meanwhile to a round task.
 async fn shared_read_index(shared: &Arc<Shared>) -> Result<u64, GroupError> {
     let (tx, rx) = oneshot::channel();
     if lock(&shared.reads.state).arrive(tx) {
-        tokio::spawn(run_rounds(shared.clone()));
+        let waiting = lock(&shared.reads.state).start_round();
+        if let Some(waiting) = waiting {
+            run_round(shared, waiting).await;
+            if lock(&shared.reads.state).hand_on() {
+                tokio::spawn(run_rounds(shared.clone()));
+            }
+        }
     }
     rx.await.unwrap_or(Err(GroupError::Closed))
 }
@@ -96,22 +130,27 @@ async fn run_rounds(shared: Arc<Shared>) {
         let Some(waiting) = lock(&shared.reads.state).start_round() else {
             return;
         };
-        // A round can hang: openraft confirms leadership only once a quorum
-        // answers, and a Raft instance being replaced (a component formed
-        // under `pc.ignore_sb`) may never answer. Every read waiting behind
-        // a hung round would hang with it, so each round is bounded and a
-        // late one answers with an error the caller retries.
-        let answer = tokio::time::timeout(shared.request_timeout(), read_index(&shared))
-            .await
-            .unwrap_or_else(|_| {
-                Err(GroupError::Other(format!(
-                    "no read index within {:?}",
-                    shared.request_timeout()
-                )))
-            });
-        for reader in waiting {
-            let _ = reader.send(answer.clone());
-        }
+        run_round(&shared, waiting).await;
+    }
+}
+
+/// One read-index round, its answer handed to every read waiting for it.
+async fn run_round(shared: &Arc<Shared>, waiting: Vec<Reader>) {
+    // A round can hang: openraft confirms leadership only once a quorum
+    // answers, and a Raft instance being replaced (a component formed
+    // under `pc.ignore_sb`) may never answer. Every read waiting behind
+    // a hung round would hang with it, so each round is bounded and a
+    // late one answers with an error the caller retries.
+    let answer = tokio::time::timeout(shared.request_timeout(), read_index(shared))
+        .await
+        .unwrap_or_else(|_| {
+            Err(GroupError::Other(format!(
+                "no read index within {:?}",
+                shared.request_timeout()
+            )))
+        });
+    for reader in waiting {
+        let _ = reader.send(answer.clone());
     }
 }
 
@@ -191,12 +230,74 @@ async fn read_index(shared: &Shared) -> Result<u64, GroupError> {
     }
 }
 
-/// Confirms our leadership with a quorum (a heartbeat round) and returns
-/// the index a linearizable read must wait for.
+/// How a leader confirms that it still leads before it answers a read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadRule {
+    /// A heartbeat round answered by a quorum, begun after the read.
+    QuorumRound,
+    /// A quorum acknowledged something sent less than this long ago (else
+    /// a heartbeat round, as for `QuorumRound`).
+    Lease(Duration),
+}
+
+impl ReadRule {
+    fn option(self) -> LinearizerOption {
+        match self {
+            ReadRule::QuorumRound => ReadPolicy::ReadIndex.into(),
+            ReadRule::Lease(age) => LinearizerOption::new(Some(age), true),
+        }
+    }
+}
+
+/// The lease a causal read may rest on: two heartbeat periods, so that a
+/// quiet group (heartbeats only) still reads without a round, but at most
+/// 2/5 of the followers' wait before they vote for another leader. It is
+/// then also shorter than the shortest election timeout, the earliest a
+/// restarted member stands for election itself.
+fn lease_age(raft: &openraft::Config) -> Duration {
+    let ms = (2 * raft.heartbeat_interval).min(2 * raft.election_timeout_max / 5);
+    debug_assert!(ms < raft.election_timeout_min);
+    Duration::from_millis(ms)
+}
+
+fn read_rule(lease_wanted: bool, handing_over: bool, raft: &openraft::Config) -> ReadRule {
+    if lease_wanted && !handing_over {
+        ReadRule::Lease(lease_age(raft))
+    } else {
+        ReadRule::QuorumRound
+    }
+}
+
+/// How long this member still withholds its vote, if it does. openraft
+/// forgets across a restart when this member last heard from its leader,
+/// and would vote at once: a leader it acknowledged just before it stopped
+/// could then be replaced inside that leader's lease, and answer a causal
+/// read from the past. So a restored member votes only once the
+/// shortest election timeout has passed since it started (longer than any
+/// lease a read rests on, see [`lease_age`]). Every member does this,
+/// whatever its own `repl.causal_read_lease`, as any member may be the one
+/// that restarts under a leader that reads on its lease; it delays the
+/// first election after a whole-group restart by at most that timeout.
+pub fn votes_withheld(shared: &Shared) -> Option<Duration> {
+    withheld_for(shared.restored, shared.started.elapsed(), &shared.raft_config)
+}
+
+fn withheld_for(restored: bool, since_start: Duration, raft: &openraft::Config) -> Option<Duration> {
+    let quiet = Duration::from_millis(raft.election_timeout_min);
+    (restored && since_start < quiet).then(|| quiet - since_start)
+}
+
+/// Confirms our leadership (a heartbeat round, or the lease where allowed)
+/// and returns the index a linearizable read must wait for.
 async fn local_read_index(shared: &Shared) -> Result<u64, GroupError> {
+    let rule = read_rule(
+        shared.config.read_lease.load(Ordering::Relaxed),
+        shared.handing_over.load(Ordering::SeqCst),
+        &shared.raft_config,
+    );
     let linearizer = shared
         .raft()
-        .get_read_linearizer(ReadPolicy::ReadIndex)
+        .get_read_linearizer(rule.option())
         .await
         .map_err(|e| GroupError::Other(format!("cannot confirm leadership for a read: {e}")))?;
     Ok(linearizer.read_log_id().index())
@@ -246,6 +347,70 @@ mod tests {
         assert_eq!(s.next, vec![2]);
         assert_eq!(s.start_round(), Some(vec![2]));
         assert!(s.next.is_empty());
+    }
+
+    fn timeouts(heartbeat_ms: u64, suspect_ms: u64) -> openraft::Config {
+        let t = crate::Timeouts {
+            heartbeat: Duration::from_millis(heartbeat_ms),
+            suspect: Duration::from_millis(suspect_ms),
+            inactive: Duration::from_secs(15),
+        };
+        crate::raft::config::raft_config("c", &t).expect("valid")
+    }
+
+    #[test]
+    fn reads_rest_on_the_lease_only_when_asked_and_not_while_handing_over() {
+        let raft = timeouts(1000, 5000);
+        let lease = ReadRule::Lease(Duration::from_secs(2));
+        assert_eq!(read_rule(false, false, &raft), ReadRule::QuorumRound);
+        assert_eq!(read_rule(true, false, &raft), lease);
+        assert_eq!(read_rule(true, true, &raft), ReadRule::QuorumRound);
+        assert_eq!(read_rule(false, true, &raft), ReadRule::QuorumRound);
+    }
+
+    #[test]
+    fn the_lease_is_shorter_than_any_election_timeout_and_than_the_vote_pause() {
+        for (heartbeat, suspect) in [(1000, 5000), (50, 1000), (100, 250), (1, 1), (5000, 1000)] {
+            let raft = timeouts(heartbeat, suspect);
+            let age = lease_age(&raft);
+            let min = Duration::from_millis(raft.election_timeout_min);
+            assert!(age < min, "{heartbeat}/{suspect}: lease {age:?}, election {min:?}");
+            let withheld = withheld_for(true, Duration::ZERO, &raft).expect("withheld");
+            assert!(withheld > age, "{heartbeat}/{suspect}: votes withheld {withheld:?}");
+            // The followers' own wait before voting for another leader.
+            let wait = Duration::from_millis(raft.election_timeout_max);
+            assert!(wait.as_secs_f64() >= 2.5 * age.as_secs_f64(), "{heartbeat}/{suspect}");
+        }
+    }
+
+    #[test]
+    fn only_a_restored_member_withholds_its_vote_and_only_at_first() {
+        let raft = timeouts(1000, 5000);
+        assert_eq!(withheld_for(false, Duration::ZERO, &raft), None, "a new member promised nothing");
+        assert_eq!(withheld_for(true, Duration::from_millis(500), &raft), Some(Duration::from_millis(2000)));
+        assert_eq!(withheld_for(true, Duration::from_millis(2500), &raft), None);
+    }
+
+    #[test]
+    fn a_read_that_ran_its_round_hands_on_only_reads_queued_meanwhile() {
+        let mut s = RoundState::<u32>::default();
+        assert!(s.arrive(1));
+        assert_eq!(s.start_round(), Some(vec![1]), "read 1 runs its own round");
+        assert!(!s.hand_on(), "nobody queued: no round task");
+        assert_eq!(s.out, 0);
+        // At the limit, reads queue behind the rounds out; the reader whose
+        // round ends first hands them on to a round task, which keeps its
+        // place among the rounds out.
+        for read in 0..ROUNDS_OUT as u32 {
+            assert!(s.arrive(read));
+            assert_eq!(s.start_round(), Some(vec![read]));
+        }
+        assert!(!s.arrive(100));
+        assert!(s.hand_on());
+        assert_eq!(s.out, ROUNDS_OUT);
+        assert_eq!(s.start_round(), Some(vec![100]), "the round task serves it");
+        assert_eq!(s.start_round(), None);
+        assert_eq!(s.out, ROUNDS_OUT - 1);
     }
 
     #[test]

@@ -53,6 +53,13 @@ pub struct Shared {
     /// Payloads handed to the submit task and not yet passed on by it: a
     /// caller may go around the task only when nothing waits there.
     pub submit_queued: std::sync::atomic::AtomicUsize,
+    /// When this process started its Raft instance: a restored member
+    /// grants no vote for a while after it ([`crate::read::votes_withheld`]).
+    pub started: std::time::Instant,
+    /// Set once this member, as leader, hands its leadership over on
+    /// leaving: the others may then elect a successor inside its lease, so
+    /// no causal read may rest on that lease any more.
+    pub handing_over: AtomicBool,
 }
 
 impl Shared {

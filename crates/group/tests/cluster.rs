@@ -138,10 +138,21 @@ fn free_port() -> u16 {
 }
 
 fn three_voters() -> (Member, Member, Member) {
-    let m1 = bootstrap("v1");
+    three_voters_reading(false)
+}
+
+/// Three voters whose causal reads rest on the leader's lease or not
+/// (`repl.causal_read_lease`).
+fn three_voters_reading(lease: bool) -> (Member, Member, Member) {
+    let member = |name: &str, bootstrap: bool, peers: Vec<String>| {
+        let mut c = config(name, CLUSTER, bootstrap, peers);
+        c.read_lease = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(lease));
+        start(c)
+    };
+    let m1 = member("v1", true, vec![]);
     wait_primary(&m1);
-    let m2 = join("v2", &m1);
-    let m3 = join("v3", &m1);
+    let m2 = member("v2", false, vec![m1.addr()]);
+    let m3 = member("v3", false, vec![m1.addr()]);
     wait_primary(&m2);
     wait_primary(&m3);
     m2.group.promote(m2.id()).expect("promote v2");
@@ -209,11 +220,18 @@ fn followers_keep_a_link_to_each_other() {
 
 /// A read barrier returns once everything ordered before it was delivered
 /// here, on the leader and on followers, and orders nothing: the log does
-/// not grow, however many reads.
+/// not grow, however many reads. With a quorum round per read and with the
+/// leader's lease.
 #[test]
 fn read_barriers_see_every_earlier_order_and_append_nothing() {
+    for lease in [false, true] {
+        read_barriers_see_every_earlier_order(lease);
+    }
+}
+
+fn read_barriers_see_every_earlier_order(lease: bool) {
     let _serial = serial();
-    let (m1, m2, m3) = three_voters();
+    let (m1, m2, m3) = three_voters_reading(lease);
     for (i, writer) in [&m1, &m2, &m3].into_iter().enumerate() {
         let payload = format!("acked-{i}");
         submit(writer, payload.as_bytes());
@@ -225,7 +243,7 @@ fn read_barriers_see_every_earlier_order_and_append_nothing() {
                 .expect("read barrier");
             assert!(
                 reader.rec.has_message(payload.as_bytes()),
-                "{} reads {payload} after its barrier",
+                "{} reads {payload} after its barrier (lease: {lease})",
                 reader.name
             );
         }
@@ -254,11 +272,18 @@ fn read_barriers_see_every_earlier_order_and_append_nothing() {
 }
 
 /// A follower whose replica lags (its applier held) answers a read barrier
-/// only once it applied what the group had ordered before the barrier.
+/// only once it applied what the group had ordered before the barrier,
+/// with or without the leader's lease.
 #[test]
 fn a_read_barrier_waits_for_a_lagging_follower() {
+    for lease in [false, true] {
+        a_read_barrier_waits_for_a_lagging_follower_reading(lease);
+    }
+}
+
+fn a_read_barrier_waits_for_a_lagging_follower_reading(lease: bool) {
     let _serial = serial();
-    let (m1, m2, m3) = three_voters();
+    let (m1, m2, m3) = three_voters_reading(lease);
     let leader = m1.group.status().leader.expect("a leader");
     let follower = [&m1, &m2, &m3]
         .into_iter()

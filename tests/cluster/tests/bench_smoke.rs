@@ -199,7 +199,8 @@ fn fc_cell_measured(results: &Results, md: &str) {
 }
 
 /// `--causal-cell`: causal reads on node 2 were measured on both providers
-/// while node 1 wrote, and the report shows them.
+/// while node 1 wrote (Tandem also with reads on the leader's lease), and the
+/// report shows them.
 fn causal_cell_measured(results: &Results, md: &str) {
     let c = results.causal_cell.as_ref().expect("--causal-cell was given");
     assert_eq!(c.skipped, None);
@@ -210,6 +211,10 @@ fn causal_cell_measured(results: &Results, md: &str) {
         assert!(reads.transactions > 0 && writes.transactions > 0, "{kind}: {reads:?} {writes:?}");
         assert!(md.contains(&format!("| {kind} | {:.0} |", reads.tps)), "{kind} row in\n{md}");
     }
+    // Tandem also ran with its reads on the leader's lease.
+    let lease = c.lease_reads.as_ref().and_then(|r| r.of(ProviderKind::Tandem)).unwrap_or_else(|| panic!("{c:?}"));
+    assert!(lease.transactions > 0, "{lease:?}");
+    assert!(md.contains(&format!("| tandem, lease reads | {:.0} |", lease.tps)), "lease row in\n{md}");
     assert!(md.contains("## Causal reads"), "{md}");
 }
 

@@ -21,13 +21,23 @@ fn a_causal_read_sees_every_write_acknowledged_before_it() -> Result<()> {
         .map_err(anyhow::Error::msg)?;
 
     // Every node writes in turn; right after each acknowledgement the other
-    // two read the row causally (one through the leader, one not).
-    for id in 0..45u64 {
-        let writer = (id % 3) as usize + 1;
-        sql(c.node(writer), &format!("INSERT INTO causal.t VALUES ({id}, {writer})")).map_err(anyhow::Error::msg)?;
-        for reader in (1..=3).filter(|&r| r != writer) {
-            let n = causal_count(c.node(reader), id)?;
-            ensure!(n == "1", "node {reader} read row {id} (written on node {writer}) as {n}");
+    // two read the row causally (one through the leader, one not). Then the
+    // same with reads on the leader's lease, switched on while the cluster
+    // runs (the rest of the test keeps it on).
+    for (lease, ids) in [(false, 0..45u64), (true, 45..90u64)] {
+        if lease {
+            for n in 1..=3 {
+                sql(c.node(n), "SET GLOBAL wsrep_provider_options='repl.causal_read_lease=YES'")
+                    .map_err(anyhow::Error::msg)?;
+            }
+        }
+        for id in ids {
+            let writer = (id % 3) as usize + 1;
+            sql(c.node(writer), &format!("INSERT INTO causal.t VALUES ({id}, {writer})")).map_err(anyhow::Error::msg)?;
+            for reader in (1..=3).filter(|&r| r != writer) {
+                let n = causal_count(c.node(reader), id)?;
+                ensure!(n == "1", "node {reader} read row {id} (written on node {writer}) as {n} (lease: {lease})");
+            }
         }
     }
 

@@ -225,6 +225,8 @@ fn launch_member(
         partition: std::sync::Mutex::new(config_partition),
         weight: std::sync::atomic::AtomicU32::new(config_weight),
         submit_queued: Default::default(),
+        started: std::time::Instant::now(),
+        handing_over: AtomicBool::new(false),
     });
     let (queue, queue_rx) = mpsc::channel(submit::QUEUE_CAPACITY);
     if let Err(e) = spawn_tasks(&runtime, &shared, listener, queue_rx) {

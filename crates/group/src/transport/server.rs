@@ -225,6 +225,10 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
 ///   enough to be primary (`pc.weight`): heads alone would elect a leader
 ///   on the light side of a partition, which then commits what the heavy
 ///   side never sees.
+/// - A vote, from a restored member that started only just now: it may
+///   have acknowledged the leader just before it stopped, and that leader
+///   may still answer causal reads on the strength of it
+///   ([`crate::read::votes_withheld`]).
 fn refuses(shared: &Shared, from: MemberId, req: &Request) -> Option<String> {
     let membership_only = matches!(
         req,
@@ -252,6 +256,9 @@ fn refuses(shared: &Shared, from: MemberId, req: &Request) -> Option<String> {
     if matches!(req, Request::Vote(_) | Request::PreVote(_)) {
         if let Some(why) = crate::detector::outweighed(shared) {
             return Some(format!("no vote while {why}"));
+        }
+        if let Some(left) = crate::read::votes_withheld(shared) {
+            return Some(format!("no vote for another {left:?} after a restart"));
         }
     }
     None

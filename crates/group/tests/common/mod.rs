@@ -259,6 +259,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         admission: None,
         partition: Default::default(),
         send_window: Default::default(),
+        read_lease: Default::default(),
     }
 }
 

@@ -56,7 +56,7 @@ impl FcCell {
 }
 
 pub fn runs(kinds: &[ProviderKind], rounds: u32) -> Vec<(ProviderKind, u32)> {
-    super::causal_cell::runs(kinds, rounds)
+    super::causal_cell::alternating(kinds, rounds)
 }
 
 pub fn run(bench: &Bench, clusters: &[(ProviderKind, Cluster)], rounds: u32, progress: &mut Progress) -> FcCell {

@@ -60,7 +60,7 @@ impl StreamCell {
 }
 
 pub fn runs(kinds: &[ProviderKind], rounds: u32) -> Vec<(ProviderKind, u32)> {
-    super::causal_cell::runs(kinds, rounds)
+    super::causal_cell::alternating(kinds, rounds)
 }
 
 pub fn run(
