@@ -39,6 +39,26 @@ impl TlsCell {
         (plain > 0.0).then(|| tls / plain)
     }
 
+    /// TLS TPS over plaintext TPS round by round (the two runs of a round
+    /// ran back to back, so drift of the machine between rounds cancels
+    /// out), sorted; rounds where either run failed are left out.
+    pub fn paired_ratios(&self, kind: ProviderKind) -> Vec<f64> {
+        let ok = |c: &Option<CellResult>| -> Vec<(u32, f64)> {
+            let runs = c.iter().flat_map(|c| &c.runs);
+            runs.filter(|m| m.target == Some(kind) && m.error.is_none()).map(|m| (m.round, m.tps)).collect()
+        };
+        let plain = ok(&self.plain);
+        let mut ratios: Vec<f64> = ok(&self.tls)
+            .into_iter()
+            .filter_map(|(round, tls)| {
+                let (_, p) = plain.iter().find(|(r, _)| *r == round)?;
+                (*p > 0.0).then(|| tls / p)
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios
+    }
+
     pub fn failed(&self) -> usize {
         let runs = [&self.plain, &self.tls].into_iter().flatten().flat_map(|c| &c.runs);
         runs.filter(|m| m.error.is_some()).count() + usize::from(self.skipped.is_some())
@@ -125,11 +145,12 @@ pub fn render(out: &mut String, t: &TlsCell, rounds: u32) {
          certificate per node, as `tandem cluster up --tls` makes them) next to the plaintext one, with the same\n\
          tables. `{}` runs on all four in {rounds} round(s); each provider's\n\
          plaintext and TLS runs are back to back, who goes first swapping every round. *TLS/plain*: the\n\
-         provider's TLS TPS over its plaintext TPS (medians of the rounds); 0.95 is a 5% cost.\n",
+         provider's TLS TPS over its plaintext TPS (medians of the rounds); 0.95 is a 5% cost. *per round*:\n\
+         the same ratio taken within each round (its two runs back to back), median and range over the rounds.\n",
         CELL.label()
     );
-    let _ = writeln!(out, "| Provider | Plaintext TPS | TLS TPS | TLS/plain | rounds ± plain / TLS |");
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(out, "| Provider | Plaintext TPS | TLS TPS | TLS/plain | per round | rounds ± plain / TLS |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
     for kind in [ProviderKind::Galera, ProviderKind::Tandem] {
         let get = |c: &Option<CellResult>| c.as_ref().and_then(|c| c.of(kind));
         let (p, s) = (get(&t.plain), get(&t.tls));
@@ -141,7 +162,20 @@ pub fn render(out: &mut String, t: &TlsCell, rounds: u32) {
             c.as_ref().filter(|m| m.rounds > 1).map_or("–".into(), |m| format!("{:.0}%", m.round_spread_pct))
         };
         let ratio = t.tls_ratio(kind).map_or("–".into(), |r| format!("{r:.2}"));
-        let _ = writeln!(out, "| {kind} | {} | {} | {ratio} | {} / {} |", tps(&p), tps(&s), spread(&p), spread(&s));
+        let paired = t.paired_ratios(kind);
+        let per_round = match paired.as_slice() {
+            [] => "–".to_string(),
+            [only] => format!("{only:.2}"),
+            [low, .., high] => format!("{:.2} ({low:.2}–{high:.2})", super::results::median(&paired)),
+        };
+        let _ = writeln!(
+            out,
+            "| {kind} | {} | {} | {ratio} | {per_round} | {} / {} |",
+            tps(&p),
+            tps(&s),
+            spread(&p),
+            spread(&s)
+        );
     }
     out.push('\n');
     let mut listed = false;
@@ -207,9 +241,30 @@ mod tests {
         assert_eq!(t.failed(), 1);
         let mut md = String::new();
         render(&mut md, &t, 1);
-        assert!(md.contains("| tandem | 1000 | 960 | 0.96 | – / – |"), "{md}");
-        assert!(md.contains("| galera | 800 | failed | – | – / – |"), "{md}");
+        assert!(md.contains("| tandem | 1000 | 960 | 0.96 | 0.96 | – / – |"), "{md}");
+        assert!(md.contains("| galera | 800 | failed | – | – | – / – |"), "{md}");
         assert!(md.contains("* galera TLS, round 1: **failed**: node 2 not Synced"), "{md}");
+    }
+
+    /// The per-round ratio pairs each TLS run with the plaintext run of its
+    /// own round: a fast round and a slow round do not mix.
+    #[test]
+    fn per_round_ratios_pair_the_runs_of_each_round() {
+        let cell = |runs| Some(CellResult { cell: CELL, runs });
+        let t = TlsCell {
+            skipped: None,
+            plain: cell(vec![measured(Tandem, 1000.0, 0), measured(Tandem, 2000.0, 1), measured(Tandem, 1500.0, 2)]),
+            tls: cell(vec![
+                measured(Tandem, 950.0, 0),
+                measured(Tandem, 2000.0, 1),
+                Measurement { error: Some("lost".into()), ..measured(Tandem, 0.0, 2) },
+            ]),
+        };
+        assert_eq!(t.paired_ratios(Tandem), vec![0.95, 1.0], "round 3 failed and is left out");
+        assert_eq!(t.paired_ratios(Galera), Vec::<f64>::new());
+        let mut md = String::new();
+        render(&mut md, &t, 3);
+        assert!(md.contains("| 0.97 (0.95–1.00) |"), "{md}");
     }
 
     #[test]
