@@ -12,8 +12,10 @@ use crate::{MemberId, MemberInfo, Membership};
 /// Payload bytes shared, without copying, between the in-memory log, the
 /// replication tasks and the state machine. The log clones entries for every
 /// follower it replicates to, so a `Vec<u8>` would copy each write-set N times.
+/// An `Arc<Vec<u8>>` rather than an `Arc<[u8]>`: it takes the submitted or
+/// decoded `Vec` as it is, where an `Arc<[u8]>` copies it into a new block.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Bytes(pub Arc<[u8]>);
+pub struct Bytes(pub Arc<Vec<u8>>);
 
 impl From<Vec<u8>> for Bytes {
     fn from(v: Vec<u8>) -> Self {
@@ -51,7 +53,7 @@ impl<'de> Visitor<'de> for BytesVisitor {
     }
 
     fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Bytes, E> {
-        Ok(Bytes(v.into()))
+        Ok(Bytes::from(v.to_vec()))
     }
 
     fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Bytes, E> {
@@ -145,6 +147,18 @@ mod tests {
         // Same layout as Vec<u8>: 8-byte length then the raw bytes.
         let as_vec = bincode::serialize(&(7u64, vec![1u8, 2, 3, 255])).unwrap();
         assert_eq!(enc, as_vec);
+    }
+
+    /// A submitted write-set enters the log without a copy: the payload
+    /// keeps the buffer it was handed, and so does a decoded one.
+    #[test]
+    fn bytes_keep_the_buffer_they_are_given() {
+        let v = vec![5u8; 1000];
+        let at = v.as_ptr();
+        let b = Bytes::from(v);
+        assert_eq!(b.0.as_ptr(), at);
+        let shared = b.clone();
+        assert_eq!(shared.0.as_ptr(), at, "clones share it");
     }
 
     #[test]
