@@ -8,9 +8,12 @@
 # `pack` takes target/release/libtandem.so and tandem (build them first) and, optionally, other
 # builds of the provider to compare (named variant-1.so, variant-2.so, ... there).
 # `run` measures, each step bounded so that a slow one leaves the next its time:
-#   1. the causal-read and flow-control cells (quick sizes, 10 s runs) on Tandem and Galera;
+#   1. the causal-read and flow-control cells (quick sizes, 10 s runs) on Tandem and Galera (Tandem's
+#      causal reads twice: by default and with repl.causal_read_lease=YES);
 #   2. the same cells on Tandem once per variant;
-#   3. unless MATRIX=0: oltp_write_only at 1, 16 and 128 threads on node 1 and spread, on Tandem, Galera and
+#   3. with TLS=1: the TLS cell (oltp_write_only 16 threads spread, plaintext and TLS clusters of both
+#      providers, 3 rounds; quick sizes), issue 9's measurement;
+#   4. unless MATRIX=0: oltp_write_only at 1, 16 and 128 threads on node 1 and spread, on Tandem, Galera and
 #      standalone, plus the 1-node cell; 8 tables x 100k rows, one 8 s round per cell.
 # Reports land in OUTDIR (render a report again with `tandem bench --render-from X.json`).
 set -u
@@ -37,14 +40,20 @@ run() {
     export PATH=/tmp/b/bin:$PATH LD_LIBRARY_PATH=/tmp/b/lib LUA_PATH="/tmp/b/share/sysbench/?.lua;;"
     { nproc; uname -r; grep -m1 "model name" /proc/cpuinfo; ldd --version | head -1; } >"$out/machine.txt" 2>&1
     local cells=(bench --basedir /tmp/b --quick --duration 10 --no-matrix --no-rejoin --no-single-node --causal-cell --fc-cell)
-    timeout 150 $t/tandem "${cells[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
+    timeout 200 $t/tandem "${cells[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
         --dir /tmp/causal --doc "$out/cells.md" --json "$out/cells.json" >"$out/cells.log" 2>&1
     for so in $t/variant-*.so; do
         [ -e "$so" ] || continue
         local v; v=$(basename "$so" .so)
-        timeout 100 $t/tandem "${cells[@]}" --targets tandem --tandem-path "$so" \
+        timeout 130 $t/tandem "${cells[@]}" --targets tandem --tandem-path "$so" \
             --dir "/tmp/$v" --doc "$out/cells-$v.md" --json "$out/cells-$v.json" >"$out/cells-$v.log" 2>&1
     done
+    if [ "${TLS:-0}" = 1 ]; then
+        timeout 300 $t/tandem bench --basedir /tmp/b --quick --duration 10 --targets tandem,galera \
+            --workloads oltp_write_only --threads 16 --placements spread --rounds 3 --no-rejoin --no-single-node \
+            --tls-cell --tandem-path $t/libtandem.so --dir /tmp/tls --doc "$out/tls.md" --json "$out/tls.json" \
+            >"$out/tls.log" 2>&1
+    fi
     [ "${MATRIX:-1}" = 0 ] && return
     timeout 360 $t/tandem bench --basedir /tmp/b --targets tandem,galera,standalone --workloads oltp_write_only \
         --threads 1,16,128 --placements node1,spread --rounds 1 --duration 8 --warmup 2 --no-rejoin \

@@ -278,8 +278,17 @@ fn read_rule(lease_wanted: bool, handing_over: bool, raft: &openraft::Config) ->
 /// whatever its own `repl.causal_read_lease`, as any member may be the one
 /// that restarts under a leader that reads on its lease; it delays the
 /// first election after a whole-group restart by at most that timeout.
-pub fn votes_withheld(shared: &Shared) -> Option<Duration> {
-    withheld_for(shared.restored, shared.started.elapsed(), &shared.raft_config)
+///
+/// A vote for a leadership transfer is not withheld: the leader that hands
+/// over stopped reading on its lease first (`Shared::handing_over`), and any
+/// leader before it was already replaced by an election. Withheld, it left
+/// a leader that had itself just restarted unable to hand over on leaving.
+pub fn votes_withheld(shared: &Shared, transfer: bool) -> Option<Duration> {
+    withheld(shared.restored, transfer, shared.started.elapsed(), &shared.raft_config)
+}
+
+fn withheld(restored: bool, transfer: bool, since_start: Duration, raft: &openraft::Config) -> Option<Duration> {
+    withheld_for(restored && !transfer, since_start, raft)
 }
 
 fn withheld_for(restored: bool, since_start: Duration, raft: &openraft::Config) -> Option<Duration> {
@@ -389,6 +398,17 @@ mod tests {
         assert_eq!(withheld_for(false, Duration::ZERO, &raft), None, "a new member promised nothing");
         assert_eq!(withheld_for(true, Duration::from_millis(500), &raft), Some(Duration::from_millis(2000)));
         assert_eq!(withheld_for(true, Duration::from_millis(2500), &raft), None);
+    }
+
+    /// A leader that had just restarted itself and then left could not hand
+    /// over (MTR galera_ssl_cipher, galera_ssl_upgrade): its successor's
+    /// transfer vote was withheld. A transfer's vote is granted.
+    #[test]
+    fn a_leadership_transfer_gets_the_vote_of_a_member_just_restarted() {
+        let raft = timeouts(1000, 5000);
+        let early = Duration::from_millis(100);
+        assert!(withheld(true, false, early, &raft).is_some(), "an ordinary election waits");
+        assert_eq!(withheld(true, true, early, &raft), None, "a transfer does not");
     }
 
     #[test]

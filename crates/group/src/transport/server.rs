@@ -257,7 +257,8 @@ fn refuses(shared: &Shared, from: MemberId, req: &Request) -> Option<String> {
         if let Some(why) = crate::detector::outweighed(shared) {
             return Some(format!("no vote while {why}"));
         }
-        if let Some(left) = crate::read::votes_withheld(shared) {
+        let transfer = matches!(req, Request::Vote(r) | Request::PreVote(r) if r.leadership_transfer);
+        if let Some(left) = crate::read::votes_withheld(shared, transfer) {
             return Some(format!("no vote for another {left:?} after a restart"));
         }
     }
