@@ -1,15 +1,23 @@
 //! The SST cell: a full state transfer of the same data directory by
 //! MariaDB's `mariabackup` method and by ours (`tandem`), side by side in
-//! rounds, next to a raw `tar | socat | tar` copy of that directory.
+//! rounds, next to two raw `tar | socat | tar` copies of that directory:
+//! one as an SST method of its own (`rawcopy`, the baseline the issue's
+//! target is set against), one of the data phase alone.
 //!
 //! A 2-node Tandem cluster gets `--sst-gib` of sysbench data. Each round,
 //! node 2 is stopped, its data directory emptied, its `wsrep_sst_method`
 //! set, and it is started again: the time is from its start to Synced, so
 //! the server's start and InnoDB's are in it for both methods alike. The
 //! state transfer method is the joiner server's business, not the
-//! provider's: the same comparison holds under Galera. The raw copy is the
-//! data phase alone, on loopback, without fsync: the floor no method can
-//! beat.
+//! provider's: the same comparison holds under Galera.
+//!
+//! `rawcopy` (the script `wsrep_sst_rawcopy` beside this file, written into
+//! the cluster's `bin/`) is the prototype of `shared/reference/sst-contract.md`:
+//! FLUSH TABLES WITH READ LOCK, two `tar | socat` streams straight into the
+//! joiner's data directory, no checks, no staging, no fsync. It is timed
+//! like the real methods, from the joiner's start to Synced. `raw` is the
+//! data phase alone, on loopback, without fsync, outside any server: the
+//! floor no method's data phase can beat.
 
 use super::fc_cell::median;
 use super::runner::{Bench, DataSet};
@@ -24,7 +32,9 @@ use std::time::{Duration, Instant};
 
 /// What each round measures, in this order. `tandem-lz4` and `tandem-zstd`
 /// are the tandem method with the donor's `[sst] compression` set.
-pub const METHODS: [&str; 5] = ["mariabackup", "tandem", "tandem-lz4", "tandem-zstd", "raw"];
+pub const METHODS: [&str; 6] = ["mariabackup", "tandem", "tandem-lz4", "tandem-zstd", "rawcopy", "raw"];
+/// The baseline SST method, `wsrep_sst_method=rawcopy`.
+const RAWCOPY_SCRIPT: &str = include_str!("wsrep_sst_rawcopy");
 /// Starts the block this cell appends to the donor's option file.
 const COMPRESSION_MARK: &str = "# tandem bench: the donor's SST compression";
 /// sysbench rows per table per GiB of data directory (8 tables of 800,000
@@ -107,6 +117,7 @@ pub fn run(bench: &Bench, spec: ClusterSpec, gib: f64, rounds: u32, progress: &m
 fn prepare(bench: &Bench, spec: ClusterSpec, rows: u32) -> Result<Cluster> {
     anyhow::ensure!(spec.nodes == 2 && spec.provider == ProviderKind::Tandem, "the SST cell runs on 2 Tandem nodes");
     let cluster = Cluster::up(spec).context("starting the SST cell's cluster")?;
+    install_rawcopy(&cluster.dir().join("bin"))?;
     let data = Bench { data: DataSet { tables: TABLES, table_size: rows }, ..*bench };
     data.load(ProviderKind::Tandem, &cluster)?;
     Ok(cluster)
@@ -149,6 +160,17 @@ fn data_phase(log: &str) -> Option<f64> {
     after.split(' ').next()?.parse().ok()
 }
 
+/// Writes `wsrep_sst_rawcopy` into `bin`, the directory first on every
+/// node's PATH (where the cluster puts `wsrep_sst_tandem`).
+fn install_rawcopy(bin: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(bin)?;
+    let path = bin.join("wsrep_sst_rawcopy");
+    std::fs::write(&path, RAWCOPY_SCRIPT).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
 fn set_method(cnf: &Path, method: &str) -> Result<()> {
     let text = std::fs::read_to_string(cnf)?;
     let mut found = false;
@@ -183,13 +205,18 @@ fn set_compression(cnf: &Path, compression: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// `tar | socat -b1M | tar` of node 1's data directory on loopback: the
+/// `tar | socat -b1M | tar` of what the methods send from node 1's data
+/// directory (not its own group log, logs or state files), on loopback: the
 /// data phase of a copy with no protocol, no checks and no fsync.
 fn raw_copy(cluster: &Cluster, logs: &Path) -> Result<SstRun> {
     let src = cluster.node(1).datadir.clone();
     let dest: PathBuf = logs.join("sst-raw-copy");
     let _ = std::fs::remove_dir_all(&dest);
     std::fs::create_dir_all(&dest)?;
+    let sent = crate::sst::files::inventory(&src, &crate::sst::files::Binlog::default())?;
+    let list = logs.join("sst-raw-copy.list");
+    let names: Vec<&str> = sent.dirs.iter().chain(&sent.files).map(|e| e.path.as_str()).collect();
+    std::fs::write(&list, names.join("\n") + "\n")?;
     let port = crate::cluster::ports::random_port();
     let shell = |script: String| {
         let mut cmd = Command::new("sh");
@@ -203,8 +230,12 @@ fn raw_copy(cluster: &Cluster, logs: &Path) -> Result<SstRun> {
     ))
     .spawn()?;
     let sender = loop {
-        let out = shell(format!("tar -C '{}' -cf - . | socat -u -b1048576 - TCP:127.0.0.1:{port}", src.display()))
-            .output()?;
+        let out = shell(format!(
+            "tar -C '{}' --no-recursion -cf - -T '{}' | socat -u -b1048576 - TCP:127.0.0.1:{port}",
+            src.display(),
+            list.display()
+        ))
+        .output()?;
         if out.status.success() || started.elapsed() > Duration::from_secs(10) {
             break out;
         }
@@ -220,7 +251,9 @@ fn raw_copy(cluster: &Cluster, logs: &Path) -> Result<SstRun> {
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     entries
         .filter_map(|e| e.ok())
         .map(|e| match e.file_type() {
@@ -243,14 +276,17 @@ pub fn render(out: &mut String, c: &SstCell) {
         out,
         "A 2-node Tandem cluster with {TABLES} sysbench tables of {} rows ({:.0} MiB data directory on node 1). Each\n\
          round empties node 2's data directory and starts it with `wsrep_sst_method` set; the time is from its\n\
-         start to Synced (server and InnoDB start included, for both methods alike). `raw` is `tar | socat -b1M |\n\
-         tar` of node 1's data directory over loopback: the data phase alone, no checks, no fsync. `tandem-lz4` and\n\
-         `tandem-zstd` are the tandem method with the donor's `[sst] compression=lz4` or `zstd` (level 1). {rounds}\n\
-         round(s), in turn; median.\n",
+         start to Synced (server and InnoDB start included, for every method alike). `tandem-lz4` and\n\
+         `tandem-zstd` are the tandem method with the donor's `[sst] compression=lz4` or `zstd` (level 1).\n\
+         `rawcopy` is the raw copy as an SST method, the baseline of the issue's target (the prototype of\n\
+         `shared/reference/sst-contract.md`, `crates/tandem/src/bench/wsrep_sst_rawcopy`): FLUSH TABLES WITH READ\n\
+         LOCK, then two `tar | socat -b1M | tar` streams straight into the joiner's data directory, with no\n\
+         checksums, no staging directory and no fsync. `raw copy` is one `tar | socat -b1M | tar` of the same\n\
+         files over loopback, outside any server: the data phase alone. {rounds} round(s), in turn; median.\n",
         c.rows_per_table, c.datadir_mib
     );
-    let _ = writeln!(out, "| Method | runs (s) | median s | vs mariabackup | vs raw copy |\n|---|---|---:|---:|---:|");
-    let (mb, raw) = (c.median_of("mariabackup"), c.median_of("raw"));
+    let _ = writeln!(out, "| Method | runs (s) | median s | vs mariabackup | vs `rawcopy` |\n|---|---|---:|---:|---:|");
+    let (mb, rawcopy, raw) = (c.median_of("mariabackup"), c.median_of("rawcopy"), c.median_of("raw"));
     let ratio = |m: f64, base: Option<f64>| base.map_or("".to_string(), |b| format!("{:.2}", m / b));
     for method in METHODS {
         let all: Vec<String> = c
@@ -262,30 +298,35 @@ pub fn render(out: &mut String, c: &SstCell) {
         if all.is_empty() {
             continue;
         }
-        let label = if method == "raw" { "raw copy".to_string() } else { format!("`{method}`") };
+        let label = if method == "raw" { "raw copy (data phase)".to_string() } else { format!("`{method}`") };
         match c.median_of(method) {
+            // The data phase alone is not a state transfer: no ratio to SSTs.
+            Some(m) if method == "raw" => {
+                let _ = writeln!(out, "| {label} | {} | {m:.2} | | |", all.join(", "));
+            }
             Some(m) => {
-                let _ =
-                    writeln!(out, "| {label} | {} | {m:.2} | {} | {} |", all.join(", "), ratio(m, mb), ratio(m, raw));
+                let _ = writeln!(
+                    out,
+                    "| {label} | {} | {m:.2} | {} | {} |",
+                    all.join(", "),
+                    ratio(m, mb),
+                    ratio(m, rawcopy)
+                );
             }
             None => {
                 let _ = writeln!(out, "| {label} | {} | failed | | |", all.join(", "));
             }
         }
     }
-    let phases: Vec<f64> = c
-        .runs
-        .iter()
-        .filter(|r| r.method == "tandem" && r.error.is_none())
-        .filter_map(|r| r.data_phase_s)
-        .collect();
+    let phases: Vec<f64> =
+        c.runs.iter().filter(|r| r.method == "tandem" && r.error.is_none()).filter_map(|r| r.data_phase_s).collect();
     if !phases.is_empty() {
         let phase = median(phases);
         let _ = writeln!(
             out,
             "\nThe tandem method's own data phase (its joiner's \"Received ... in S s\": every stream received and\n\
              checked, before the `syncfs` and the swap): median {phase:.2} s{}.",
-            raw.map_or(String::new(), |r| format!(", {:.2}x the raw copy", phase / r))
+            raw.map_or(String::new(), |r| format!(", {:.2}x the raw copy's data phase", phase / r))
         );
     }
     for r in c.runs.iter().filter(|r| r.error.is_some()) {
@@ -316,15 +357,84 @@ mod tests {
             runs: vec![
                 run("mariabackup", 0, 20.0),
                 run("tandem", 0, 5.0),
-                run("raw", 0, 4.0),
+                run("rawcopy", 0, 4.0),
+                run("raw", 0, 2.5),
                 SstRun { error: Some("boom".into()), ..run("tandem", 1, 0.0) },
+                SstRun { data_phase_s: Some(2.0), ..run("tandem", 2, 6.0) },
             ],
         };
         let mut out = String::new();
         render(&mut out, &cell);
-        assert!(out.contains("| `tandem` | 5.00, failed | 5.00 | 0.25 | 1.25 |"), "{out}");
+        assert!(out.contains("| `tandem` | 5.00, failed, 6.00 | 5.50 | 0.28 | 1.38 |"), "{out}");
         assert!(out.contains("| `mariabackup` | 20.00 | 20.00 | 1.00 | 5.00 |"), "{out}");
+        assert!(out.contains("| `rawcopy` | 4.00 | 4.00 | 0.20 | 1.00 |"), "{out}");
+        assert!(out.contains("| raw copy (data phase) | 2.50 | 2.50 | | |"), "{out}");
+        assert!(out.contains("median 2.00 s, 0.80x the raw copy's data phase"), "{out}");
         assert!(out.contains("tandem round 2 failed: boom"), "{out}");
+    }
+
+    /// The baseline method run by hand, both roles, with this test playing
+    /// the servers: what it copies, what it leaves, the position it reports.
+    #[test]
+    fn the_rawcopy_method_copies_the_data_and_reports_the_donors_position() {
+        use std::io::{BufRead, BufReader};
+        let dir = tempfile::tempdir().unwrap();
+        install_rawcopy(&dir.path().join("bin")).unwrap();
+        let script = dir.path().join("bin/wsrep_sst_rawcopy");
+        let (donor_dir, joiner_dir) = (dir.path().join("donor"), dir.path().join("joiner"));
+        for d in ["sbtest", "empty_schema", "mysql"] {
+            std::fs::create_dir_all(donor_dir.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(&joiner_dir).unwrap();
+        let data: [(&str, Vec<u8>); 5] = [
+            ("aria_log.00000001", b"not a .log file".to_vec()),
+            ("ibdata1", (0..300_000u32).map(|i| (i * 7) as u8).collect()),
+            ("sbtest/sbtest1.ibd", vec![1; 2_000_000]),
+            ("sbtest/sbtest2.ibd", vec![2; 1_500_000]),
+            ("mysql/user.MAI", b"x".to_vec()),
+        ];
+        for (name, bytes) in &data {
+            std::fs::write(donor_dir.join(name), bytes).unwrap();
+        }
+        let own = ["grastate.dat", "gvwstate.dat", "galera.cache", "node.err", "mariadbd.pid", "wsrep_recovery.ok"];
+        for name in own {
+            std::fs::write(donor_dir.join(name), b"the donor's own").unwrap();
+        }
+        let spawn = |role: &str, address: &str, datadir: &Path| {
+            Command::new("bash")
+                .arg(&script)
+                .args(["--role", role, "--address", address, "--datadir"])
+                .arg(format!("{}/", datadir.display()))
+                .args(["--gtid", "u:5", "--mysqld-args", "--role", "ignored"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap()
+        };
+        let port = crate::cluster::ports::random_port();
+        let mut joiner = spawn("joiner", &format!("127.0.0.1:{port}"), &joiner_dir);
+        let mut joiner_out = BufReader::new(joiner.stdout.take().unwrap()).lines();
+        let ready = joiner_out.next().unwrap().unwrap();
+        assert_eq!(ready, format!("ready 127.0.0.1:{port}/rawcopy"));
+        let mut donor = spawn("donor", ready.strip_prefix("ready ").unwrap(), &donor_dir);
+        let mut donor_out = BufReader::new(donor.stdout.take().unwrap()).lines();
+        assert_eq!(donor_out.next().unwrap().unwrap(), "flush tables");
+        // What the donor's server does once FLUSH TABLES WITH READ LOCK holds.
+        std::fs::write(donor_dir.join("tables_flushed.tmp"), "u:7 0\n").unwrap();
+        std::fs::rename(donor_dir.join("tables_flushed.tmp"), donor_dir.join("tables_flushed")).unwrap();
+        let said: Vec<String> = donor_out.map(|l| l.unwrap()).collect();
+        assert_eq!(said, ["continue", "done u:7"]);
+        assert!(donor.wait().unwrap().success());
+        let said: Vec<String> = joiner_out.map(|l| l.unwrap()).collect();
+        assert_eq!(said, ["u:7 0"]);
+        assert!(joiner.wait().unwrap().success());
+        for (name, bytes) in &data {
+            assert_eq!(&std::fs::read(joiner_dir.join(name)).unwrap(), bytes, "{name}");
+        }
+        assert!(joiner_dir.join("empty_schema").is_dir());
+        for name in own.iter().chain(&["tables_flushed"]) {
+            assert!(!joiner_dir.join(name).exists(), "{name} was copied");
+        }
     }
 
     #[test]
