@@ -288,12 +288,8 @@ pub fn votes_withheld(shared: &Shared, transfer: bool) -> Option<Duration> {
 }
 
 fn withheld(restored: bool, transfer: bool, since_start: Duration, raft: &openraft::Config) -> Option<Duration> {
-    withheld_for(restored && !transfer, since_start, raft)
-}
-
-fn withheld_for(restored: bool, since_start: Duration, raft: &openraft::Config) -> Option<Duration> {
     let quiet = Duration::from_millis(raft.election_timeout_min);
-    (restored && since_start < quiet).then(|| quiet - since_start)
+    (restored && !transfer && since_start < quiet).then(|| quiet - since_start)
 }
 
 /// Confirms our leadership (a heartbeat round, or the lease where allowed)
@@ -384,7 +380,7 @@ mod tests {
             let age = lease_age(&raft);
             let min = Duration::from_millis(raft.election_timeout_min);
             assert!(age < min, "{heartbeat}/{suspect}: lease {age:?}, election {min:?}");
-            let withheld = withheld_for(true, Duration::ZERO, &raft).expect("withheld");
+            let withheld = withheld(true, false, Duration::ZERO, &raft).expect("withheld");
             assert!(withheld > age, "{heartbeat}/{suspect}: votes withheld {withheld:?}");
             // The followers' own wait before voting for another leader.
             let wait = Duration::from_millis(raft.election_timeout_max);
@@ -395,9 +391,9 @@ mod tests {
     #[test]
     fn only_a_restored_member_withholds_its_vote_and_only_at_first() {
         let raft = timeouts(1000, 5000);
-        assert_eq!(withheld_for(false, Duration::ZERO, &raft), None, "a new member promised nothing");
-        assert_eq!(withheld_for(true, Duration::from_millis(500), &raft), Some(Duration::from_millis(2000)));
-        assert_eq!(withheld_for(true, Duration::from_millis(2500), &raft), None);
+        assert_eq!(withheld(false, false, Duration::ZERO, &raft), None, "a new member promised nothing");
+        assert_eq!(withheld(true, false, Duration::from_millis(500), &raft), Some(Duration::from_millis(2000)));
+        assert_eq!(withheld(true, false, Duration::from_millis(2500), &raft), None);
     }
 
     /// A leader that had just restarted itself and then left could not hand

@@ -59,6 +59,17 @@ impl TlsCell {
         ratios
     }
 
+    /// The servers' CPU per transaction over every successful run of `kind`
+    /// on the TLS clusters (`tls`) or the plaintext ones, µs. On a machine
+    /// whose cores the cell saturates this is what TLS costs in throughput,
+    /// with less of the noise of TPS.
+    pub fn cpu_us_per_trx(&self, kind: ProviderKind, tls: bool) -> Option<f64> {
+        let cell = if tls { &self.tls } else { &self.plain };
+        let runs = cell.iter().flat_map(|c| &c.runs).filter(|m| m.target == Some(kind) && m.error.is_none());
+        let (cpu, trx) = runs.fold((0.0, 0u64), |(c, t), m| (c + m.cpu_s, t + m.transactions));
+        (trx > 0 && cpu > 0.0).then(|| cpu / trx as f64 * 1e6)
+    }
+
     pub fn failed(&self) -> usize {
         let runs = [&self.plain, &self.tls].into_iter().flatten().flat_map(|c| &c.runs);
         runs.filter(|m| m.error.is_some()).count() + usize::from(self.skipped.is_some())
@@ -146,11 +157,17 @@ pub fn render(out: &mut String, t: &TlsCell, rounds: u32) {
          tables. `{}` runs on all four in {rounds} round(s); each provider's\n\
          plaintext and TLS runs are back to back, who goes first swapping every round. *TLS/plain*: the\n\
          provider's TLS TPS over its plaintext TPS (medians of the rounds); 0.95 is a 5% cost. *per round*:\n\
-         the same ratio taken within each round (its two runs back to back), median and range over the rounds.\n",
+         the same ratio taken within each round (its two runs back to back), median and range over the rounds;\n\
+         *mean ± SE*: their mean and its standard error. *CPU µs/trx*: the provider's servers' CPU time per\n\
+         transaction over all rounds, plaintext / TLS (the cell keeps the cores busy, so this is TLS's cost in\n\
+         throughput, less noisy than TPS).\n",
         CELL.label()
     );
-    let _ = writeln!(out, "| Provider | Plaintext TPS | TLS TPS | TLS/plain | per round | rounds ± plain / TLS |");
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| Provider | Plaintext TPS | TLS TPS | TLS/plain | per round | mean ± SE | CPU µs/trx | rounds ± plain / TLS |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
     for kind in [ProviderKind::Galera, ProviderKind::Tandem] {
         let get = |c: &Option<CellResult>| c.as_ref().and_then(|c| c.of(kind));
         let (p, s) = (get(&t.plain), get(&t.tls));
@@ -168,11 +185,15 @@ pub fn render(out: &mut String, t: &TlsCell, rounds: u32) {
             [only] => format!("{only:.2}"),
             [low, .., high] => format!("{:.2} ({low:.2}–{high:.2})", super::results::median(&paired)),
         };
+        let mean_se = mean_and_standard_error(&paired).map_or("–".into(), |(m, se)| format!("{m:.2} ± {se:.2}"));
+        let cpu = |tls| t.cpu_us_per_trx(kind, tls).map_or("–".into(), |c| format!("{c:.0}"));
         let _ = writeln!(
             out,
-            "| {kind} | {} | {} | {ratio} | {per_round} | {} / {} |",
+            "| {kind} | {} | {} | {ratio} | {per_round} | {mean_se} | {} / {} | {} / {} |",
             tps(&p),
             tps(&s),
+            cpu(false),
+            cpu(true),
             spread(&p),
             spread(&s)
         );
@@ -190,6 +211,18 @@ pub fn render(out: &mut String, t: &TlsCell, rounds: u32) {
     if listed {
         out.push('\n');
     }
+}
+
+/// The mean of `xs` and its standard error (sample deviation / sqrt n);
+/// none for fewer than two values.
+fn mean_and_standard_error(xs: &[f64]) -> Option<(f64, f64)> {
+    let n = xs.len() as f64;
+    if xs.len() < 2 {
+        return None;
+    }
+    let mean = xs.iter().sum::<f64>() / n;
+    let variance = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    Some((mean, (variance / n).sqrt()))
 }
 
 fn ran(t: &TlsCell, kind: ProviderKind) -> bool {
@@ -241,8 +274,8 @@ mod tests {
         assert_eq!(t.failed(), 1);
         let mut md = String::new();
         render(&mut md, &t, 1);
-        assert!(md.contains("| tandem | 1000 | 960 | 0.96 | 0.96 | – / – |"), "{md}");
-        assert!(md.contains("| galera | 800 | failed | – | – | – / – |"), "{md}");
+        assert!(md.contains("| tandem | 1000 | 960 | 0.96 | 0.96 | – | – / – | – / – |"), "{md}");
+        assert!(md.contains("| galera | 800 | failed | – | – | – | – / – | – / – |"), "{md}");
         assert!(md.contains("* galera TLS, round 1: **failed**: node 2 not Synced"), "{md}");
     }
 
@@ -264,7 +297,43 @@ mod tests {
         assert_eq!(t.paired_ratios(Galera), Vec::<f64>::new());
         let mut md = String::new();
         render(&mut md, &t, 3);
-        assert!(md.contains("| 0.97 (0.95–1.00) |"), "{md}");
+        assert!(md.contains("| 0.97 (0.95–1.00) | 0.97 ± 0.03 |"), "{md}");
+    }
+
+    /// CPU per transaction adds up every successful run of one side, and
+    /// keeps the two sides and the providers apart.
+    #[test]
+    fn cpu_per_transaction_is_each_sides_total_over_its_runs() {
+        let cell = |runs| Some(CellResult { cell: CELL, runs });
+        let run = |kind, cpu_s, transactions, round| Measurement {
+            cpu_s,
+            transactions,
+            ..measured(kind, transactions as f64 / 10.0, round)
+        };
+        let t = TlsCell {
+            skipped: None,
+            plain: cell(vec![run(Tandem, 1.0, 1000, 0), run(Tandem, 3.0, 1000, 1), run(Galera, 2.0, 1000, 0)]),
+            tls: cell(vec![
+                run(Tandem, 5.0, 2000, 0),
+                Measurement { error: Some("lost".into()), ..run(Tandem, 9.0, 10, 1) },
+            ]),
+        };
+        assert_eq!(t.cpu_us_per_trx(Tandem, false), Some(2000.0));
+        assert_eq!(t.cpu_us_per_trx(Tandem, true), Some(2500.0), "the failed run is left out");
+        assert_eq!(t.cpu_us_per_trx(Galera, false), Some(2000.0));
+        assert_eq!(t.cpu_us_per_trx(Galera, true), None);
+        let mut md = String::new();
+        render(&mut md, &t, 2);
+        assert!(md.contains("| 2000 / 2500 |"), "{md}");
+    }
+
+    #[test]
+    fn the_standard_error_is_of_the_mean() {
+        assert_eq!(mean_and_standard_error(&[1.0]), None);
+        let (mean, se) = mean_and_standard_error(&[0.9, 1.0, 1.1, 1.0]).unwrap();
+        assert!((mean - 1.0).abs() < 1e-12);
+        // sample deviation sqrt(0.02 / 3), over sqrt(4)
+        assert!((se - (0.02f64 / 3.0).sqrt() / 2.0).abs() < 1e-12, "{se}");
     }
 
     #[test]
