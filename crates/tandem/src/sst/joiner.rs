@@ -302,15 +302,22 @@ const WRITEBACK_EVERY: u64 = 16 << 20;
 /// arrive, the disk works while the network does. Only a hint: the `syncfs`
 /// is what makes the data durable, so a refusal is ignored.
 fn start_writeback(file: &std::fs::File, before: u64, done: u64) {
+    if let Some((from, len)) = writeback_range(before, done) {
+        // POSIX_FADV_DONTNEED starts writeback of the dirty pages in the
+        // range (and drops only the pages that are already clean).
+        let _ = rustix::fs::fadvise(file, from, Some(len), rustix::fs::Advice::DontNeed);
+    }
+}
+
+/// The window to hand to the disk once a file grew from `before` to `done`
+/// bytes: the whole `WRITEBACK_EVERY` block just completed, if one was.
+fn writeback_range(before: u64, done: u64) -> Option<(u64, std::num::NonZeroU64)> {
     if before / WRITEBACK_EVERY == done / WRITEBACK_EVERY {
-        return;
+        return None;
     }
     let end = done / WRITEBACK_EVERY * WRITEBACK_EVERY;
     let from = end.saturating_sub(WRITEBACK_EVERY);
-    // POSIX_FADV_DONTNEED starts writeback of the dirty pages in the range
-    // (and drops only the pages that are already clean).
-    let len = std::num::NonZeroU64::new(end - from);
-    let _ = rustix::fs::fadvise(file, from, len, rustix::fs::Advice::DontNeed);
+    Some((from, std::num::NonZeroU64::new(end - from)?))
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
@@ -359,6 +366,43 @@ fn remove_staging(staging: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_completed_block_is_handed_to_the_disk_once() {
+        const M: u64 = 1 << 20;
+        assert_eq!(writeback_range(0, M), None);
+        assert_eq!(writeback_range(15 * M, 16 * M).map(|(f, l)| (f, l.get())), Some((0, 16 * M)));
+        assert_eq!(writeback_range(16 * M, 17 * M), None, "the block was handed over already");
+        assert_eq!(writeback_range(31 * M + 5, 33 * M).map(|(f, l)| (f, l.get())), Some((16 * M, 16 * M)));
+        // Every block of a file written in chunks, each exactly once.
+        let mut handed = Vec::new();
+        let (mut done, chunk) = (0, 3 * M + 7);
+        while done < 100 * M {
+            handed.extend(writeback_range(done, done + chunk).map(|(f, _)| f / WRITEBACK_EVERY));
+            done += chunk;
+        }
+        assert_eq!(handed, (0..done / WRITEBACK_EVERY).collect::<Vec<_>>());
+    }
+
+    /// The hint changes where the bytes are, never what they are.
+    #[test]
+    fn a_file_handed_to_the_disk_as_it_grows_reads_back_whole() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.ibd");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk: Vec<u8> = (0..(1u32 << 20) + 13).map(|i| (i % 251) as u8).collect();
+        let mut done = 0u64;
+        for _ in 0..40 {
+            file.write_all(&chunk).unwrap();
+            start_writeback(&file, done, done + chunk.len() as u64);
+            done += chunk.len() as u64;
+        }
+        drop(file);
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(back.len() as u64, done);
+        assert!(back.chunks(chunk.len()).all(|c| c == chunk.as_slice()));
+    }
 
     #[test]
     fn install_replaces_data_and_keeps_the_nodes_own_files() {
