@@ -224,9 +224,13 @@ fn raw_copy(cluster: &Cluster, logs: &Path) -> Result<SstRun> {
         cmd
     };
     let started = Instant::now();
-    let mut receiver = shell(format!(
-        "socat -u -b1048576 TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr - | tar -C '{}' -xf -",
-        dest.display()
+    // The receiver's complaints go to a file: a pipe nobody reads while the
+    // copy runs would stop it once full (a full disk makes tar say a lot).
+    let receiver_log = logs.join("sst-raw-copy.receiver.log");
+    let receiver = shell(format!(
+        "socat -u -b1048576 TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr - | tar -C '{}' -xf - 2>'{}'",
+        dest.display(),
+        receiver_log.display()
     ))
     .spawn()?;
     let sender = loop {
@@ -241,11 +245,19 @@ fn raw_copy(cluster: &Cluster, logs: &Path) -> Result<SstRun> {
         }
         std::thread::sleep(Duration::from_millis(20)); // the listener is not up yet
     };
-    let received = receiver.wait()?;
+    let received = receiver.wait_with_output()?;
     let seconds = started.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&dest);
-    if !sender.status.success() || !received.success() {
-        bail!("raw copy failed: {}", String::from_utf8_lossy(&sender.stderr).trim());
+    if !sender.status.success() || !received.status.success() {
+        // Either end may be the one that failed (a full disk fails the receiver).
+        let said = |out: &[u8]| String::from_utf8_lossy(out).lines().take(3).collect::<Vec<_>>().join("; ");
+        let receiver_said = std::fs::read(&receiver_log).unwrap_or_default();
+        bail!(
+            "raw copy failed: sender: {}; receiver: {} {}",
+            said(&sender.stderr),
+            said(&received.stderr),
+            said(&receiver_said)
+        );
     }
     Ok(SstRun { seconds, ..SstRun::default() })
 }
