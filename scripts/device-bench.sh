@@ -14,7 +14,9 @@
 #   3. with TLS=1: the TLS cell (oltp_write_only 16 threads spread, plaintext and TLS clusters of both
 #      providers, 3 rounds; quick sizes), issue 9's measurement;
 #   4. unless MATRIX=0: oltp_write_only at 1, 16 and 128 threads on node 1 and spread, on Tandem, Galera and
-#      standalone, plus the 1-node cell; 8 tables x 100k rows, one 8 s round per cell.
+#      standalone, plus the 1-node cell; 8 tables x 100k rows, one 8 s round per cell;
+#   5. with GROUP_THREADS=N: that matrix once more on Tandem alone with gcomm.threads=N (the default is
+#      one group thread; N=2 measures what a second one gives on this machine).
 # Reports land in OUTDIR (render a report again with `tandem bench --render-from X.json`).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,6 +61,13 @@ run() {
         --threads 1,16,128 --placements node1,spread --rounds 1 --duration 8 --warmup 2 --no-rejoin \
         --tandem-path $t/libtandem.so --dir /tmp/matrix --doc "$out/matrix.md" --json "$out/matrix.json" \
         >"$out/matrix.log" 2>&1
+    [ -n "${GROUP_THREADS:-}" ] || return
+    rm -rf /tmp/matrix
+    timeout 240 $t/tandem bench --basedir /tmp/b --targets tandem --workloads oltp_write_only \
+        --threads 1,16,128 --placements node1,spread --rounds 1 --duration 8 --warmup 2 --no-rejoin \
+        --no-single-node --tandem-option "gcomm.threads=$GROUP_THREADS" --tandem-path $t/libtandem.so \
+        --dir /tmp/matrix-threads --doc "$out/matrix-threads.md" --json "$out/matrix-threads.json" \
+        >"$out/matrix-threads.log" 2>&1
 }
 
 case "${1:-}" in

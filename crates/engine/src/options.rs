@@ -31,7 +31,12 @@ enum Kind {
     Isolation,
     /// `pc.weight`: 0 to 255, as in Galera.
     Weight,
+    /// A thread count, 1 to [`MAX_THREADS`].
+    Threads,
 }
+
+/// More group threads than this would only be contention.
+const MAX_THREADS: i64 = 64;
 
 /// (key, default, kind). Defaults are Galera 26.4's; keys marked in the
 /// comment are ones we act on, the rest are accepted and shown for
@@ -73,6 +78,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("gcache.recover", "yes", Kind::Bool),
     ("gcache.size", "128M", Kind::Size), // log bytes kept
     ("gcomm.thread_prio", "", Kind::Str),
+    ("gcomm.threads", "1", Kind::Threads), // Tandem's: threads of the group runtime (docs/commit-path.md)
     ("gcs.fc_debug", "0", Kind::Int),
     ("gcs.fc_factor", "1.0", Kind::Fraction),
     ("gcs.fc_limit", "16", Kind::Count),
@@ -151,6 +157,8 @@ const STARTUP_ONLY: &[&str] = &[
     "socket.dynamic",
     // The applier queue is sized once.
     "gcs.recv_q_hard_limit",
+    // The group runtime starts with its threads.
+    "gcomm.threads",
     // The listeners open at init.
     "health.address",
     "health.agent_address",
@@ -389,6 +397,7 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
         Kind::UnknownPosition => matches!(value.to_ascii_lowercase().as_str(), "refuse" | "sst"),
         Kind::Isolation => matches!(value.trim(), "0" | "1" | "2"),
         Kind::Weight => parse_weight(value).is_some(),
+        Kind::Threads => value.trim().parse::<i64>().is_ok_and(|n| (1..=MAX_THREADS).contains(&n)),
     };
     if ok {
         Ok(())
@@ -396,6 +405,7 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
         let why = match kind {
             Kind::Isolation => "expected 0, 1 or 2".into(),
             Kind::Weight => "expected a weight from 0 to 255".into(),
+            Kind::Threads => format!("expected a number of threads from 1 to {MAX_THREADS}"),
             _ => format!("expected {kind:?}").to_lowercase(),
         };
         Err(OptionError::BadValue { key: key.into(), value: value.into(), why })
@@ -561,6 +571,22 @@ mod tests {
         assert!(o.set_at_runtime("socket.ssl=NO").is_err(), "no silent switch to plaintext");
         assert_eq!(o.set_at_runtime("socket.ssl_cert=c.pem; gcache.size=2M"), Ok(vec![]), "unchanged values pass");
         assert_eq!(o.set_at_runtime("socket.ssl_reload=1"), Ok(vec![OptionAction::TlsReload]));
+    }
+
+    #[test]
+    fn group_threads_are_one_to_sixty_four_and_startup_only() {
+        let mut o = Options::default();
+        assert_eq!(o.int("gcomm.threads"), 1, "one, like Galera's gcomm thread");
+        for bad in ["0", "65", "-1", "two"] {
+            let text = o.set(&format!("gcomm.threads={bad}")).unwrap_err().to_string();
+            assert!(text.contains("from 1 to 64"), "{bad}: {text}");
+        }
+        assert_eq!(o.int("gcomm.threads"), 1, "a refused value changes nothing");
+        o.set("gcomm.threads=4").unwrap();
+        assert_eq!(o.int("gcomm.threads"), 4);
+        let text = o.set_at_runtime("gcomm.threads=2").unwrap_err().to_string();
+        assert!(text.contains("read only at startup"), "{text}");
+        assert_eq!(o.set_at_runtime("gcomm.threads=4"), Ok(vec![]), "the value in force passes");
     }
 
     #[test]

@@ -273,6 +273,10 @@ pub struct GroupConfig {
     /// decides, as the leader answers for every member. Shared, so the
     /// application may change it while the group runs.
     pub read_lease: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Worker threads of the group runtime (`gcomm.threads`; 0 counts as 1).
+    /// One, like Galera's one gcomm thread: tasks that hand a commit on to
+    /// each other then never wake a second worker (docs/commit-path.md).
+    pub threads: usize,
 }
 
 /// Galera's partition controls. Both off (the default): only a component

@@ -15,6 +15,28 @@ fn msg(origin: &str, n: usize) -> Vec<u8> {
     format!("{origin}-{n}").into_bytes()
 }
 
+/// Members run with the group runtime's worker count they were given
+/// (`gcomm.threads`), one by default, and order the same with any count.
+#[test]
+fn members_with_one_or_several_group_threads_order_alike() {
+    let _serial = serial();
+    let one = bootstrap("one");
+    wait_primary(&one);
+    let mut config = config("three", CLUSTER, false, vec![one.addr()]);
+    config.threads = 3;
+    let three = start(config);
+    wait_primary(&three);
+    assert_eq!(one.group.worker_threads(), 1);
+    assert_eq!(three.group.worker_threads(), 3);
+    for i in 0..50 {
+        submit(&one, &msg("one", i));
+        submit(&three, &msg("three", i));
+    }
+    wait_delivered(&[&one, &three], &msg("one", 49));
+    wait_delivered(&[&one, &three], &msg("three", 49));
+    assert_eq!(one.rec.messages(), three.rec.messages(), "the same order on both");
+}
+
 /// (a) One member bootstraps, is primary, and orders its submissions.
 #[test]
 fn single_member_bootstraps_and_orders() {

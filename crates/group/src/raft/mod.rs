@@ -68,6 +68,11 @@ impl RaftGroup {
         })
     }
 
+    /// Worker threads of the group runtime ([`crate::GroupConfig::threads`]).
+    pub fn worker_threads(&self) -> usize {
+        self.handle.metrics().num_workers()
+    }
+
     /// The address the group listener is bound to (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr

@@ -38,7 +38,6 @@ use crate::{
     Identity, MemberId, MemberInfo, Replica,
 };
 
-const WORKER_THREADS: usize = 2;
 /// Blocking-pool threads (DNS lookups, and disk work in `block_in_place`).
 const MAX_BLOCKING_THREADS: usize = 4;
 
@@ -166,7 +165,7 @@ fn launch_member(
         .local_addr()
         .map_err(|e| GroupError::Config(e.to_string()))?;
     fill_group_addr(&mut config, local_addr);
-    let runtime = build_runtime()?;
+    let runtime = build_runtime(config.threads)?;
     let me = opened.identity.member;
     let suspect = Duration::from_millis(raft_config.election_timeout_max);
     let hello = Hello {
@@ -404,10 +403,14 @@ pub(crate) fn make_voters(
     Ok(())
 }
 
-pub(crate) fn build_runtime() -> Result<Runtime, GroupError> {
+/// The group's runtime, with `workers` worker threads (at least one). A
+/// multi-threaded runtime even with one: `block_in_place` hands that
+/// worker's tasks (heartbeats, the Raft core) to another thread while the
+/// engine may wait.
+pub(crate) fn build_runtime(workers: usize) -> Result<Runtime, GroupError> {
     static SEQ: AtomicUsize = AtomicUsize::new(0);
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKER_THREADS)
+        .worker_threads(workers.max(1))
         .max_blocking_threads(MAX_BLOCKING_THREADS)
         .thread_name_fn(|| format!("{THREAD_PREFIX}{}", SEQ.fetch_add(1, Ordering::Relaxed)))
         .enable_all()

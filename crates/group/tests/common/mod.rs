@@ -260,6 +260,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         partition: Default::default(),
         send_window: Default::default(),
         read_lease: Default::default(),
+        threads: 1,
     }
 }
 
