@@ -449,6 +449,50 @@ mod tests {
         }
     }
 
+    /// The script writes the rule of a node's own files again, as a regular
+    /// expression (it runs under mariadbd, outside our binary). Both must
+    /// leave out the same top-level names, or the baseline would copy more
+    /// or less than the method it is measured against. One difference is
+    /// on purpose: the donor's `tables_flushed` goes over with the data.
+    #[test]
+    fn the_rawcopy_script_leaves_out_the_same_files_as_the_tandem_method() {
+        use std::io::Write;
+        let quoted = |line: &str, open: char| {
+            let start = line.find(open).unwrap() + 1;
+            line[start..line.rfind(open).unwrap()].to_string()
+        };
+        let first = RAWCOPY_SCRIPT.lines().find(|l| l.contains("local own='")).expect("the own= line");
+        let second = RAWCOPY_SCRIPT.lines().find(|l| l.contains("own=\"$own|")).expect("the own+= line");
+        let pattern = format!("{}|{}", quoted(first, '\''), quoted(second, '"').trim_start_matches("$own|"));
+        let names = [
+            "galera.cache", "node1.galera.cache", "grastate.dat", "gvwstate.dat", "sst_in_progress",
+            crate::sst::files::STAGING, tandem_health::sst_progress::FILE_NAME, "tables_flushed.tmp",
+            "sst_error", "sst_error.log", "node.err", "mysqld.log", "mariadbd.pid", "mysql.sock",
+            "mysql.sock.lock", "wsrep_recovery.ok", "wsrep_recovery.fail",
+            // Data: sent by both.
+            "ibdata1", "ib_logfile0", "ib_buffer_pool", "aria_log.00000001", "aria_log_control", "mysql",
+            "sbtest", "undo001", "ibtmp1", "mariadb-bin.000001", "mariadb-bin.index", "log_data", "grastate",
+        ];
+        let mut grep = Command::new("grep")
+            .args(["-E", &pattern])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = names.iter().chain(&["tables_flushed"]).copied().collect::<Vec<_>>().join("\n");
+        grep.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = grep.wait_with_output().unwrap();
+        let left_out: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+        for name in names {
+            assert_eq!(
+                left_out.contains(&name),
+                crate::sst::files::is_node_own(name),
+                "{name}: the script (/{pattern}/) and files::is_node_own disagree"
+            );
+        }
+        assert!(crate::sst::files::is_node_own("tables_flushed") && !left_out.contains(&"tables_flushed"));
+    }
+
     #[test]
     fn the_donors_compression_is_set_and_removed_whole() {
         let dir = tempfile::tempdir().unwrap();
