@@ -310,14 +310,12 @@ fn start_writeback(file: &std::fs::File, before: u64, done: u64) {
 }
 
 /// The window to hand to the disk once a file grew from `before` to `done`
-/// bytes: the whole `WRITEBACK_EVERY` block just completed, if one was.
+/// bytes: every `WRITEBACK_EVERY` block completed by that write, if any
+/// (one for chunks up to the block's size).
 fn writeback_range(before: u64, done: u64) -> Option<(u64, std::num::NonZeroU64)> {
-    if before / WRITEBACK_EVERY == done / WRITEBACK_EVERY {
-        return None;
-    }
+    let from = before / WRITEBACK_EVERY * WRITEBACK_EVERY;
     let end = done / WRITEBACK_EVERY * WRITEBACK_EVERY;
-    let from = end.saturating_sub(WRITEBACK_EVERY);
-    Some((from, std::num::NonZeroU64::new(end - from)?))
+    Some((from, std::num::NonZeroU64::new(end.saturating_sub(from))?))
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
@@ -382,6 +380,8 @@ mod tests {
             done += chunk;
         }
         assert_eq!(handed, (0..done / WRITEBACK_EVERY).collect::<Vec<_>>());
+        // A write longer than a block hands over every block it completed.
+        assert_eq!(writeback_range(10 * M, 50 * M).map(|(f, l)| (f, l.get())), Some((0, 48 * M)));
     }
 
     /// The hint changes where the bytes are, never what they are.
