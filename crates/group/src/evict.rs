@@ -1,9 +1,13 @@
 //! Leader-side eviction of silent members.
 //!
-//! The leader removes a voter or learner whose last heartbeat ack is older
-//! than [`eviction_after`]. Only a leader that holds quorum evicts, so a
-//! minority can never vote the majority out. One member at a time: each
-//! removal is a membership change and produces a new view everywhere.
+//! The leader removes a member silent for longer than [`eviction_after`]:
+//! neither its heartbeat acks nor anything else it sent reached us. A member
+//! still heard on the network whose Raft does not ack (it is installing a
+//! large snapshot, or its disk stalls) is busy, not gone: a learner stays,
+//! and a voter goes only after the hard limit [`unresponsive_after`]. Only a
+//! leader that holds quorum evicts, so a minority can never vote the
+//! majority out. One member at a time: each removal is a membership change
+//! and produces a new view everywhere.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,7 +68,7 @@ pub async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// The first member (other than us) silent for longer than `inactive`.
+/// The first member (other than us) to evict, with how long it was silent.
 fn silent_member(
     shared: &Shared,
     m: &Metrics,
@@ -79,15 +83,71 @@ fn silent_member(
     }
     let acks = m.heartbeat.as_ref()?;
     let acked = |id: &MemberId| acks.get(id).and_then(|a| a.as_ref()).map(|t| t.elapsed());
+    let membership = m.membership_config.membership();
+    let voters: Vec<MemberId> = membership.voter_ids().collect();
     first_silent(
-        m.membership_config
-            .membership()
+        membership
             .nodes()
             .map(|(id, _)| *id)
             .filter(|id| *id != shared.me)
-            .map(|id| (id, acked(&id), seen.get(&id).map(|t| t.elapsed()))),
-        eviction_after(&shared.config.timeouts),
+            .map(|id| Quiet {
+                id,
+                acked: acked(&id),
+                known: seen.get(&id).map(|t| t.elapsed()),
+                heard: shared.net.liveness.since_heard(id),
+                voter: voters.contains(&id),
+            }),
+        &shared.config.timeouts,
     )
+}
+
+/// What the leader knows of one member's silence.
+#[derive(Clone, Copy, Debug)]
+struct Quiet {
+    id: MemberId,
+    /// Since its last heartbeat ack (none: never acked).
+    acked: Option<Duration>,
+    /// Since this leader first knew it (none: not yet, so not silent).
+    known: Option<Duration>,
+    /// Since anything of it reached us: a request it sent, an answer to
+    /// ours (none: never).
+    heard: Option<Duration>,
+    voter: bool,
+}
+
+impl Quiet {
+    /// How long its Raft has not acked, counted from when we knew it: an
+    /// old ack of a member that left and came back counts from its return.
+    fn unacked(&self) -> Duration {
+        self.acked
+            .unwrap_or(Duration::MAX)
+            .min(self.known.unwrap_or(Duration::ZERO))
+    }
+
+    /// How long nothing of it reached us at all.
+    fn unheard(&self) -> Duration {
+        self.unacked().min(self.heard.unwrap_or(Duration::MAX))
+    }
+
+    /// How long it has been silent, if that is long enough to evict it.
+    fn evict_after(&self, t: &crate::Timeouts) -> Option<Duration> {
+        if self.unheard() > eviction_after(t) {
+            return Some(self.unheard());
+        }
+        // Heard, but its Raft does not answer. A learner counts for no
+        // quorum and costs nothing while busy; a voter that never answers
+        // could cost the group its quorum, and goes at the hard limit.
+        (self.voter && self.unacked() > unresponsive_after(t)).then(|| self.unacked())
+    }
+}
+
+fn first_silent(
+    members: impl Iterator<Item = Quiet>,
+    t: &crate::Timeouts,
+) -> Option<(MemberId, Duration)> {
+    members
+        .filter_map(|q| q.evict_after(t).map(|silent| (q.id, silent)))
+        .next()
 }
 
 /// How long a member may be silent before it is removed. Galera drops a
@@ -101,22 +161,14 @@ pub fn eviction_after(t: &crate::Timeouts) -> Duration {
     t.suspect.min(t.inactive)
 }
 
-/// Each member with how long ago it last acked (none: never) and how long
-/// this leader has known it (none: not yet, so not silent).
-fn first_silent(
-    members: impl Iterator<Item = (MemberId, Option<Duration>, Option<Duration>)>,
-    inactive: Duration,
-) -> Option<(MemberId, Duration)> {
-    members
-        .map(|(id, acked, known)| {
-            (
-                id,
-                acked
-                    .unwrap_or(Duration::MAX)
-                    .min(known.unwrap_or(Duration::ZERO)),
-            )
-        })
-        .find(|(_, silent)| *silent > inactive)
+/// How long a voter still heard on the network may leave the leader's
+/// heartbeats unanswered: Galera's hard limit, `evs.inactive_timeout`.
+/// openraft answers an append only once the follower's earlier log and
+/// snapshot work is done, so a member restoring a snapshot of hundreds of
+/// MiB, or stalled on its disk, is quiet for that long while its transport
+/// still talks.
+pub fn unresponsive_after(t: &crate::Timeouts) -> Duration {
+    t.inactive.max(eviction_after(t))
 }
 
 async fn evict(shared: &Shared, (member, silent): (MemberId, Duration)) {
@@ -147,45 +199,96 @@ async fn evict(shared: &Shared, (member, silent): (MemberId, Duration)) {
 mod tests {
     use super::*;
 
-    const INACTIVE: Duration = Duration::from_secs(15);
+    /// Galera's defaults: suspect 5 s, inactive 15 s.
+    fn galera() -> crate::Timeouts {
+        crate::Timeouts {
+            heartbeat: Duration::from_secs(1),
+            suspect: Duration::from_secs(5),
+            inactive: Duration::from_secs(15),
+        }
+    }
 
     fn secs(s: u64) -> Option<Duration> {
         Some(Duration::from_secs(s))
     }
 
+    /// A voter never heard on the network apart from its acks.
+    fn voter(id: MemberId, acked: Option<Duration>, known: Option<Duration>) -> Quiet {
+        Quiet {
+            id,
+            acked,
+            known,
+            heard: None,
+            voter: true,
+        }
+    }
+
+    fn first(members: &[Quiet]) -> Option<(MemberId, Duration)> {
+        first_silent(members.iter().copied(), &galera())
+    }
+
     #[test]
     fn a_member_that_just_joined_is_not_silent_however_long_we_have_led() {
         // Joined 0 s ago, never acked yet: the leader has led for an hour.
-        assert_eq!(
-            first_silent([(7, None, secs(0))].into_iter(), INACTIVE),
-            None
-        );
-        assert_eq!(
-            first_silent([(7, None, None)].into_iter(), INACTIVE),
-            None,
-            "not even seen yet"
-        );
+        assert_eq!(first(&[voter(7, None, secs(0))]), None);
+        assert_eq!(first(&[voter(7, None, None)]), None, "not even seen yet");
     }
 
     #[test]
     fn silence_counts_from_the_last_ack_or_from_when_we_first_saw_the_member() {
         let members = [
-            (1, secs(1), secs(3600)),
-            (2, None, secs(20)),
-            (3, secs(30), secs(3600)),
+            voter(1, secs(1), secs(3600)),
+            voter(2, None, secs(20)),
+            voter(3, secs(30), secs(3600)),
         ];
-        assert_eq!(
-            first_silent(members.into_iter(), INACTIVE),
-            Some((2, Duration::from_secs(20)))
-        );
+        assert_eq!(first(&members), Some((2, Duration::from_secs(20))));
         // An old ack of a member that left and came back counts only from its return.
+        assert_eq!(first(&[voter(3, secs(3600), secs(4))]), None);
         assert_eq!(
-            first_silent([(3, secs(3600), secs(5))].into_iter(), INACTIVE),
-            None
+            first(&[voter(3, secs(3600), secs(6))]),
+            Some((3, Duration::from_secs(6)))
         );
-        assert_eq!(
-            first_silent([(3, secs(3600), secs(16))].into_iter(), INACTIVE),
-            Some((3, Duration::from_secs(16)))
-        );
+    }
+
+    #[test]
+    fn a_member_heard_on_the_network_is_busy_not_gone() {
+        // Its Raft has not acked for 10 s (restoring a large snapshot), but
+        // its keepalives arrived a second ago.
+        let busy = |voter| Quiet {
+            id: 4,
+            acked: secs(10),
+            known: secs(3600),
+            heard: secs(1),
+            voter,
+        };
+        assert_eq!(first(&[busy(false)]), None, "a busy learner stays");
+        assert_eq!(first(&[busy(true)]), None, "a voter stays up to the hard limit");
+        // Past the hard limit a voter goes (it could cost the quorum); a
+        // learner, which counts for none, still stays.
+        let stuck = |voter| Quiet {
+            acked: secs(16),
+            ..busy(voter)
+        };
+        assert_eq!(first(&[stuck(true)]), Some((4, Duration::from_secs(16))));
+        assert_eq!(first(&[stuck(false)]), None);
+        // Silent on the network as well: gone after the suspect timeout, a
+        // learner as much as a voter.
+        let gone = |voter| Quiet {
+            heard: secs(6),
+            ..busy(voter)
+        };
+        assert_eq!(first(&[gone(false)]), Some((4, Duration::from_secs(6))));
+        assert_eq!(first(&[gone(true)]), Some((4, Duration::from_secs(6))));
+    }
+
+    #[test]
+    fn the_hard_limit_is_never_below_the_suspect_timeout() {
+        let t = crate::Timeouts {
+            inactive: Duration::from_secs(2),
+            ..galera()
+        };
+        assert_eq!(eviction_after(&t), Duration::from_secs(2));
+        assert_eq!(unresponsive_after(&t), Duration::from_secs(2));
+        assert_eq!(unresponsive_after(&galera()), Duration::from_secs(15));
     }
 }

@@ -337,7 +337,9 @@ pub struct Timeouts {
     /// start an election (`evs.suspect_timeout`).
     pub suspect: Duration,
     /// The hard limit on a member's silence (`evs.inactive_timeout`): it is
-    /// evicted by the leader after this or `suspect`, whichever is earlier.
+    /// evicted by the leader after this or `suspect`, whichever is earlier;
+    /// a voter still heard on the network but not acking, after this
+    /// (`evict::unresponsive_after`).
     pub inactive: Duration,
 }
 

@@ -265,7 +265,7 @@ impl NetCtx {
                 "this member is isolated (gmcast.isolate)".into(),
             ));
         }
-        let frame = wire::encode_frame(req).map_err(|e| {
+        let frame = wire::encode_request(req).map_err(|e| {
             warn_unsendable(addr, &e);
             CallError::Unreachable(e.to_string())
         })?;
