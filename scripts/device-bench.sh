@@ -17,6 +17,8 @@
 #      standalone, plus the 1-node cell; 8 tables x 100k rows, one 8 s round per cell;
 #   5. with GROUP_THREADS=N: that matrix once more on Tandem alone with gcomm.threads=N (the default is
 #      one group thread; N=2 measures what a second one gives on this machine).
+# CELLS=0 skips steps 1 and 2; PLACEMENTS=node1 runs the matrix on node 1 only; T_MATRIX and T_THREADS
+# bound steps 4 and 5 in seconds (360 and 240): for a short device lease.
 # Reports land in OUTDIR (render a report again with `tandem bench --render-from X.json`).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,10 +44,11 @@ run() {
     export PATH=/tmp/b/bin:$PATH LD_LIBRARY_PATH=/tmp/b/lib LUA_PATH="/tmp/b/share/sysbench/?.lua;;"
     { nproc; uname -r; grep -m1 "model name" /proc/cpuinfo; ldd --version | head -1; } >"$out/machine.txt" 2>&1
     local cells=(bench --basedir /tmp/b --quick --duration 10 --no-matrix --no-rejoin --no-single-node --causal-cell --fc-cell)
-    timeout 200 $t/tandem "${cells[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
+    local placements=${PLACEMENTS:-node1,spread}
+    [ "${CELLS:-1}" = 0 ] || timeout 200 $t/tandem "${cells[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
         --dir /tmp/causal --doc "$out/cells.md" --json "$out/cells.json" >"$out/cells.log" 2>&1
     for so in $t/variant-*.so; do
-        [ -e "$so" ] || continue
+        [ -e "$so" ] && [ "${CELLS:-1}" != 0 ] || continue
         local v; v=$(basename "$so" .so)
         timeout 130 $t/tandem "${cells[@]}" --targets tandem --tandem-path "$so" \
             --dir "/tmp/$v" --doc "$out/cells-$v.md" --json "$out/cells-$v.json" >"$out/cells-$v.log" 2>&1
@@ -57,14 +60,14 @@ run() {
             >"$out/tls.log" 2>&1
     fi
     [ "${MATRIX:-1}" = 0 ] && return
-    timeout 360 $t/tandem bench --basedir /tmp/b --targets tandem,galera,standalone --workloads oltp_write_only \
-        --threads 1,16,128 --placements node1,spread --rounds 1 --duration 8 --warmup 2 --no-rejoin \
+    timeout "${T_MATRIX:-360}" $t/tandem bench --basedir /tmp/b --targets tandem,galera,standalone --workloads oltp_write_only \
+        --threads 1,16,128 --placements "$placements" --rounds 1 --duration 8 --warmup 2 --no-rejoin \
         --tandem-path $t/libtandem.so --dir /tmp/matrix --doc "$out/matrix.md" --json "$out/matrix.json" \
         >"$out/matrix.log" 2>&1
     [ -n "${GROUP_THREADS:-}" ] || return
     rm -rf /tmp/matrix
-    timeout 240 $t/tandem bench --basedir /tmp/b --targets tandem --workloads oltp_write_only \
-        --threads 1,16,128 --placements node1,spread --rounds 1 --duration 8 --warmup 2 --no-rejoin \
+    timeout "${T_THREADS:-240}" $t/tandem bench --basedir /tmp/b --targets tandem --workloads oltp_write_only \
+        --threads 1,16,128 --placements "$placements" --rounds 1 --duration 8 --warmup 2 --no-rejoin \
         --no-single-node --tandem-option "gcomm.threads=$GROUP_THREADS" --tandem-path $t/libtandem.so \
         --dir /tmp/matrix-threads --doc "$out/matrix-threads.md" --json "$out/matrix-threads.json" \
         >"$out/matrix-threads.log" 2>&1
