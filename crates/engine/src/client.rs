@@ -211,6 +211,10 @@ impl Node {
             log::warn!("Maximum writeset size exceeded by {}: {size} bytes, repl.max_ws_size is {max}", size as i64 - max);
             return Err(Status::SizeExceeded);
         }
+        if size > tandem_group::MAX_PAYLOAD_BYTES {
+            warn_beyond_group_limit(size);
+            return Err(Status::SizeExceeded);
+        }
         Ok(())
     }
 
@@ -257,9 +261,18 @@ impl Node {
         }
         let sent = self.send(body, true);
         let body = sent.body;
-        if let Err(e) = sent.result {
-            log::debug!("Replication failed: {e}");
-            return (Err(Status::ConnFail), body);
+        match sent.result {
+            Ok(()) => {}
+            // Keys and headers took a write-set that passed `check_size`
+            // over the limit: as refused, not as a lost connection.
+            Err(GroupError::TooLarge { bytes, .. }) => {
+                warn_beyond_group_limit(bytes);
+                return (Err(Status::SizeExceeded), body);
+            }
+            Err(e) => {
+                log::debug!("Replication failed: {e}");
+                return (Err(Status::ConnFail), body);
+            }
         }
         let (token, slot) = sent.waiter.expect("waiter registered");
         let reply = match self.await_reply(token, &slot) {
@@ -599,4 +612,14 @@ impl Node {
         self.execute(commands);
         Status::Ok
     }
+}
+
+/// A write-set larger than the group replicates in one piece: what a DBA
+/// can do about it, as Galera names `repl.max_ws_size`.
+fn warn_beyond_group_limit(bytes: usize) {
+    log::warn!(
+        "Maximum writeset size exceeded: {bytes} bytes; Tandem replicates at most {} bytes in one write-set. Split the \
+         transaction, or replicate it in fragments (wsrep_trx_fragment_size)",
+        tandem_group::MAX_PAYLOAD_BYTES
+    );
 }

@@ -284,6 +284,29 @@ fn bf_aborts_of_local_transactions_are_counted_once() {
     stop(hub, members);
 }
 
+/// A write-set larger than the group replicates in one piece is refused as
+/// too large (WSREP_SIZE_EXCEEDED: MariaDB says "Maximum writeset size
+/// exceeded"), not as a lost connection, though `repl.max_ws_size` (2 GiB
+/// by default) allows it; nothing is ordered and the node goes on.
+#[test]
+fn a_write_set_beyond_the_group_limit_is_refused_as_too_large() {
+    let (hub, members) = cluster(1);
+    let server = members[0].server.clone();
+    let node = server.node();
+    let committed = int_stat(&server, "last_committed");
+
+    node.append_key(1, vec![b"db".to_vec(), b"t".to_vec(), vec![1]], KeyType::Exclusive);
+    node.append_data(1, &vec![7u8; tandem_group::MAX_PAYLOAD_BYTES + 1]);
+    let (status, ordered) = node.certify(1, 1, flags::TRX_START | flags::TRX_END);
+    assert_eq!(status, Status::SizeExceeded);
+    assert!(ordered.gtid.seqno < 0, "nothing was ordered: {ordered:?}");
+    node.release(1, TRACKED);
+    assert_eq!(int_stat(&server, "last_committed"), committed);
+
+    assert_eq!(transact(&server, 2, 2, 1), Status::Ok, "the node still commits");
+    stop(hub, members);
+}
+
 /// A pause (FTWRL, BACKUP STAGE BLOCK_DDL) holds a local commit ordered after
 /// it in certification, as Galera's local monitor does, so the transaction
 /// keeps its locks until `resume`, and only then gets its verdict.

@@ -3,9 +3,9 @@
 //! The leader removes a member silent for longer than [`eviction_after`]:
 //! neither its heartbeat acks nor anything else it sent reached us. A member
 //! still heard on the network whose Raft does not ack (it is installing a
-//! large snapshot, or its disk stalls) is busy, not gone: a learner stays,
-//! and a voter goes only after the hard limit [`unresponsive_after`]. Only a
-//! leader that holds quorum evicts, so a minority can never vote the
+//! large snapshot, or its disk stalls) is busy, not gone: it goes only after
+//! the hard limit [`unresponsive_after`]. Only a leader that holds quorum
+//! evicts, so a minority can never vote the
 //! majority out. One member at a time: each removal is a membership change
 //! and produces a new view everywhere.
 
@@ -83,10 +83,9 @@ fn silent_member(
     }
     let acks = m.heartbeat.as_ref()?;
     let acked = |id: &MemberId| acks.get(id).and_then(|a| a.as_ref()).map(|t| t.elapsed());
-    let membership = m.membership_config.membership();
-    let voters: Vec<MemberId> = membership.voter_ids().collect();
     first_silent(
-        membership
+        m.membership_config
+            .membership()
             .nodes()
             .map(|(id, _)| *id)
             .filter(|id| *id != shared.me)
@@ -95,7 +94,6 @@ fn silent_member(
                 acked: acked(&id),
                 known: seen.get(&id).map(|t| t.elapsed()),
                 heard: shared.net.liveness.since_heard(id),
-                voter: voters.contains(&id),
             }),
         &shared.config.timeouts,
     )
@@ -112,7 +110,6 @@ struct Quiet {
     /// Since anything of it reached us: a request it sent, an answer to
     /// ours (none: never).
     heard: Option<Duration>,
-    voter: bool,
 }
 
 impl Quiet {
@@ -134,10 +131,10 @@ impl Quiet {
         if self.unheard() > eviction_after(t) {
             return Some(self.unheard());
         }
-        // Heard, but its Raft does not answer. A learner counts for no
-        // quorum and costs nothing while busy; a voter that never answers
-        // could cost the group its quorum, and goes at the hard limit.
-        (self.voter && self.unacked() > unresponsive_after(t)).then(|| self.unacked())
+        // Heard, but its Raft does not answer: busy, up to the hard limit.
+        // Past it, a voter could cost the group its quorum, and a member
+        // whose Raft stopped for good would stay in every view.
+        (self.unacked() > unresponsive_after(t)).then(|| self.unacked())
     }
 }
 
@@ -161,7 +158,7 @@ pub fn eviction_after(t: &crate::Timeouts) -> Duration {
     t.suspect.min(t.inactive)
 }
 
-/// How long a voter still heard on the network may leave the leader's
+/// How long a member still heard on the network may leave the leader's
 /// heartbeats unanswered: Galera's hard limit, `evs.inactive_timeout`.
 /// openraft answers an append only once the follower's earlier log and
 /// snapshot work is done, so a member restoring a snapshot of hundreds of
@@ -212,14 +209,13 @@ mod tests {
         Some(Duration::from_secs(s))
     }
 
-    /// A voter never heard on the network apart from its acks.
-    fn voter(id: MemberId, acked: Option<Duration>, known: Option<Duration>) -> Quiet {
+    /// A member never heard on the network apart from its acks.
+    fn acks_only(id: MemberId, acked: Option<Duration>, known: Option<Duration>) -> Quiet {
         Quiet {
             id,
             acked,
             known,
             heard: None,
-            voter: true,
         }
     }
 
@@ -230,22 +226,22 @@ mod tests {
     #[test]
     fn a_member_that_just_joined_is_not_silent_however_long_we_have_led() {
         // Joined 0 s ago, never acked yet: the leader has led for an hour.
-        assert_eq!(first(&[voter(7, None, secs(0))]), None);
-        assert_eq!(first(&[voter(7, None, None)]), None, "not even seen yet");
+        assert_eq!(first(&[acks_only(7, None, secs(0))]), None);
+        assert_eq!(first(&[acks_only(7, None, None)]), None, "not even seen yet");
     }
 
     #[test]
     fn silence_counts_from_the_last_ack_or_from_when_we_first_saw_the_member() {
         let members = [
-            voter(1, secs(1), secs(3600)),
-            voter(2, None, secs(20)),
-            voter(3, secs(30), secs(3600)),
+            acks_only(1, secs(1), secs(3600)),
+            acks_only(2, None, secs(20)),
+            acks_only(3, secs(30), secs(3600)),
         ];
         assert_eq!(first(&members), Some((2, Duration::from_secs(20))));
         // An old ack of a member that left and came back counts only from its return.
-        assert_eq!(first(&[voter(3, secs(3600), secs(4))]), None);
+        assert_eq!(first(&[acks_only(3, secs(3600), secs(4))]), None);
         assert_eq!(
-            first(&[voter(3, secs(3600), secs(6))]),
+            first(&[acks_only(3, secs(3600), secs(6))]),
             Some((3, Duration::from_secs(6)))
         );
     }
@@ -254,31 +250,25 @@ mod tests {
     fn a_member_heard_on_the_network_is_busy_not_gone() {
         // Its Raft has not acked for 10 s (restoring a large snapshot), but
         // its keepalives arrived a second ago.
-        let busy = |voter| Quiet {
+        let busy = Quiet {
             id: 4,
             acked: secs(10),
             known: secs(3600),
             heard: secs(1),
-            voter,
         };
-        assert_eq!(first(&[busy(false)]), None, "a busy learner stays");
-        assert_eq!(first(&[busy(true)]), None, "a voter stays up to the hard limit");
-        // Past the hard limit a voter goes (it could cost the quorum); a
-        // learner, which counts for none, still stays.
-        let stuck = |voter| Quiet {
+        assert_eq!(first(&[busy]), None, "it stays up to the hard limit");
+        // Past the hard limit it goes (a voter could cost the quorum).
+        let stuck = Quiet {
             acked: secs(16),
-            ..busy(voter)
+            ..busy
         };
-        assert_eq!(first(&[stuck(true)]), Some((4, Duration::from_secs(16))));
-        assert_eq!(first(&[stuck(false)]), None);
-        // Silent on the network as well: gone after the suspect timeout, a
-        // learner as much as a voter.
-        let gone = |voter| Quiet {
+        assert_eq!(first(&[stuck]), Some((4, Duration::from_secs(16))));
+        // Silent on the network as well: gone after the suspect timeout.
+        let gone = Quiet {
             heard: secs(6),
-            ..busy(voter)
+            ..busy
         };
-        assert_eq!(first(&[gone(false)]), Some((4, Duration::from_secs(6))));
-        assert_eq!(first(&[gone(true)]), Some((4, Duration::from_secs(6))));
+        assert_eq!(first(&[gone]), Some((4, Duration::from_secs(6))));
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod weight;
 pub mod wire;
 
 pub use raft::{RaftGroup, RaftStarter};
+pub use wire::MAX_PAYLOAD_BYTES;
 pub use store::inspect::{inspect as inspect_state, StateSummary};
 pub use transport::tls::{PeerNames, Tls, TlsError, TlsFiles, TlsPolicy};
 
@@ -168,6 +169,9 @@ pub enum GroupError {
     Closed,
     /// Bad configuration or a peer that cannot be talked to; the text says why.
     Config(String),
+    /// A payload larger than the group replicates in one piece
+    /// ([`MAX_PAYLOAD_BYTES`]).
+    TooLarge { bytes: usize, limit: usize },
     Other(String),
 }
 
@@ -177,6 +181,9 @@ impl fmt::Display for GroupError {
             GroupError::NonPrimary => write!(f, "not in primary component"),
             GroupError::Closed => write!(f, "group channel closed"),
             GroupError::Config(s) => write!(f, "configuration error: {s}"),
+            GroupError::TooLarge { bytes, limit } => {
+                write!(f, "payload of {bytes} bytes exceeds the {limit} byte limit")
+            }
             GroupError::Other(s) => write!(f, "{s}"),
         }
     }
@@ -338,7 +345,7 @@ pub struct Timeouts {
     pub suspect: Duration,
     /// The hard limit on a member's silence (`evs.inactive_timeout`): it is
     /// evicted by the leader after this or `suspect`, whichever is earlier;
-    /// a voter still heard on the network but not acking, after this
+    /// a member still heard on the network but not acking, after this
     /// (`evict::unresponsive_after`).
     pub inactive: Duration,
 }

@@ -39,8 +39,16 @@ pub const MAX_FRAME_BYTES: usize = 1 << 30;
 /// Budget for the entries of one AppendEntries frame, leaving headroom for the
 /// envelope so that a full batch never crosses [`MAX_FRAME_BYTES`].
 pub const APPEND_BUDGET_BYTES: usize = 48 << 20;
-/// Largest payload `submit` accepts: it must fit in a frame on its own.
-pub const MAX_PAYLOAD_BYTES: usize = 32 << 20;
+/// Largest payload `submit` accepts: the largest write-set replicated in one
+/// piece (Galera's `repl.max_ws_size` defaults to 2 GiB; a DBA loading a
+/// 40 MiB row expects it to replicate). It must fit in a frame on its own,
+/// and behind a forward batch that is just under half the append budget
+/// (`submit::fill_batch`): see the assertion below.
+pub const MAX_PAYLOAD_BYTES: usize = 512 << 20;
+
+/// Room for a frame's envelope around its payloads (ids, lengths, a vote).
+const ENVELOPE_BYTES: usize = 1 << 20;
+const _: () = assert!(APPEND_BUDGET_BYTES / 2 + MAX_PAYLOAD_BYTES + ENVELOPE_BYTES <= MAX_FRAME_BYTES);
 
 /// First message of a connection: who is calling, for which cluster.
 #[derive(Clone, Debug, Serialize, Deserialize)]

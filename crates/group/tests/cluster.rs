@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use tandem_group::wire::{self, Hello, PROTOCOL_VERSION};
-use tandem_group::{Connectivity, GroupChannel, GroupError, LogSettings, MemberInfo};
+use tandem_group::{Connectivity, GroupChannel, GroupError, LogSettings, MemberInfo, Timeouts};
 
 fn msg(origin: &str, n: usize) -> Vec<u8> {
     format!("{origin}-{n}").into_bytes()
@@ -550,7 +550,15 @@ fn strangers_are_refused_and_the_group_keeps_working() {
 /// budget of `log`, and a member (g2) that joined it after: it started
 /// from a snapshot.
 fn late_joiner_after_a_purge(log: LogSettings, messages: &[Vec<u8>]) -> (Member, Member) {
+    // The hard limit on a joiner that is heard but busy restoring (`evict`),
+    // well above a restore on a loaded machine; the suspect timeout, which
+    // evicts a member not heard at all, stays the tests' 500 ms.
+    let timeouts = Timeouts {
+        inactive: Duration::from_secs(10),
+        ..test_timeouts()
+    };
     let mut c1 = config("g1", CLUSTER, true, vec![]);
+    c1.timeouts = timeouts.clone();
     c1.log = log.clone();
     let m1 = start(c1);
     wait_primary(&m1);
@@ -563,6 +571,7 @@ fn late_joiner_after_a_purge(log: LogSettings, messages: &[Vec<u8>]) -> (Member,
     wait_until("the log was purged", || m1.group.cache().bytes <= budget);
 
     let mut c2 = config("g2", CLUSTER, false, vec![m1.addr()]);
+    c2.timeouts = timeouts;
     c2.log = log;
     let m2 = start(c2);
     wait_primary(&m2);
@@ -634,6 +643,35 @@ fn late_joiner_gets_a_snapshot_larger_than_a_frame() {
         evicted_before,
         "the joiner was evicted while it restored the snapshot"
     );
+}
+
+/// A payload above the former 32 MiB cap (a 40 MiB row) is ordered on every
+/// voter, forwarded by a follower and appended to each log; one above the
+/// group's limit is refused as too large, before it costs anything.
+#[test]
+fn large_payloads_are_ordered_and_oversized_ones_refused() {
+    let _serial = serial();
+    let members = common::three_voters(["w1", "w2", "w3"]);
+    let big = [msg("large", 0), vec![b'r'; 40 << 20]].concat();
+    // Not the leader: the 40 MiB travel in a forward, then in appends.
+    let follower = members
+        .iter()
+        .find(|m| m.group.status().leader != Some(m.id()))
+        .expect("a follower");
+    submit(follower, &big);
+    wait_delivered(&members.iter().collect::<Vec<_>>(), &big);
+
+    let over = vec![0u8; tandem_group::MAX_PAYLOAD_BYTES + 1];
+    assert_eq!(
+        members[0].group.submit(over),
+        Err(GroupError::TooLarge {
+            bytes: tandem_group::MAX_PAYLOAD_BYTES + 1,
+            limit: tandem_group::MAX_PAYLOAD_BYTES
+        })
+    );
+    submit(&members[0], &msg("after", 0));
+    wait_delivered(&members.iter().collect::<Vec<_>>(), &msg("after", 0));
+    same_history(&members.iter().collect::<Vec<_>>());
 }
 
 /// (h) `shutdown` joins every group thread, twice is harmless, and Drop

@@ -153,10 +153,10 @@ impl GroupChannel for RaftGroup {
             return Err(GroupError::Closed);
         }
         if payload.len() > MAX_PAYLOAD_BYTES {
-            return Err(GroupError::Other(format!(
-                "payload of {} bytes exceeds the {MAX_PAYLOAD_BYTES} byte limit",
-                payload.len()
-            )));
+            return Err(GroupError::TooLarge {
+                bytes: payload.len(),
+                limit: MAX_PAYLOAD_BYTES,
+            });
         }
         if !self.shared.is_primary() {
             return Err(GroupError::NonPrimary);

@@ -71,6 +71,10 @@ fn io_err(e: impl ToString) -> io::Error {
     io::Error::other(e.to_string())
 }
 
+/// Appends from this size up run in a blocking section (see `append`), as
+/// frames of that size do on the wire (`wire::BULK_FRAME_BYTES`).
+const BULK_APPEND_BYTES: usize = crate::wire::BULK_FRAME_BYTES;
+
 fn payload_len(e: &Entry) -> usize {
     match &e.payload {
         EntryPayload::Normal(p) => p.bytes.0.len(),
@@ -329,10 +333,19 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
         I::IntoIter: Send,
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
-        // A write into the page cache: microseconds, never worth handing the
-        // worker's other tasks to another thread (the fsync, which can take
-        // milliseconds, runs on the flusher thread).
-        let written = self.append_now(entries);
+        // A write into the page cache: microseconds for ordinary write-sets,
+        // not worth handing the worker's other tasks to another thread (the
+        // fsync, which can take milliseconds, runs on the flusher thread).
+        // Tens of MiB (a large transaction, a follower's catch-up batch) are
+        // encoded, checksummed and copied for tens of milliseconds, longer
+        // when the kernel throttles dirty pages: with one group worker the
+        // heartbeats would wait.
+        let bytes: usize = entries.iter().map(payload_len).sum();
+        let written = if bytes >= BULK_APPEND_BYTES {
+            blocking(|| self.append_now(entries))
+        } else {
+            self.append_now(entries)
+        };
         match written {
             Ok(()) => {
                 match &self.flusher {
