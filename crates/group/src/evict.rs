@@ -5,9 +5,9 @@
 //! still heard on the network whose Raft does not ack (it is installing a
 //! large snapshot, or its disk stalls) is busy, not gone: it goes only after
 //! the hard limit [`unresponsive_after`]. Only a leader that holds quorum
-//! evicts, so a minority can never vote the
-//! majority out. One member at a time: each removal is a membership change
-//! and produces a new view everywhere.
+//! evicts, so a minority can never vote the majority out. One member at a
+//! time: each removal is a membership change and produces a new view
+//! everywhere.
 
 use std::collections::HashMap;
 use std::sync::Arc;
