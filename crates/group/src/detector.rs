@@ -31,7 +31,7 @@ use log::{info, warn};
 use openraft::{Instant as _, ServerState};
 
 use crate::partition;
-use crate::raft::state_machine::{lock, replica_call};
+use crate::raft::state_machine::{blocking_section, lock};
 use crate::raft::types::Metrics;
 use crate::shared::Shared;
 use crate::weight;
@@ -129,7 +129,7 @@ impl Detector {
                 // Tell the replica before `submit` starts accepting, and (below)
                 // stop accepting before telling it: submit never runs ahead of
                 // what the engine believes.
-                replica_call(|| lock(&shared.replica).connectivity(Connectivity::Primary));
+                blocking_section(|| lock(&shared.replica).connectivity(Connectivity::Primary));
                 shared.primary.store(true, Ordering::Release);
                 shared.ever_primary.store(true, Ordering::Release);
             }
@@ -147,7 +147,7 @@ impl Detector {
                      reachable members: {reachable:?}",
                     shared.me
                 );
-                replica_call(|| {
+                blocking_section(|| {
                     lock(&shared.replica).connectivity(Connectivity::NonPrimary { reachable })
                 });
             }

@@ -33,11 +33,12 @@ pub type SharedReplica = Arc<Mutex<Box<dyn Replica>>>;
 /// Entries handed to the replica per blocking section.
 const APPLY_BATCH: usize = 1024;
 
-/// Runs a call into the replica. The engine may block in it (its own locks,
-/// a slow disk), so on the group runtime tell tokio first: it moves this
-/// worker's other tasks (the Raft core, heartbeats) to another thread
-/// meanwhile, and a slow replica cannot get this member evicted.
-pub(crate) fn replica_call<R>(f: impl FnOnce() -> R) -> R {
+/// Runs `f`, which may block or take long: a call into the replica (the
+/// engine's own locks, a slow disk), disk work of the log, a frame of tens
+/// of MiB. On the group runtime tell tokio first: it moves this worker's
+/// other tasks (the Raft core, heartbeats) to another thread meanwhile, so
+/// a slow replica or a large copy cannot get this member evicted.
+pub(crate) fn blocking_section<R>(f: impl FnOnce() -> R) -> R {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {
         Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
@@ -277,7 +278,7 @@ impl RaftSnapshotBuilder<GroupTypes> for StateMachine {
     /// (older than what is applied: the log after it stays replayable),
     /// else the current state.
     async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
-        replica_call(|| {
+        blocking_section(|| {
             let purge_to = lock(&self.applied).purge_to.take();
             let record = match purge_to {
                 Some(index) => self.checkpoints.read(index).map_err(io::Error::other)?,
@@ -344,7 +345,7 @@ impl StateMachine {
         if let Some(mut replica) = self.inline_replica(batch) {
             return apply_all(&mut **replica);
         }
-        replica_call(|| apply_all(&mut **lock(&self.replica)))
+        blocking_section(|| apply_all(&mut **lock(&self.replica)))
     }
 
     /// The replica, when `batch` can be applied without waiting.
@@ -400,7 +401,7 @@ impl RaftStateMachine<GroupTypes> for StateMachine {
             // lock, while every blocking section hands this worker's other
             // tasks to another thread, once per batch of commits.
             if self.checkpoint_due() {
-                replica_call(|| self.checkpoint_now())?;
+                blocking_section(|| self.checkpoint_now())?;
             }
             for responder in batch.into_iter().filter_map(|(_, r)| r) {
                 responder.send(());
@@ -418,7 +419,7 @@ impl RaftStateMachine<GroupTypes> for StateMachine {
         meta: &SnapshotMeta,
         snapshot: Vec<u8>,
     ) -> Result<(), io::Error> {
-        replica_call(|| self.install_now(meta, snapshot))
+        blocking_section(|| self.install_now(meta, snapshot))
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
@@ -428,7 +429,7 @@ impl RaftStateMachine<GroupTypes> for StateMachine {
             .filter(|i| self.checkpoints.list().iter().any(|c| c.index == *i))
             .or_else(|| self.checkpoints.oldest().map(|c| c.index));
         let Some(index) = index else { return Ok(None) };
-        let record = replica_call(|| self.checkpoints.read(index)).map_err(io::Error::other)?;
+        let record = blocking_section(|| self.checkpoints.read(index)).map_err(io::Error::other)?;
         Ok(Some(Self::snapshot_of(record)))
     }
 }

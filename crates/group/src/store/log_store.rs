@@ -266,7 +266,7 @@ impl RaftLogReader<GroupTypes> for DurableLog {
 /// Disk work that may wait (fsync, reads of old entries, cuts): tell tokio,
 /// so the worker's other tasks (heartbeats) move elsewhere meanwhile.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    crate::raft::state_machine::replica_call(f)
+    crate::raft::state_machine::blocking_section(f)
 }
 
 impl RaftLogStorage<GroupTypes> for DurableLog {
