@@ -19,6 +19,7 @@ mod join;
 mod liveness;
 mod mesh;
 mod moved_on;
+mod on_caller;
 mod partition;
 mod raft;
 mod read;

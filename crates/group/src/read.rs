@@ -2,18 +2,25 @@
 //! anything.
 //!
 //! A causal read must see every write acknowledged anywhere before it
-//! started. Galera orders a marker through the group for each read; that
-//! costs a log entry (a disk write on every member) and a full round of
-//! replication per read. Raft has a cheaper answer, the read index: the
-//! leader confirms it is still the leader with one heartbeat round to a
-//! quorum, and its commit index at that moment covers every entry committed
-//! before the read began (an acknowledged write-set is committed). A member
-//! that has applied up to that index has delivered every such write-set to
-//! its replica; the engine then waits for its own commit of what it was
+//! started. Galera's marker never leaves the node: it is delivered behind
+//! whatever the node has received, which suffices there because Galera
+//! delivers a write-set only once every member has received it. Raft
+//! acknowledges an entry once a majority has it, so a member may not yet
+//! have what was acknowledged; ordering a marker through the log would cost
+//! a disk write on every member and a round of replication per read. Raft's
+//! answer is the read index: the leader confirms it is still the leader
+//! with one heartbeat round to a quorum, and its commit index at that
+//! moment covers every entry committed before the read began (an
+//! acknowledged write-set is committed). A member that has applied up to
+//! that index has delivered every such write-set to its replica; the engine then waits for its own commit of what it was
 //! delivered. A follower asks the leader for the index (one request, no log
-//! entry) and waits for its own state machine.
+//! entry) and waits for its own state machine. Where the leader and the
+//! asking follower are a majority (two or three voters), the request itself
+//! stands for the follower's answer to that heartbeat round, and the leader
+//! answers at once ([`asker_completes_quorum`]).
 //!
-//! With `repl.causal_read_lease` the leader skips the heartbeat round when
+//! With `repl.causal_read_lease` the leader skips the rounds still left
+//! (its own reads; a follower's in a group of four voters or more) when
 //! a quorum acknowledged something it sent within the last two heartbeat
 //! periods (openraft's lease read, with a shorter lease than openraft's
 //! own): no other leader can have been elected since, because a follower
@@ -210,12 +217,16 @@ async fn read_index(shared: &Shared) -> Result<u64, GroupError> {
     let Some((leader, addr)) = shared.leader() else {
         return Err(GroupError::Other("no leader known yet".into()));
     };
+    // Read now, after the reads this round serves began: a vote this
+    // member grants for a later term is saved before it is sent, so no
+    // such vote left here before this point (see `asker_completes_quorum`).
+    let term = shared.log.vote_and_last().0.map_or(0, |v| v.leader_id.term);
     match shared
         .net
         .call(
             &addr,
             Some(leader),
-            &Request::ReadIndex,
+            &Request::ReadIndex { term },
             shared.request_timeout(),
         )
         .await
@@ -308,10 +319,31 @@ async fn local_read_index(shared: &Shared) -> Result<u64, GroupError> {
     Ok(linearizer.read_log_id().index())
 }
 
-/// Leader side of `ReadIndex`.
-pub async fn handle_read_index(shared: &Shared) -> Response {
+/// Leader side of `ReadIndex`: `asker` asked, its own vote then at `term`.
+pub async fn handle_read_index(shared: &Shared, asker: crate::MemberId, term: u64) -> Response {
     if !shared.raft().is_leader() {
         return shared.not_leader();
+    }
+    let me = shared.me;
+    let acknowledged = shared
+        .raft()
+        .with_raft_state(move |st| {
+            let vote = st.vote_ref();
+            asker_completes_quorum(&Acknowledgement {
+                me,
+                asker,
+                asker_term: term,
+                leading: st.server_state == openraft::ServerState::Leader
+                    && vote.is_committed()
+                    && vote.leader_id.node_id == me,
+                term: vote.leader_id.term,
+                committed: st.local_committed().map(|c| (c.leader_id.term, c.index)),
+                configs: st.membership_state.effective().get_joint_config(),
+            })
+        })
+        .await;
+    if let Ok(Some(index)) = acknowledged {
+        return Response::ReadIndex { index };
     }
     match local_read_index(shared).await {
         Ok(index) => Response::ReadIndex { index },
@@ -321,9 +353,124 @@ pub async fn handle_read_index(shared: &Shared) -> Response {
     }
 }
 
+/// What the leader knows when a follower asks for a read index, read in
+/// one step of its Raft core.
+struct Acknowledgement<'a> {
+    me: crate::MemberId,
+    asker: crate::MemberId,
+    /// The term of the asker's vote when it asked.
+    asker_term: u64,
+    /// We lead, under our own committed vote.
+    leading: bool,
+    /// Our current term.
+    term: u64,
+    /// Our committed log position, as (term of its entry, index).
+    committed: Option<(u64, u64)>,
+    /// The voters of each configuration in force (two during a change).
+    configs: &'a [std::collections::BTreeSet<crate::MemberId>],
+}
+
+/// The read index a follower's request earns without a heartbeat round,
+/// if it does: when the leader and the asker are a majority of every
+/// configuration in force, the request itself is the acknowledgement the
+/// round would have collected.
+///
+/// Why that is enough. The read began before the asker read its own term
+/// `t`, and the asker saves any vote for a later term before it grants it:
+/// so up to that point it had granted none. We lead in term `T >= t` now,
+/// so we granted none either. A leader of a term after `T` elected before
+/// the read began would have needed a vote from a majority, and every
+/// majority includes one of us two: there was none. Every entry committed
+/// before the read began is thus committed in term `T` or earlier, hence in
+/// our log up to our commit index, provided we have committed an entry of
+/// our own term (a new leader's commit index may lag its predecessor's
+/// until then). This is the quorum round's argument, with the asker's
+/// request in place of its heartbeat answer; in a group of two or three
+/// voters a follower's read then costs one request, as Galera's causal
+/// marker costs one message.
+fn asker_completes_quorum(a: &Acknowledgement) -> Option<u64> {
+    let (committed_term, index) = a.committed?;
+    let majority_of_each = !a.configs.is_empty()
+        && a.configs.iter().all(|voters| {
+            voters.contains(&a.asker)
+                && 2 * [a.me, a.asker].iter().filter(|m| voters.contains(m)).count() > voters.len()
+        });
+    let current = a.leading && a.asker_term <= a.term && committed_term == a.term;
+    (current && a.asker != a.me && majority_of_each).then_some(index)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn voters(ids: &[crate::MemberId]) -> std::collections::BTreeSet<crate::MemberId> {
+        ids.iter().copied().collect()
+    }
+
+    /// Leader 1 in term 5, its commit at index 40 of its own term, and
+    /// follower 2 asking from term 5, in a group of three voters.
+    fn acknowledgement(configs: &[std::collections::BTreeSet<crate::MemberId>]) -> Acknowledgement<'_> {
+        Acknowledgement {
+            me: 1,
+            asker: 2,
+            asker_term: 5,
+            leading: true,
+            term: 5,
+            committed: Some((5, 40)),
+            configs,
+        }
+    }
+
+    #[test]
+    fn a_follower_and_its_leader_make_a_majority_of_three_and_skip_the_round() {
+        let three = [voters(&[1, 2, 3])];
+        assert_eq!(asker_completes_quorum(&acknowledgement(&three)), Some(40));
+        let two = [voters(&[1, 2])];
+        assert_eq!(asker_completes_quorum(&acknowledgement(&two)), Some(40));
+        // An asker still in an earlier term has voted for no later one either.
+        let behind = Acknowledgement { asker_term: 4, ..acknowledgement(&three) };
+        assert_eq!(asker_completes_quorum(&behind), Some(40));
+    }
+
+    #[test]
+    fn two_of_five_are_no_majority_and_a_learner_counts_for_nothing() {
+        let five = [voters(&[1, 2, 3, 4, 5])];
+        assert_eq!(asker_completes_quorum(&acknowledgement(&five)), None);
+        let learner_asks = [voters(&[1, 3, 4])];
+        assert_eq!(asker_completes_quorum(&acknowledgement(&learner_asks)), None);
+        assert_eq!(asker_completes_quorum(&acknowledgement(&[])), None);
+    }
+
+    #[test]
+    fn during_a_membership_change_the_pair_must_be_a_majority_of_both_configurations() {
+        // Growing from three voters to five: a majority of the old
+        // configuration alone could elect no one in the joint one, but the
+        // rule does not lean on that: it asks a majority of each.
+        let growing = [voters(&[1, 2, 3]), voters(&[1, 2, 3, 4, 5])];
+        assert_eq!(asker_completes_quorum(&acknowledgement(&growing)), None);
+        let shrinking = [voters(&[1, 2, 3, 4]), voters(&[1, 2, 3])];
+        assert_eq!(asker_completes_quorum(&acknowledgement(&shrinking)), None, "2 of 4 is no majority");
+        let replacing = [voters(&[1, 2, 3]), voters(&[1, 2, 4])];
+        assert_eq!(asker_completes_quorum(&acknowledgement(&replacing)), Some(40));
+    }
+
+    #[test]
+    fn no_index_from_a_leader_that_may_be_stale_or_has_not_committed_in_its_term() {
+        let three = [voters(&[1, 2, 3])];
+        // The asker saw a later term: it may have voted in that election.
+        let asker_ahead = Acknowledgement { asker_term: 6, ..acknowledgement(&three) };
+        assert_eq!(asker_completes_quorum(&asker_ahead), None);
+        // A new leader's commit index may lag what its predecessor committed.
+        let fresh_leader = Acknowledgement { committed: Some((4, 38)), ..acknowledgement(&three) };
+        assert_eq!(asker_completes_quorum(&fresh_leader), None);
+        let nothing = Acknowledgement { committed: None, ..acknowledgement(&three) };
+        assert_eq!(asker_completes_quorum(&nothing), None);
+        let not_leading = Acknowledgement { leading: false, ..acknowledgement(&three) };
+        assert_eq!(asker_completes_quorum(&not_leading), None);
+        // The leader itself is no second member.
+        let itself = Acknowledgement { asker: 1, ..acknowledgement(&three) };
+        assert_eq!(asker_completes_quorum(&itself), None);
+    }
 
     #[test]
     fn a_read_arriving_while_a_round_is_out_starts_its_own_up_to_the_limit() {

@@ -43,6 +43,9 @@ pub struct Shared {
     pub checkpoints: Arc<Checkpoints>,
     /// What the application released (`GroupChannel::release_upto`).
     pub released: AtomicI64,
+    /// Callers running group futures on their own threads, sent home
+    /// before the runtime stops.
+    pub callers: crate::on_caller::Gate,
     /// Read-index rounds shared by concurrent causal reads.
     pub reads: crate::read::Rounds,
     /// Starts as `config.partition`; `SET` changes it.

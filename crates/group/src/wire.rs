@@ -27,8 +27,9 @@ pub const MAGIC: [u8; 4] = *b"TNDM";
 /// its hello reply; 6: the engine's messages carry lock epochs, which a
 /// member of an earlier build would skip and so certify differently; 7:
 /// the certification index is also purged at every progress report, which
-/// an earlier build would not, and so certify differently).
-pub const PROTOCOL_VERSION: u32 = 7;
+/// an earlier build would not, and so certify differently; 8: a read index
+/// request carries the asker's term).
+pub const PROTOCOL_VERSION: u32 = 8;
 /// Hard cap on one frame; a peer announcing more is dropped. A snapshot
 /// travels as one frame, and the engine's snapshot carries its
 /// certification index, which a bulk load grows past 64 MiB: a smaller cap
@@ -107,7 +108,10 @@ pub enum Request {
     /// Keeps the connection open and the peer's liveness fresh (see `mesh`).
     Keepalive,
     /// The leader's read index, for a causal read on a follower (see `read`).
-    ReadIndex,
+    /// `term`: the term of the asker's own vote when it asked, which lets the
+    /// leader count the request as the asker's acknowledgement of its
+    /// leadership (`read::asker_completes_quorum`).
+    ReadIndex { term: u64 },
     /// `pc.weight`: a member asks the leader to record its new weight.
     SetWeight {
         member: MemberId,
@@ -149,7 +153,7 @@ impl Request {
             Request::Leave { .. } => "a leave request",
             Request::LogPosition => "a log position request",
             Request::Keepalive => "a keepalive",
-            Request::ReadIndex => "a read index request",
+            Request::ReadIndex { .. } => "a read index request",
             Request::SetWeight { .. } => "a weight change",
         }
     }

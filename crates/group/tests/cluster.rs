@@ -293,6 +293,25 @@ fn read_barriers_see_every_earlier_order(lease: bool) {
     }
 }
 
+/// Holds the replica of a follower, then orders `payload` and waits until
+/// the others have it (committed: a majority has it) and the follower not.
+fn held_follower<'a>(members: [&'a Member; 3], payload: &[u8]) -> &'a Member {
+    let leader = members[0].group.status().leader.expect("a leader");
+    let follower = members
+        .into_iter()
+        .find(|m| m.id() != leader)
+        .expect("a follower");
+    follower.rec.journal().held = true;
+    submit(members[0], payload);
+    let others: Vec<&Member> = members
+        .into_iter()
+        .filter(|m| m.id() != follower.id())
+        .collect();
+    wait_delivered(&others, payload);
+    assert!(!follower.rec.has_message(payload), "held back");
+    follower
+}
+
 /// A follower whose replica lags (its applier held) answers a read barrier
 /// only once it applied what the group had ordered before the barrier,
 /// with or without the leader's lease.
@@ -306,19 +325,7 @@ fn a_read_barrier_waits_for_a_lagging_follower() {
 fn a_read_barrier_waits_for_a_lagging_follower_reading(lease: bool) {
     let _serial = serial();
     let (m1, m2, m3) = three_voters_reading(lease);
-    let leader = m1.group.status().leader.expect("a leader");
-    let follower = [&m1, &m2, &m3]
-        .into_iter()
-        .find(|m| m.id() != leader)
-        .expect("a follower");
-    follower.rec.journal().held = true;
-    submit(&m1, b"while-held");
-    let others: Vec<&Member> = [&m1, &m2, &m3]
-        .into_iter()
-        .filter(|m| m.id() != follower.id())
-        .collect();
-    wait_delivered(&others, b"while-held"); // committed: a majority has it
-    assert!(!follower.rec.has_message(b"while-held"), "held back");
+    let follower = held_follower([&m1, &m2, &m3], b"while-held");
     let rec = follower.rec.clone();
     let release = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
@@ -333,6 +340,34 @@ fn a_read_barrier_waits_for_a_lagging_follower_reading(lease: bool) {
         "the barrier returned only after the apply"
     );
     release.join().unwrap();
+    for m in [&m3, &m2, &m1] {
+        m.group.shutdown();
+    }
+}
+
+/// A causal read on mariadbd's own thread drives the group's future there
+/// (`block_on`). One still waiting when its member shuts down ends with
+/// `Closed` before the runtime stops: a timer it polled after that would
+/// panic in the caller's thread.
+#[test]
+fn a_read_waiting_when_its_member_shuts_down_ends_with_closed() {
+    let _serial = serial();
+    let (m1, m2, m3) = three_voters();
+    let follower = held_follower([&m1, &m2, &m3], b"before-the-read");
+    let reader = {
+        let group = follower.group.clone();
+        std::thread::spawn(move || group.read_barrier(Duration::from_secs(60)))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!reader.is_finished(), "the read waits for the held replica");
+    let stopper = {
+        let group = follower.group.clone();
+        std::thread::spawn(move || group.shutdown())
+    };
+    let read = reader.join().expect("the reader did not panic");
+    assert_eq!(read, Err(GroupError::Closed), "sent home while the replica was still held");
+    follower.rec.journal().held = false;
+    stopper.join().expect("shutdown");
     for m in [&m3, &m2, &m1] {
         m.group.shutdown();
     }

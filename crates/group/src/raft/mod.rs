@@ -41,6 +41,9 @@ pub const THREAD_PREFIX: &str = "tandem-group-";
 /// How long `shutdown` waits for openraft to stop, then for the runtime.
 const RAFT_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 const RUNTIME_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long stopping waits for callers still running group work on their own
+/// threads (causal reads) to give up.
+const CALLERS_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A member of a Tandem group, ordering payloads with openraft.
 pub struct RaftGroup {
@@ -129,6 +132,9 @@ fn on_group_thread() -> bool {
 
 /// Stops openraft, then the runtime, joining every runtime thread.
 fn stop(runtime: Runtime, shared: Arc<Shared>) {
+    if !shared.callers.close(CALLERS_STOP_TIMEOUT) {
+        warn!("Calls into the group still running after {CALLERS_STOP_TIMEOUT:?}; stopping anyway");
+    }
     let raft = shared.raft();
     let stopped = runtime
         .block_on(async move { tokio::time::timeout(RAFT_STOP_TIMEOUT, raft.shutdown()).await });
@@ -271,6 +277,11 @@ impl GroupChannel for RaftGroup {
 
     fn read_barrier(&self, timeout: Duration) -> Result<(), GroupError> {
         let shared = self.shared.clone();
+        // On mariadbd's thread itself: a causal read pays every hand-off.
+        if Handle::try_current().is_err() {
+            let read = crate::read::barrier(&shared, timeout);
+            return self.shared.callers.run(&self.handle, &self.shared.closed, timeout, read);
+        }
         self.run(timeout, async move {
             crate::read::barrier(&shared, timeout).await
         })

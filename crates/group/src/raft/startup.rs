@@ -220,6 +220,7 @@ fn launch_member(
         sm,
         checkpoints: opened.checkpoints,
         released: AtomicI64::new(i64::MIN),
+        callers: Default::default(),
         reads: Default::default(),
         partition: std::sync::Mutex::new(config_partition),
         weight: std::sync::atomic::AtomicU32::new(config_weight),

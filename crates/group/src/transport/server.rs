@@ -239,7 +239,7 @@ fn refuses(shared: &Shared, from: MemberId, req: &Request) -> Option<String> {
             | Request::TransferLeader(_)
             | Request::Keepalive
             | Request::Forward { .. }
-            | Request::ReadIndex
+            | Request::ReadIndex { .. }
     );
     if membership_only {
         let outsider = shared.with_metrics(|m| {
@@ -297,7 +297,7 @@ async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
             last: shared.log.vote_and_last().1,
         },
         Request::Keepalive => Response::Done,
-        Request::ReadIndex => crate::read::handle_read_index(shared).await,
+        Request::ReadIndex { term } => crate::read::handle_read_index(shared, from, term).await,
         Request::SetWeight { member, weight } => {
             crate::weight::handle_set_weight(shared, member, weight).await
         }
