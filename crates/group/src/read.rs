@@ -364,7 +364,8 @@ struct Acknowledgement<'a> {
     leading: bool,
     /// Our current term.
     term: u64,
-    /// Our committed log position, as (term of its entry, index).
+    /// Our committed log position, as (term of its entry, index): on a
+    /// leader, openraft's local commit is the one a quorum granted.
     committed: Option<(u64, u64)>,
     /// The voters of each configuration in force (two during a change).
     configs: &'a [std::collections::BTreeSet<crate::MemberId>],
@@ -386,8 +387,8 @@ struct Acknowledgement<'a> {
 /// our own term (a new leader's commit index may lag its predecessor's
 /// until then). This is the quorum round's argument, with the asker's
 /// request in place of its heartbeat answer; in a group of two or three
-/// voters a follower's read then costs one request, as Galera's causal
-/// marker costs one message.
+/// voters a follower's read then costs one request to the leader and no
+/// round.
 fn asker_completes_quorum(a: &Acknowledgement) -> Option<u64> {
     let (committed_term, index) = a.committed?;
     let majority_of_each = !a.configs.is_empty()

@@ -399,17 +399,31 @@ where
     if len > max {
         return Err(WireError::TooLarge(len));
     }
-    // Grown as bytes come in: a peer that announces a gigabyte and sends
-    // nothing costs us nothing.
-    let mut buf = Vec::with_capacity(len.min(READ_STEP));
-    let got = r.take(len as u64).read_to_end(&mut buf).await?;
-    if got < len {
-        return Err(WireError::Io(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("the frame ended after {got} of its {len} bytes"),
-        )));
-    }
+    let buf = read_body(r, len).await?;
     for_frame(len, || decode(&buf))
+}
+
+/// The `len` bytes of a frame's body. The buffer grows as bytes come in, so
+/// a peer that announces a gigabyte and sends nothing costs us nothing; it
+/// doubles up to `len` and never past it (a frame of 257 MiB no longer
+/// holds 512 MiB while it is decoded).
+async fn read_body<R: AsyncRead + Unpin>(r: &mut R, len: usize) -> Result<Vec<u8>, WireError> {
+    let mut buf = Vec::with_capacity(len.min(READ_STEP));
+    while buf.len() < len {
+        if buf.len() == buf.capacity() {
+            buf.reserve_exact(buf.capacity().min(len - buf.len()));
+        }
+        // One read into the room there is (`read_to_end` would grow the
+        // buffer past it), never past the frame.
+        let got = (&mut *r).take((len - buf.len()) as u64).read_buf(&mut buf).await?;
+        if got == 0 {
+            return Err(WireError::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the frame ended after {} of its {len} bytes", buf.len()),
+            )));
+        }
+    }
+    Ok(buf)
 }
 
 pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> Result<T, WireError> {
@@ -473,6 +487,49 @@ mod tests {
         assert_eq!(back.member, 42);
         assert_eq!(back.cluster, "c");
         assert_eq!(back.group, Some([7; 16]));
+    }
+
+    /// A reader that hands out at most `step` bytes per read, as a socket
+    /// does when a large frame arrives in pieces.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+
+    impl tokio::io::AsyncRead for Trickle<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            out: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            let n = self.step.min(self.data.len()).min(out.remaining());
+            out.put_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[test]
+    fn a_large_body_is_held_in_exactly_its_size_and_the_next_frame_is_left_alone() {
+        // Just over two steps: growing by doubling would reach 4 MiB.
+        let len = 2 * READ_STEP + 12_345;
+        let body: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut stream = body.clone();
+        stream.extend_from_slice(b"next frame");
+        for step in [len + 100, 64 * 1024, 1000] {
+            let mut r = Trickle { data: &stream, step };
+            let got = block_on(read_body(&mut r, len)).expect("body");
+            assert!(got == body, "step {step}: the body's bytes, in order");
+            assert_eq!(got.capacity(), len, "step {step}: no room beyond the frame");
+            assert_eq!(r.data, b"next frame", "step {step}: nothing of the next frame read");
+        }
+    }
+
+    #[test]
+    fn a_body_cut_short_says_how_much_came() {
+        let mut r = Trickle { data: &[1u8; 10], step: 3 };
+        let err = block_on(read_body(&mut r, 25)).unwrap_err();
+        assert!(err.to_string().contains("ended after 10 of its 25 bytes"), "{err}");
     }
 
     #[test]
