@@ -26,7 +26,9 @@ for p in tandem galera; do
     path=$provider; [ $p = galera ] && path=$galera
     if ! timeout 300 "$tandem" cluster up "${base[@]}" --nodes 3 --provider $p --provider-path "$path" --dir "$dir/c" \
         --extra-option innodb_flush_log_at_trx_commit=2 --extra-option innodb_buffer_pool_size=1G >"$dir/up.log" 2>&1; then
-        echo "$p: the cluster did not start ($dir/up.log)"; continue
+        echo "$p: the cluster did not start ($dir/up.log)"
+        "$tandem" cluster down --dir "$dir/c" >/dev/null 2>&1
+        continue
     fi
     s1=$dir/c/node1/mysql.sock
     sql "$s1" "CREATE DATABASE IF NOT EXISTS sbtest"

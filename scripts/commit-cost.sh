@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What a commit costs a 1-node cluster, provider against provider: for each
 # variant a fresh 1-node cluster, oltp_write_only at 1 and 4 client threads,
-# and per transaction the CPU of mariadbd (all its threads, then the group
-# runtime's tandem-group-* alone) and the context
-# switches of its threads (all, and the group runtime's tandem-group-*).
+# and per transaction the CPU of mariadbd and the context switches of its
+# threads (each for all its threads, then for the group runtime's
+# tandem-group-* alone).
 # Context switches count hand-offs between threads, which CPU contention on
 # a small machine hides from TPS; they change little from run to run.
 #

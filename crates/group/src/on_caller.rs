@@ -76,6 +76,11 @@ impl Gate {
         })
     }
 
+    /// Callers inside now.
+    pub fn inside(&self) -> usize {
+        self.inside.load(Ordering::SeqCst)
+    }
+
     /// Tells the callers inside to give up and waits until they have left,
     /// at most `bound`; false if some are still inside then. Call with the
     /// runtime still running (they need it to see the news), after setting
@@ -83,7 +88,7 @@ impl Gate {
     pub fn close(&self, bound: Duration) -> bool {
         self.stopping.send_replace(true);
         let deadline = Instant::now() + bound;
-        while self.inside.load(Ordering::SeqCst) != 0 {
+        while self.inside() != 0 {
             if Instant::now() >= deadline {
                 return false;
             }
@@ -114,7 +119,7 @@ mod tests {
         assert_eq!(answer.expect("answered"), 7);
         let never = gate.run(rt.handle(), &closed, Duration::from_millis(20), std::future::pending::<Result<(), _>>());
         assert!(matches!(never, Err(GroupError::Other(ref e)) if e.contains("timed out")), "{never:?}");
-        assert_eq!(gate.inside.load(Ordering::SeqCst), 0, "both callers left");
+        assert_eq!(gate.inside(), 0, "both callers left");
     }
 
     #[test]

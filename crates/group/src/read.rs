@@ -12,8 +12,8 @@
 //! with one heartbeat round to a quorum, and its commit index at that
 //! moment covers every entry committed before the read began (an
 //! acknowledged write-set is committed). A member that has applied up to
-//! that index has delivered every such write-set to its replica; the engine then waits for its own commit of what it was
-//! delivered. A follower asks the leader for the index (one request, no log
+//! that index has delivered every such write-set to its replica; the engine
+//! then waits for its own commit of what it was delivered. A follower asks the leader for the index (one request, no log
 //! entry) and waits for its own state machine. Where the leader and the
 //! asking follower are a majority (two or three voters), the request itself
 //! stands for the follower's answer to that heartbeat round, and the leader

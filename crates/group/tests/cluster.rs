@@ -358,8 +358,7 @@ fn a_read_waiting_when_its_member_shuts_down_ends_with_closed() {
         let group = follower.group.clone();
         std::thread::spawn(move || group.read_barrier(Duration::from_secs(60)))
     };
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(!reader.is_finished(), "the read waits for the held replica");
+    wait_until("the read is under way on its own thread", || follower.group.calls_in_progress() == 1);
     let stopper = {
         let group = follower.group.clone();
         std::thread::spawn(move || group.shutdown())

@@ -76,6 +76,12 @@ impl RaftGroup {
         self.handle.metrics().num_workers()
     }
 
+    /// Calls running group work on their callers' own threads now (causal
+    /// reads waiting for their barrier).
+    pub fn calls_in_progress(&self) -> usize {
+        self.shared.callers.inside()
+    }
+
     /// The address the group listener is bound to (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr

@@ -28,7 +28,9 @@ use super::checkpoint::Checkpoints;
 use super::disk::Disk;
 use super::rate::AppendRate;
 use super::{decode_entry, encode_entry, BLOB_COMMITTED, BLOB_PURGED, BLOB_VOTE};
-use crate::raft::state_machine::lock;
+// Disk work that may wait (fsync, reads of old entries, cuts) runs in a
+// blocking section, so the worker's other tasks (heartbeats) move elsewhere.
+use crate::raft::state_machine::{blocking_section as blocking, lock};
 use crate::raft::types::{Entry, GroupTypes, LogId, Vote};
 
 /// `committed` is saved at most this often (it only speeds up a restart).
@@ -261,12 +263,6 @@ impl RaftLogReader<GroupTypes> for DurableLog {
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
         Ok(self.read_inner().vote)
     }
-}
-
-/// Disk work that may wait (fsync, reads of old entries, cuts): tell tokio,
-/// so the worker's other tasks (heartbeats) move elsewhere meanwhile.
-fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    crate::raft::state_machine::blocking_section(f)
 }
 
 impl RaftLogStorage<GroupTypes> for DurableLog {
