@@ -17,13 +17,7 @@ tandem=target/release/tandem
 dir=$(mktemp -d /tmp/tandem-commit-cost.XXXXXX)
 trap '$tandem cluster down --dir "$dir/c" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 
-# "<group switches> <all switches>" of every thread of $1 so far.
-switches() {
-    cat /proc/"$1"/task/*/status 2>/dev/null | awk '
-        /^Name:/ { group = ($2 ~ /^tandem-group/) }
-        /ctxt_switches/ { all += $2; if (group) g += $2 }
-        END { print g + 0, all + 0 }'
-}
+. scripts/lib/switches.sh
 cpu_ticks() { awk '{ print $14 + $15 }' /proc/"$1"/stat; }
 # CPU ticks of the group runtime's threads so far (those alive now: the
 # runtime's threads live as long as the provider).

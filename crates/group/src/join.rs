@@ -572,6 +572,9 @@ pub async fn leave(shared: &Shared) -> Result<(), String> {
 
 /// How long a leaving leader waits for its successor to take over.
 const HAND_OVER_WAIT: Duration = Duration::from_secs(2);
+/// How long a hand-over waits for forwards already being taken into the
+/// log (one held by the send window may wait longer; it is then dropped).
+const FORWARDS_TAKEN_WAIT: Duration = Duration::from_millis(500);
 
 /// A leader that removed itself would leave the others without one until
 /// their election timeout (up to `evs.suspect_timeout`): seconds in which
@@ -598,6 +601,7 @@ async fn hand_over_leadership(shared: &Shared, voters: &[MemberId]) {
     // Before the others hear of it: the successor is elected with votes
     // that ignore this leader's lease.
     shared.handing_over.store(true, std::sync::atomic::Ordering::SeqCst);
+    shared.forwards.wait_taken(FORWARDS_TAKEN_WAIT).await;
     if let Err(e) = shared.raft().trigger().transfer_leader(successor).await {
         warn!("Could not hand the leadership over to {successor}: {e}");
         return;

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 mod detector;
 mod evict;
+mod forward;
 mod join;
 mod liveness;
 mod mesh;

@@ -56,6 +56,8 @@ pub struct Shared {
     /// Payloads handed to the submit task and not yet passed on by it: a
     /// caller may go around the task only when nothing waits there.
     pub submit_queued: std::sync::atomic::AtomicUsize,
+    /// A follower's connection to its leader for submitted payloads.
+    pub forwards: crate::forward::Forwarder,
     /// When this process started its Raft instance: a restored member
     /// grants no vote for a while after it ([`crate::read::votes_withheld`]).
     pub started: std::time::Instant,

@@ -1,31 +1,33 @@
 //! Getting submitted payloads into the leader's log.
 //!
-//! On the leader, with nothing queued, a caller hands its payload to the Raft
-//! core itself ([`direct`]). Otherwise `submit` queues, and one task per
-//! member drains the queue in batches. On the leader a batch goes straight
-//! into the log; on a follower it is forwarded to the leader in one request.
-//! One task and one request at a time keep each member's payloads in
-//! submission order.
+//! With nothing queued, a caller's own thread hands its payload on
+//! ([`direct`]): on the leader to the Raft core, on a follower to its open
+//! connection to the leader ([`crate::forward`]). Otherwise `submit`
+//! queues, and one task per member drains the queue in batches: on the
+//! leader a batch goes straight into the log, on a follower it is written to
+//! the leader's connection as one frame. One task and one connection keep
+//! each member's payloads in submission order.
 //!
-//! A forward whose answer is lost is not resent: the leader may have appended
-//! it, and a duplicate would be ordered twice. Losing it is allowed (the
-//! engine never waits forever for its own payload); duplicating is not.
+//! A forward that may have reached the leader is never resent: the leader
+//! may have appended it, and a duplicate would be ordered twice. Losing it
+//! is allowed (the engine never waits forever for its own payload);
+//! duplicating is not.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use log::{debug, info, warn};
+use log::warn;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
+use crate::forward::{self, Sent};
 use crate::raft::types::AppPayload;
 use crate::send_window;
 use openraft::async_runtime::WatchReceiver;
 use openraft::Instant as _;
 use crate::shared::Shared;
-use crate::transport::CallError;
-use crate::wire::{Request, Response, APPEND_BUDGET_BYTES};
+use crate::wire::{Response, APPEND_BUDGET_BYTES};
 use crate::GroupError;
 
 /// Queued payloads before `submit` blocks the caller (back-pressure).
@@ -33,7 +35,19 @@ pub const QUEUE_CAPACITY: usize = 16 * 1024;
 const MAX_BATCH_LEN: usize = 4096;
 
 pub async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<AppPayload>) {
-    while let Some(first) = queue.recv().await {
+    loop {
+        let first = tokio::select! {
+            first = queue.recv() => match first {
+                Some(first) => first,
+                None => return,
+            },
+            // What a former leader handed back goes on even when nothing
+            // new comes (a caller finds the link ended and queues meanwhile).
+            _ = shared.forwards.handed_back.notified() => {
+                deliver(&shared, Vec::new()).await;
+                continue;
+            }
+        };
         let batch = fill_batch(first, &mut queue);
         let count = batch.len();
         deliver(&shared, batch).await;
@@ -42,12 +56,14 @@ pub async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<AppPayload>) {
     }
 }
 
-/// On the leader, with nothing waiting in the queue, the caller's own thread
-/// hands `item` to the Raft core: one thread hop (and one wake-up of a group
-/// worker) less per commit. What one thread submits stays in order, and so
-/// does anything submitted after another submit returned: either that one
-/// is already in the core's channel, or the queue is not empty and this one
-/// queues behind it. Gives `item` back when it must be queued.
+/// With nothing waiting in the queue, the caller's own thread hands `item`
+/// on: on the leader to the Raft core, on a follower to the leader's
+/// connection ([`forward::write_direct`]); one thread hop (and one wake-up of
+/// a group worker) less per commit. What one thread submits stays in order,
+/// and so does anything submitted after another submit returned: either
+/// that one is already in the core's channel (or the connection), or the
+/// queue is not empty and this one queues behind it. Gives `item` back when
+/// it must be queued.
 ///
 /// Not for a group runtime thread (`block_on` would panic there).
 pub fn direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Result<(), AppPayload> {
@@ -55,6 +71,12 @@ pub fn direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Result<(),
         return Err(item);
     }
     if !shared.raft().is_leader() {
+        return forward::write_direct(shared, runtime, item);
+    }
+    // A link from the time this member followed may still hand payloads
+    // back, which go into the log before anything newer: the queue's task
+    // closes it first.
+    if shared.forwards.is_open() {
         return Err(item);
     }
     // A hold waits for other members, and the caller may hold locks of its
@@ -107,53 +129,39 @@ fn fill_batch(first: AppPayload, queue: &mut mpsc::Receiver<AppPayload>) -> Vec<
     batch
 }
 
-async fn deliver(shared: &Shared, batch: Vec<AppPayload>) {
-    let count = batch.len();
+/// Sends `batch` on its way: into the log when this member leads, else to
+/// the leader's connection ([`forward::send`]). Tried again, for about an
+/// election's time, while no leader is known or reachable. With an empty
+/// batch, it sends on only what a former leader handed back.
+pub async fn deliver(shared: &Arc<Shared>, batch: Vec<AppPayload>) {
+    let mut link = shared.forwards.lock().await;
+    let mut frames = vec![batch];
     // Long enough to ride out one election.
     let deadline = Instant::now() + shared.suspect * 2;
-    while Instant::now() < deadline {
+    loop {
         if shared.raft().is_leader() {
-            append_local(shared, batch).await;
+            let (_, back) = forward::close(shared, &mut link).await;
+            let all: Vec<AppPayload> = back.into_iter().chain(frames).flatten().collect();
+            if !all.is_empty() {
+                append_local(shared, all).await;
+            }
             return;
         }
         if let Some((leader, addr)) = shared.leader() {
-            // Cloning a batch copies pointers, not payload bytes.
-            let req = Request::Forward {
-                payloads: batch.clone(),
-            };
-            match shared
-                .net
-                .call(&addr, Some(leader), &req, shared.request_timeout())
-                .await
-            {
-                Ok((_, Response::Done)) => return,
-                Ok((_, Response::NotLeader { .. })) => {
-                    debug!("Member {leader} is no longer the leader; retrying")
-                }
-                // A leader whose group no longer has us (it removed us while
-                // we were cut off): the rejoin takes us back, and the engine
-                // resends what it still waits for. A note, not a warning.
-                Ok((_, Response::Failed { reason })) => {
-                    info!("Leader {leader} did not take {count} submitted payloads: {reason}");
-                    return;
-                }
-                Ok((_, other)) => {
-                    warn!("Leader {leader} did not take {count} submitted payloads: {other:?}");
-                    return;
-                }
-                // The leader went away with the request (it left or died), a
-                // routine event: the engine learns which of its payloads
-                // were lost and says so (a note too). A note, not a warning.
-                Err(CallError::Lost(e)) => {
-                    info!("Lost {count} submitted payloads on their way to leader {leader}: {e}");
-                    return;
-                }
-                Err(e) => debug!("Leader {leader} unreachable for forwarding: {e}"),
+            match forward::send(shared, &mut link, leader, &addr, frames).await {
+                Sent::Written => return,
+                Sent::NotNow(back) => frames = back,
             }
+        }
+        if Instant::now() >= deadline {
+            break;
         }
         tokio::time::sleep(shared.retry_pause()).await;
     }
-    warn!("Dropping {count} submitted payloads: no leader reachable");
+    let count: usize = frames.iter().map(Vec::len).sum();
+    if count > 0 {
+        warn!("Dropping {count} submitted payloads: no leader reachable");
+    }
 }
 
 /// Appends on the leader, once the send window allows ([`hold_for_slow_receivers`]).
@@ -215,11 +223,15 @@ fn followers(
         })
 }
 
-/// Leader side of `Forward`.
-pub async fn handle_forward(shared: &Shared, payloads: Vec<AppPayload>) -> Response {
-    if !shared.raft().is_leader() {
-        return shared.not_leader();
+/// Leader side of `Forward`: answered only when not taken. A member that
+/// no longer leads hands the payloads back, for the next leader; so does
+/// one handing its leadership over, whose Raft core drops what it is given
+/// from then on without a word to us.
+pub async fn handle_forward(shared: &Shared, payloads: Vec<AppPayload>) -> Option<Response> {
+    let _taking = forward::Taking::start(&shared.forwards.taking);
+    if !shared.raft().is_leader() || shared.handing_over.load(Ordering::SeqCst) {
+        return Some(Response::Returned { payloads });
     }
     append_local(shared, payloads).await;
-    Response::Done
+    None
 }

@@ -18,7 +18,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::raft::types::{AppPayload, GroupTypes, LogId, SnapshotMeta, Vote};
+use crate::raft::types::{GroupTypes, LogId, SnapshotMeta, Vote};
+pub use crate::raft::types::{AppPayload, Bytes};
 use crate::{MemberId, MemberInfo};
 
 pub const MAGIC: [u8; 4] = *b"TNDM";
@@ -28,8 +29,9 @@ pub const MAGIC: [u8; 4] = *b"TNDM";
 /// member of an earlier build would skip and so certify differently; 7:
 /// the certification index is also purged at every progress report, which
 /// an earlier build would not, and so certify differently; 8: a read index
-/// request carries the asker's term).
-pub const PROTOCOL_VERSION: u32 = 8;
+/// request carries the asker's term; 9: forwarded payloads are answered
+/// only when not taken, and handed back when the member no longer leads).
+pub const PROTOCOL_VERSION: u32 = 9;
 /// Hard cap on one frame; a peer announcing more is dropped. A snapshot
 /// travels as one frame, and the engine's snapshot carries its
 /// certification index, which a bulk load grows past 64 MiB: a smaller cap
@@ -93,6 +95,8 @@ pub enum Request {
         info: MemberInfo,
     },
     /// Payloads submitted on a follower, for the leader to append in order.
+    /// Answered only when not taken (`Returned`, `Failed`): a follower
+    /// writes them one after another without waiting (see `forward`).
     Forward {
         payloads: Vec<AppPayload>,
     },
@@ -165,7 +169,7 @@ pub enum Response {
     Vote(openraft::raft::VoteResponse<GroupTypes>),
     Snapshot(openraft::raft::SnapshotResponse<GroupTypes>),
     TransferLeader(openraft::raft::TransferLeaderResponse<GroupTypes>),
-    /// A group request (join, forward, promote, leave) was carried out.
+    /// A group request (join, promote, leave, weight) was carried out.
     Done,
     /// Ask the leader instead; `leader_addr` when this member knows it.
     NotLeader {
@@ -180,6 +184,11 @@ pub enum Response {
     /// Apply up to this log index, then read (see `read`).
     ReadIndex {
         index: u64,
+    },
+    /// Forwarded payloads handed back by a member that no longer leads,
+    /// none of them appended: the follower sends them to the next leader.
+    Returned {
+        payloads: Vec<AppPayload>,
     },
 }
 

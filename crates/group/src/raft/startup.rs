@@ -225,6 +225,7 @@ fn launch_member(
         partition: std::sync::Mutex::new(config_partition),
         weight: std::sync::atomic::AtomicU32::new(config_weight),
         submit_queued: Default::default(),
+        forwards: Default::default(),
         started: std::time::Instant::now(),
         handing_over: AtomicBool::new(false),
     });

@@ -298,6 +298,25 @@ impl NetCtx {
         }
     }
 
+    /// A connection of the caller's own to member `expect` at `addr`, outside
+    /// the pool: for a stream of requests whose answers the caller reads
+    /// itself (`forward`).
+    pub async fn open(&self, addr: &str, expect: MemberId) -> Result<PeerStream, CallError> {
+        if self.isolated() {
+            return Err(CallError::Unreachable(
+                "this member is isolated (gmcast.isolate)".into(),
+            ));
+        }
+        let conn = self.connect(addr).await?;
+        if conn.peer != expect {
+            return Err(CallError::WrongPeer {
+                expected: expect,
+                found: conn.peer,
+            });
+        }
+        Ok(conn.stream)
+    }
+
     async fn checkout(&self, addr: &str, expect: Option<MemberId>) -> Result<Conn, CallError> {
         while let Some(conn) = lock(&self.pool).get_mut(addr).and_then(Vec::pop) {
             if conn.is_open() && expect.is_none_or(|e| e == conn.peer) {
@@ -459,7 +478,7 @@ fn closed_on_hello(e: &std::io::Error) -> bool {
 /// A message that cannot be encoded (over the frame cap) fails the same
 /// way on every retry: said in the log, at most once a minute, rather than
 /// leaving a member to wait in silence.
-fn warn_unsendable(addr: &str, e: &wire::WireError) {
+pub(crate) fn warn_unsendable(addr: &str, e: &wire::WireError) {
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST_WARNED_S: AtomicU64 = AtomicU64::new(0);
     let now = std::time::SystemTime::now()

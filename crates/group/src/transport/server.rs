@@ -98,7 +98,10 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
             }
             None => {
                 shared.net.liveness.heard(from);
-                dispatch(&shared, from, req).await
+                match dispatch(&shared, from, req).await {
+                    Some(resp) => resp,
+                    None => continue,
+                }
             }
         };
         if let Err(e) = wire::write_frame(&mut stream, &resp).await {
@@ -265,9 +268,11 @@ fn refuses(shared: &Shared, from: MemberId, req: &Request) -> Option<String> {
     None
 }
 
-async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
+/// The answer to `req`; none for forwarded payloads that were taken (a
+/// follower does not wait for one, see `forward`).
+async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Option<Response> {
     let raft = shared.raft();
-    match req {
+    Some(match req {
         Request::AppendEntries(rpc) => {
             shared.net.liveness.append_from(from);
             raft.append_entries(rpc)
@@ -290,7 +295,7 @@ async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
             .await
             .map_or_else(failed, Response::TransferLeader),
         Request::Join { member, info } => join::handle_join(shared, member, info).await,
-        Request::Forward { payloads } => submit::handle_forward(shared, payloads).await,
+        Request::Forward { payloads } => return submit::handle_forward(shared, payloads).await,
         Request::Promote { member } => join::handle_promote(shared, member).await,
         Request::Leave { member } => join::handle_leave(shared, member).await,
         Request::LogPosition => Response::LogPosition {
@@ -301,7 +306,7 @@ async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Response {
         Request::SetWeight { member, weight } => {
             crate::weight::handle_set_weight(shared, member, weight).await
         }
-    }
+    })
 }
 
 /// Our Raft is stopping or stopped: the caller treats this like a dead peer.

@@ -378,6 +378,15 @@ pub fn group_threads() -> usize {
         .count()
 }
 
+/// The member of `members` that leads, as it sees itself.
+pub fn leader_of<'a>(members: &[&'a Member]) -> &'a Member {
+    members
+        .iter()
+        .copied()
+        .find(|m| m.group.status().leader == Some(m.id()))
+        .expect("a leader among the members")
+}
+
 /// Three voters: `names[0]` bootstrapped with no peer address at all (as
 /// `--wsrep-new-cluster` with `gcomm://`), the others joined through it.
 pub fn three_voters(names: [&str; 3]) -> Vec<Member> {
