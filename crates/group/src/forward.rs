@@ -27,6 +27,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio::task::JoinHandle;
 
+use crate::raft::state_machine::lock;
 use crate::raft::types::AppPayload;
 use crate::shared::Shared;
 use crate::transport::tls::PeerStream;
@@ -46,6 +47,10 @@ pub struct Forwarder {
     open: AtomicBool,
     /// Wakes the submit task to send on what a former leader handed back.
     pub handed_back: tokio::sync::Notify,
+    /// The member that last handed payloads back, and this member's term
+    /// then: while we still take it for leader in that term, nothing goes
+    /// its way (any leader after it is elected in a later term).
+    stepped_down: std::sync::Mutex<Option<(MemberId, u64)>>,
     /// Forwards this member, as leader, is taking into its log now
     /// ([`crate::submit::handle_forward`]): a hand-over of the leadership
     /// waits for them (see [`Forwarder::wait_taken`]).
@@ -169,16 +174,15 @@ pub async fn send(
     frames: Frames,
 ) -> Sent {
     let mut frames = frames;
+    let term = shared.with_metrics(|m| m.current_term);
+    let stepped_down = &shared.forwards.stepped_down;
     if slot
         .as_ref()
         .is_some_and(|l| l.leader != leader || l.ended())
     {
         let (from, mut back) = close(shared, slot).await;
-        if !back.is_empty() && from == Some(leader) {
-            // The member we still take for leader no longer leads: wait
-            // until we hear of the next one.
-            back.append(&mut frames);
-            return Sent::NotNow(back);
+        if let Some(from) = from.filter(|_| !back.is_empty()) {
+            *lock(stepped_down) = Some((from, term));
         }
         back.append(&mut frames);
         frames = back;
@@ -186,6 +190,11 @@ pub async fn send(
     frames.retain(|f| !f.is_empty());
     if frames.is_empty() {
         return Sent::Written;
+    }
+    // Sent its way again, they would only come back: wait until we hear of
+    // the next leader.
+    if *lock(stepped_down) == Some((leader, term)) {
+        return Sent::NotNow(frames);
     }
     if slot.is_none() {
         match open(shared, leader, addr).await {
@@ -199,7 +208,9 @@ pub async fn send(
             }
         }
     }
-    let link = slot.as_mut().expect("a link was just opened");
+    let Some(link) = slot.as_mut() else {
+        return Sent::NotNow(frames);
+    };
     let mut left: usize = frames.iter().map(Vec::len).sum();
     for payloads in frames {
         let count = payloads.len();
