@@ -2,8 +2,9 @@
 //! while node 1 writes, on each replicated provider.
 //!
 //! A causal read waits for the group's "now" to be committed locally:
-//! Galera orders a marker through the group for each read, Tandem asks the
-//! leader for its read index (`crates/group/src/read.rs`). What a reader
+//! Galera delivers a marker of its own behind what the node has received
+//! (it never leaves the node), Tandem asks the leader for its read index
+//! (`crates/group/src/read.rs`). What a reader
 //! pays for that shows in its latency while writes keep the appliers busy.
 //! Tandem runs twice per round: with a quorum round per read index (its
 //! default) and with reads on the leader's lease (`repl.causal_read_lease`,
@@ -233,8 +234,8 @@ pub fn render(out: &mut String, c: &CausalCell, rounds: u32) {
         out,
         "`oltp_point_select` with {READERS} threads on node 2 with `wsrep_sync_wait=1` (every read waits until\n\
          what the group ordered before it is committed on node 2), while `oltp_write_only` with {WRITERS} threads\n\
-         writes on node 1; {rounds} round(s), median round. Galera orders a marker through the group per read;\n\
-         Tandem asks the leader for its read index and orders nothing."
+         writes on node 1; {rounds} round(s), median round. Galera delivers a marker behind what the node has\n\
+         received (it never leaves the node); Tandem asks the leader for its read index and orders nothing."
     );
     if c.lease_reads.is_some() {
         let _ = writeln!(
