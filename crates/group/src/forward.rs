@@ -10,9 +10,14 @@
 //!
 //! The leader answers only what it did not take. A member that no longer
 //! leads hands the payloads back (`Returned`), and so does a leader handing
-//! its leadership over, once what it already took is in its log
-//! ([`Forwarder::wait_taken`]). They go to the next leader ahead of anything
-//! newer, so a leader change does not lose what reached a live member.
+//! its leadership over, once what it already took is in its Raft core
+//! ([`crate::in_core::Window::wait_for_appenders`]). They go to the next
+//! leader ahead of anything newer, so a leader change does not lose what
+//! reached a live member. A follower waits for everything a former leader
+//! hands back for as long as it keeps handing back
+//! ([`close`]); the leader, before it goes, waits for the followers it
+//! handed payloads back to to close their connections
+//! ([`Forwarder::wait_closed`]).
 //!
 //! A payload written to a connection that then breaks may or may not have
 //! been appended: it is never sent again (a duplicate would be ordered
@@ -51,10 +56,11 @@ pub struct Forwarder {
     /// then: while we still take it for leader in that term, nothing goes
     /// its way (any leader after it is elected in a later term).
     stepped_down: std::sync::Mutex<Option<(MemberId, u64)>>,
-    /// Forwards this member, as leader, is taking into its log now
-    /// ([`crate::submit::handle_forward`]): a hand-over of the leadership
-    /// waits for them (see [`Forwarder::wait_taken`]).
-    pub taking: std::sync::atomic::AtomicUsize,
+    /// Connections of followers this member handed payloads back to, as
+    /// leader, that are still open: a leaving member waits for them.
+    handing_back: std::sync::atomic::AtomicUsize,
+    /// Woken when the last of them closes.
+    all_closed: tokio::sync::Notify,
 }
 
 pub struct Link {
@@ -65,6 +71,8 @@ pub struct Link {
     ended: Arc<AtomicBool>,
     /// Ends with the connection, giving the frames the leader handed back.
     answers: JoinHandle<Frames>,
+    /// Frames handed back so far: [`close`] waits on while this moves.
+    returned: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// What became of payloads given to [`send`].
@@ -85,34 +93,39 @@ impl Forwarder {
         self.open.load(Ordering::Acquire)
     }
 
-    /// Once `Shared::handing_over` is set, waits (at most `limit`) for the
-    /// forwards that saw it unset to reach the Raft core. The core takes
-    /// requests in order, so they are in the log before the transfer starts;
-    /// after it the core drops new entries without a word, and every later
-    /// forward is handed back instead. A forward counts itself in before it
-    /// reads the flag, and the flag is set before this counts: either the
-    /// forward sees the flag, or this sees the forward.
-    pub async fn wait_taken(&self, limit: std::time::Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        while self.taking.load(Ordering::SeqCst) != 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
+    /// Counts a follower's connection in [`Forwarder::wait_closed`] until
+    /// the guard drops (when the connection ends).
+    pub fn handing_back(&self) -> HandingBack<'_> {
+        self.handing_back.fetch_add(1, Ordering::AcqRel);
+        HandingBack(self)
+    }
+
+    /// Waits, at most `limit`, until every follower this member handed
+    /// payloads back to closed its connection: it read every answer by then,
+    /// and nothing it wrote is left unread here. A member that stops earlier
+    /// drops what is still in those connections.
+    pub async fn wait_closed(&self, limit: std::time::Duration) -> bool {
+        let waiting = async {
+            loop {
+                let closed = self.all_closed.notified();
+                if self.handing_back.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                closed.await;
+            }
+        };
+        tokio::time::timeout(limit, waiting).await.is_ok()
     }
 }
 
-/// Counts a forward out of [`Forwarder::taking`], however it ends.
-pub struct Taking<'a>(&'a std::sync::atomic::AtomicUsize);
+/// A follower's connection that was handed payloads back, while open.
+pub struct HandingBack<'a>(&'a Forwarder);
 
-impl<'a> Taking<'a> {
-    pub fn start(count: &'a std::sync::atomic::AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Taking(count)
-    }
-}
-
-impl Drop for Taking<'_> {
+impl Drop for HandingBack<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        if self.0.handing_back.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.all_closed.notify_waiters();
+        }
     }
 }
 
@@ -256,21 +269,47 @@ pub async fn close(
     shared.forwards.open.store(false, Ordering::Release);
     let _ = tokio::time::timeout(shared.request_timeout(), link.writer.shutdown()).await;
     let leader = link.leader;
-    // A leader that neither reads nor closes (it hangs) keeps whatever it
-    // holds: given up, as a lost answer is.
-    match tokio::time::timeout(shared.request_timeout(), &mut link.answers).await {
-        Ok(Ok(back)) => {
+    match await_hand_back(&mut link.answers, &link.returned, shared.request_timeout()).await {
+        Some(back) => {
             if !back.is_empty() {
                 let count: usize = back.iter().map(Vec::len).sum();
                 info!("Member {leader} no longer leads: {count} forwarded payloads it handed back go to the next leader");
             }
             (Some(leader), back)
         }
-        Ok(Err(_)) => (Some(leader), Vec::new()),
-        Err(_) => {
-            link.answers.abort();
+        None => {
             info!("Leader {leader} did not close the forwarding connection in time; what it held is given up");
             (Some(leader), Vec::new())
+        }
+    }
+}
+
+/// Waits for the answers task of a closed link to end, and gives what it
+/// was handed back. A leader that neither reads nor closes (it hangs) keeps
+/// whatever it holds: after `patience` without a frame handed back, it is
+/// given up (`None`), as a lost answer is. One that is still handing back
+/// is waited for, however long its backlog: a follower writing faster than
+/// the leader takes may have a socket's worth of frames on the way (60,117
+/// payloads in one run of the hand-over test), and giving up on them after
+/// a fixed time lost them.
+async fn await_hand_back(
+    answers: &mut JoinHandle<Frames>,
+    returned: &std::sync::atomic::AtomicUsize,
+    patience: std::time::Duration,
+) -> Option<Frames> {
+    let mut seen = returned.load(Ordering::Acquire);
+    loop {
+        match tokio::time::timeout(patience, &mut *answers).await {
+            Ok(Ok(back)) => return Some(back),
+            Ok(Err(_)) => return Some(Vec::new()),
+            Err(_) => {
+                let now = returned.load(Ordering::Acquire);
+                if now == seen {
+                    answers.abort();
+                    return None;
+                }
+                seen = now;
+            }
         }
     }
 }
@@ -283,12 +322,20 @@ async fn open(shared: &Arc<Shared>, leader: MemberId, addr: &str) -> Result<Link
         .map_err(|e| e.to_string())?;
     let (reader, writer) = tokio::io::split(stream);
     let ended = Arc::new(AtomicBool::new(false));
-    let answers = tokio::spawn(read_answers(shared.clone(), leader, reader, ended.clone()));
+    let returned = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let answers = tokio::spawn(read_answers(
+        shared.clone(),
+        leader,
+        reader,
+        ended.clone(),
+        returned.clone(),
+    ));
     Ok(Link {
         leader,
         writer,
         ended,
         answers,
+        returned,
     })
 }
 
@@ -300,12 +347,14 @@ async fn read_answers(
     leader: MemberId,
     mut reader: ReadHalf<PeerStream>,
     ended: Arc<AtomicBool>,
+    returned: Arc<std::sync::atomic::AtomicUsize>,
 ) -> Frames {
     let mut back = Vec::new();
     loop {
         match wire::read_frame::<_, Response>(&mut reader).await {
             Ok(Response::Returned { payloads }) => {
                 back.push(payloads);
+                returned.fetch_add(1, Ordering::Release);
                 if !ended.swap(true, Ordering::AcqRel) {
                     shared.forwards.handed_back.notify_one();
                 }
@@ -335,4 +384,75 @@ async fn read_answers(
 async fn write_frame(writer: &mut WriteHalf<PeerStream>, frame: &[u8]) -> std::io::Result<()> {
     writer.write_all(frame).await?;
     writer.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    const PATIENCE: Duration = Duration::from_secs(2);
+
+    /// A leader handing back `frames` frames, one every `gap`, then closing.
+    fn handing_back(frames: usize, gap: Duration) -> (JoinHandle<Frames>, Arc<AtomicUsize>) {
+        let returned = Arc::new(AtomicUsize::new(0));
+        let counter = returned.clone();
+        let task = tokio::spawn(async move {
+            let mut back = Vec::new();
+            for _ in 0..frames {
+                tokio::time::sleep(gap).await;
+                back.push(Vec::new());
+                counter.fetch_add(1, Ordering::Release);
+            }
+            back
+        });
+        (task, returned)
+    }
+
+    /// The hand-over loss, on a clock the test controls: a leader handing
+    /// back a backlog that takes longer than the patience in all, but never
+    /// pauses that long, is waited for to the end. (With a fixed limit, as
+    /// before, the follower gave all of it up after 2 s.)
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_still_handing_back_is_waited_for_past_the_patience() {
+        let (mut task, returned) = handing_back(50, Duration::from_millis(100));
+        let started = tokio::time::Instant::now();
+        let back = await_hand_back(&mut task, &returned, PATIENCE).await;
+        assert_eq!(back.map(|b| b.len()), Some(50), "every frame handed back");
+        assert!(started.elapsed() >= Duration::from_secs(5), "it took the leader 5 s");
+    }
+
+    /// A leader that hands nothing back and does not close is given up
+    /// after the patience, and its task is stopped.
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_that_hangs_is_given_up_after_the_patience() {
+        let (mut task, returned) = handing_back(1, Duration::from_secs(3600));
+        let started = tokio::time::Instant::now();
+        assert!(await_hand_back(&mut task, &returned, PATIENCE).await.is_none());
+        assert_eq!(started.elapsed(), PATIENCE);
+        tokio::task::yield_now().await;
+        assert!(task.is_finished(), "the answers task was stopped");
+    }
+
+    /// One that hands back some, then hangs: given up a patience after the
+    /// last frame, not before.
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_that_stops_handing_back_is_given_up_a_patience_later() {
+        let returned = Arc::new(AtomicUsize::new(0));
+        let counter = returned.clone();
+        let mut task = tokio::spawn(async move {
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                counter.fetch_add(1, Ordering::Release);
+            }
+            std::future::pending::<()>().await;
+            Vec::new()
+        });
+        let started = tokio::time::Instant::now();
+        assert!(await_hand_back(&mut task, &returned, PATIENCE).await.is_none());
+        // Frames at 1.5, 3.0 and 4.5 s; looks at 2, 4 and 6 s see progress,
+        // the one at 8 s none.
+        assert_eq!(started.elapsed(), Duration::from_secs(8));
+    }
 }

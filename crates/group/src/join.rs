@@ -567,14 +567,29 @@ pub async fn leave(shared: &Shared) -> Result<(), String> {
     if m.current_leader == Some(me) {
         hand_over_leadership(shared, &voters).await;
     }
-    until_done(shared, &Request::Leave { member: me }).await
+    let left = until_done(shared, &Request::Leave { member: me }).await;
+    // Followers this member handed payloads back to read all of them, and
+    // close, before it stops: what is still in a connection it closes is
+    // lost.
+    if !shared.forwards.wait_closed(FOLLOWERS_CLOSE_WAIT).await {
+        info!("Member {me}: a follower kept its forwarding connection open; leaving anyway");
+    }
+    left
 }
 
 /// How long a leaving leader waits for its successor to take over.
 const HAND_OVER_WAIT: Duration = Duration::from_secs(2);
-/// How long a hand-over waits for forwards already being taken into the
-/// log (one held by the send window may wait longer; it is then dropped).
-const FORWARDS_TAKEN_WAIT: Duration = Duration::from_millis(500);
+/// How long a hand-over waits for payloads being handed to the Raft core
+/// now (one waiting for room longer reads the flag, and hands its payloads
+/// back).
+const APPENDERS_WAIT: Duration = Duration::from_millis(500);
+/// How long a leaving member waits for the followers it handed payloads
+/// back to to read them and close (each closes once it sees the first).
+const FOLLOWERS_CLOSE_WAIT: Duration = Duration::from_secs(3);
+/// How long one try of the transfer waits for the successor to be elected.
+/// openraft's successor ignores a transfer while its log lacks any of the
+/// leader's entries, so a hand-over under load may take more than one.
+const TRANSFER_TRY: Duration = Duration::from_millis(400);
 
 /// A leader that removed itself would leave the others without one until
 /// their election timeout (up to `evs.suspect_timeout`): seconds in which
@@ -599,20 +614,44 @@ async fn hand_over_leadership(shared: &Shared, voters: &[MemberId]) {
         return;
     };
     // Before the others hear of it: the successor is elected with votes
-    // that ignore this leader's lease.
+    // that ignore this leader's lease. And from now on nothing more goes
+    // into the core, which drops what it is given during a transfer:
+    // payloads are handed back or queued for the successor instead.
     shared.handing_over.store(true, std::sync::atomic::Ordering::SeqCst);
-    shared.forwards.wait_taken(FORWARDS_TAKEN_WAIT).await;
-    if let Err(e) = shared.raft().trigger().transfer_leader(successor).await {
-        warn!("Could not hand the leadership over to {successor}: {e}");
-        return;
-    }
+    shared.in_core.wait_for_appenders(APPENDERS_WAIT).await;
     let deadline = Instant::now() + HAND_OVER_WAIT;
     while Instant::now() < deadline {
-        if matches!(shared.metrics().current_leader, Some(l) if l != me) {
-            info!("Member {me} handed the leadership over to {successor}");
+        until_caught_up(shared, successor, deadline).await;
+        if let Err(e) = shared.raft().trigger().transfer_leader(successor).await {
+            warn!("Could not hand the leadership over to {successor}: {e}");
             return;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let try_ends = (Instant::now() + TRANSFER_TRY).min(deadline);
+        while Instant::now() < try_ends {
+            if matches!(shared.metrics().current_leader, Some(l) if l != me) {
+                info!("Member {me} handed the leadership over to {successor}");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     info!("Member {me}: no successor took the leadership over within {HAND_OVER_WAIT:?}; leaving anyway");
+}
+
+/// Waits, until `deadline` at most, for `successor` to hold every entry in
+/// this leader's log: the transfer is ignored otherwise.
+async fn until_caught_up(shared: &Shared, successor: MemberId, deadline: Instant) {
+    use openraft::async_runtime::WatchReceiver;
+    let mut metrics = shared.raft().metrics();
+    loop {
+        let caught_up = shared.with_metrics(|m| {
+            let matched = m.replication.as_ref().and_then(|r| r.get(&successor).cloned().flatten());
+            matched.map(|l| l.index) >= m.last_log_index
+        });
+        let left = deadline.saturating_duration_since(Instant::now());
+        if caught_up || left.is_zero() {
+            return;
+        }
+        let _ = tokio::time::timeout(left, metrics.changed()).await;
+    }
 }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 mod detector;
 mod evict;
 mod forward;
+mod in_core;
 mod join;
 mod liveness;
 mod mesh;
@@ -34,6 +35,7 @@ pub mod wire;
 
 pub use raft::{RaftGroup, RaftStarter};
 pub use wire::MAX_PAYLOAD_BYTES;
+pub use in_core::MAX_PAYLOADS as MAX_PAYLOADS_IN_CORE;
 pub use store::inspect::{inspect as inspect_state, StateSummary};
 pub use transport::tls::{PeerNames, Tls, TlsError, TlsFiles, TlsPolicy};
 
@@ -391,6 +393,11 @@ pub trait GroupChannel: Send + Sync + 'static {
     /// ordering; the ordering itself is observed through [`Replica::apply`]. A
     /// payload may still be lost if the member loses the primary component before
     /// it is ordered: the engine must not wait for it forever.
+    ///
+    /// On a thread of the caller's it may wait for the group's runtime: for room
+    /// in the submit queue, or for the leader to read (back-pressure). So the
+    /// caller must hold no lock that the group's callbacks take; on the group's
+    /// own threads it never waits (it queues, or fails when the queue is full).
     fn submit(&self, payload: Vec<u8>) -> Result<(), GroupError>;
     /// Make a learner a voter (the engine calls this once a joiner is synced).
     /// Any member may call it; it is carried out by the leader.

@@ -58,6 +58,8 @@ pub struct Shared {
     pub submit_queued: std::sync::atomic::AtomicUsize,
     /// A follower's connection to its leader for submitted payloads.
     pub forwards: crate::forward::Forwarder,
+    /// As leader: the payloads handed to the Raft core and not yet answered.
+    pub in_core: crate::in_core::Window,
     /// When this process started its Raft instance: a restored member
     /// grants no vote for a while after it ([`crate::read::votes_withheld`]).
     pub started: std::time::Instant,

@@ -81,11 +81,18 @@ pub fn direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Result<(),
     }
     // A hold waits for other members, and the caller may hold locks of its
     // own meanwhile (the engine's send order): it waits in the queue
-    // instead, where nothing else waits behind it.
+    // instead, where nothing else waits behind it. So does a full window.
     if must_hold(shared) {
         return Err(item);
     }
-    runtime.block_on(append_now(shared, vec![item]));
+    let Some(entry) = shared.in_core.try_enter(1, item.bytes.0.len()) else {
+        return Err(item);
+    };
+    // Handing over: queued, it goes to the successor once there is one.
+    if shared.handing_over.load(Ordering::SeqCst) {
+        return Err(item);
+    }
+    runtime.block_on(entry.append(&shared.raft(), vec![item]));
     Ok(())
 }
 
@@ -131,8 +138,9 @@ fn fill_batch(first: AppPayload, queue: &mut mpsc::Receiver<AppPayload>) -> Vec<
 
 /// Sends `batch` on its way: into the log when this member leads, else to
 /// the leader's connection ([`forward::send`]). Tried again, for about an
-/// election's time, while no leader is known or reachable. With an empty
-/// batch, it sends on only what a former leader handed back.
+/// election's time, while no leader is known or reachable, and while this
+/// member hands its leadership over (then they go to its successor). With
+/// an empty batch, it sends on only what a former leader handed back.
 pub async fn deliver(shared: &Arc<Shared>, batch: Vec<AppPayload>) {
     let mut link = shared.forwards.lock().await;
     let mut frames = vec![batch];
@@ -142,12 +150,14 @@ pub async fn deliver(shared: &Arc<Shared>, batch: Vec<AppPayload>) {
         if shared.raft().is_leader() {
             let (_, back) = forward::close(shared, &mut link).await;
             let all: Vec<AppPayload> = back.into_iter().chain(frames).flatten().collect();
-            if !all.is_empty() {
-                append_local(shared, all).await;
+            if all.is_empty() {
+                return;
             }
-            return;
-        }
-        if let Some((leader, addr)) = shared.leader() {
+            match append_local(shared, all).await {
+                Ok(()) => return,
+                Err(handing_over) => frames = vec![handing_over],
+            }
+        } else if let Some((leader, addr)) = shared.leader().filter(|(id, _)| *id != shared.me) {
             match forward::send(shared, &mut link, leader, &addr, frames).await {
                 Sent::Written => return,
                 Sent::NotNow(back) => frames = back,
@@ -164,20 +174,27 @@ pub async fn deliver(shared: &Arc<Shared>, batch: Vec<AppPayload>) {
     }
 }
 
-/// Appends on the leader, once the send window allows ([`hold_for_slow_receivers`]).
-async fn append_local(shared: &Shared, batch: Vec<AppPayload>) {
-    hold_for_slow_receivers(shared).await;
-    append_now(shared, batch).await;
-}
-
-/// Appends on the leader. The results are not awaited: they only tell of
-/// payloads that lost their slot to a leader change, which the engine learns
-/// by timeout anyway, and following them cost a task and a wake-up per batch.
-async fn append_now(shared: &Shared, batch: Vec<AppPayload>) {
-    let count = batch.len();
-    if let Err(e) = shared.raft().client_write_many(batch).await {
-        warn!("Dropping {count} submitted payloads: {e}");
+/// Appends on the leader, in batches of at most [`MAX_BATCH_LEN`], each once
+/// the send window allows ([`hold_for_slow_receivers`]) and the core has
+/// room ([`crate::in_core`]). Gives back what is left when this member
+/// hands its leadership over: its core would drop it without a word.
+async fn append_local(shared: &Shared, batch: Vec<AppPayload>) -> Result<(), Vec<AppPayload>> {
+    let mut rest = batch;
+    while !rest.is_empty() {
+        let tail = rest.split_off(rest.len().min(MAX_BATCH_LEN));
+        let chunk = std::mem::replace(&mut rest, tail);
+        hold_for_slow_receivers(shared).await;
+        let bytes = chunk.iter().map(|p| p.bytes.0.len()).sum();
+        let entry = shared.in_core.enter(chunk.len(), bytes).await;
+        // Read only now, in the window: see `Window::wait_for_appenders`.
+        if shared.handing_over.load(Ordering::SeqCst) {
+            let mut back = chunk;
+            back.append(&mut rest);
+            return Err(back);
+        }
+        entry.append(&shared.raft(), chunk).await;
     }
+    Ok(())
 }
 
 /// Waits while a live voter is more than the send window behind in
@@ -226,12 +243,14 @@ fn followers(
 /// Leader side of `Forward`: answered only when not taken. A member that
 /// no longer leads hands the payloads back, for the next leader; so does
 /// one handing its leadership over, whose Raft core drops what it is given
-/// from then on without a word to us.
+/// from then on without a word to us. Waiting for room in the core stops
+/// the reading of this follower's connection: back-pressure, through TCP.
 pub async fn handle_forward(shared: &Shared, payloads: Vec<AppPayload>) -> Option<Response> {
-    let _taking = forward::Taking::start(&shared.forwards.taking);
     if !shared.raft().is_leader() || shared.handing_over.load(Ordering::SeqCst) {
         return Some(Response::Returned { payloads });
     }
-    append_local(shared, payloads).await;
-    None
+    match append_local(shared, payloads).await {
+        Ok(()) => None,
+        Err(payloads) => Some(Response::Returned { payloads }),
+    }
 }

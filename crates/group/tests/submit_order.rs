@@ -200,4 +200,12 @@ fn a_followers_payloads_stay_in_order_across_a_leader_hand_over() {
         );
     }
     assert_eq!(per_thread(stay[0]), per_thread(stay[1]), "both members alike");
+    // The writer never waits for its payloads; the leaders held it back
+    // instead of letting a backlog into their Raft cores, and their cores
+    // dropped nothing.
+    for m in members.iter() {
+        let (peak, lost) = m.group.core_window();
+        assert!(peak <= tandem_group::MAX_PAYLOADS_IN_CORE, "{}: {peak} payloads in its core at once", m.name);
+        assert_eq!(lost, 0, "{}: payloads its core did not order", m.name);
+    }
 }

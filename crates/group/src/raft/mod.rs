@@ -82,6 +82,13 @@ impl RaftGroup {
         self.shared.callers.inside()
     }
 
+    /// The most payloads this member's Raft core held at once as leader
+    /// (at most [`crate::MAX_PAYLOADS_IN_CORE`], or one batch when that is more), and
+    /// how many it answered with an error, never ordering them.
+    pub fn core_window(&self) -> (usize, u64) {
+        (self.shared.in_core.peak(), self.shared.in_core.lost())
+    }
+
     /// The address the group listener is bound to (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr

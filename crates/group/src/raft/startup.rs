@@ -226,6 +226,7 @@ fn launch_member(
         weight: std::sync::atomic::AtomicU32::new(config_weight),
         submit_queued: Default::default(),
         forwards: Default::default(),
+        in_core: Default::default(),
         started: std::time::Instant::now(),
         handing_over: AtomicBool::new(false),
     });

@@ -69,6 +69,8 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
         "Accepted connection from member {from} ({}) at {peer}",
         hello.info.name
     );
+    // Set once this connection is handed forwarded payloads back.
+    let mut handing_back = None;
     loop {
         let req: Request =
             match tokio::time::timeout(IDLE_TIMEOUT, wire::read_frame(&mut stream)).await {
@@ -94,7 +96,7 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
                     "Refusing {} from member {from} at {peer}: {reason}",
                     req.name()
                 );
-                Response::Failed { reason }
+                refused_answer(req, reason)
             }
             None => {
                 shared.net.liveness.heard(from);
@@ -104,10 +106,23 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
                 }
             }
         };
+        if matches!(resp, Response::Returned { .. }) && handing_back.is_none() {
+            handing_back = Some(shared.forwards.handing_back());
+        }
         if let Err(e) = wire::write_frame(&mut stream, &resp).await {
             debug!("Connection from member {from} at {peer} closed while answering: {e}");
             return;
         }
+    }
+}
+
+/// The answer to a refused request. Forwarded payloads are handed back,
+/// not failed: they were not taken, and the follower sends them on to the
+/// next leader it hears of.
+fn refused_answer(req: Request, reason: String) -> Response {
+    match req {
+        Request::Forward { payloads } => Response::Returned { payloads },
+        _ => Response::Failed { reason },
     }
 }
 
