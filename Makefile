@@ -10,7 +10,7 @@ PROVIDER := target/release/libtandem.so
 TANDEM := target/release/tandem
 DEMO_DIR ?= .tandem/demo
 
-.PHONY: deps build demo demo-down test test-unit test-cluster test-partitions test-mtr mtr bench bench-quick clean
+.PHONY: deps build lint demo demo-down test test-unit test-cluster test-partitions test-mtr mtr bench bench-quick clean
 
 # Install the Debian packages we need (only the missing ones), and stop the
 # distribution's own mariadb service: our clusters use their own ports/dirs.
@@ -41,7 +41,14 @@ demo: build
 demo-down:
 	$(TANDEM) cluster down --dir $(DEMO_DIR)
 
-test: build test-unit test-cluster test-mtr
+test: build lint test-unit test-cluster test-mtr
+
+# Clippy with every warning an error, and the lock lints of Cargo.toml
+# ([workspace.lints.clippy]: no guard in a match/if-let scrutinee, none
+# across an await) among them.
+lint:
+	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 test-unit:
 	$(CARGO) test --workspace --exclude tandem-cluster-tests

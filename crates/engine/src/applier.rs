@@ -262,7 +262,7 @@ impl Node {
     /// Tells the group channel which live group we are in: its handshake
     /// refuses members of another group that shares the cluster name.
     fn announce_group(&self, group: Option<crate::types::Uuid>) {
-        if let Some(channel) = self.inner.group.lock().clone() {
+        if let Some(channel) = self.group() {
             channel.announce_group(group.filter(|u| *u != crate::types::Uuid::NIL).map(|u| u.0));
         }
     }

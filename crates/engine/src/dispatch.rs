@@ -4,11 +4,41 @@
 //! Calls are serialised by the group, so commands of ordered events are
 //! carried out in order.
 
+use std::cell::Cell;
+
 use tandem_group::{Connectivity, Ordered, Replica};
 
 use crate::group_state::{GroupState, Outcome};
 use crate::node::Node;
 use crate::stats::Stats;
+
+thread_local! {
+    /// Set while this thread runs one of the replica's callbacks.
+    static IN_REPLICA: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is inside a callback of the group (`apply`,
+/// `restore`, `connectivity`): the group's own thread, which must not wait
+/// for anything that waits for the group (see `crate::outbox`).
+pub(crate) fn in_replica_callback() -> bool {
+    IN_REPLICA.with(Cell::get)
+}
+
+/// Marks this thread as inside a callback until dropped (nested calls keep
+/// the outer mark).
+struct Inside(bool);
+
+impl Inside {
+    fn enter() -> Inside {
+        Inside(IN_REPLICA.with(|c| c.replace(true)))
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        IN_REPLICA.with(|c| c.set(self.0));
+    }
+}
 
 /// The deterministic replica the group drives.
 pub(crate) struct NodeReplica {
@@ -36,6 +66,7 @@ impl NodeReplica {
 
 impl Replica for NodeReplica {
     fn apply(&mut self, event: Ordered<'_>) {
+        let _inside = Inside::enter();
         let outcome = self.state.apply(event);
         if matches!(outcome, Outcome::FlowControl { pause: true, .. }) {
             Stats::add(&self.node.inner.stats.flow_control_recv, 1);
@@ -59,6 +90,7 @@ impl Replica for NodeReplica {
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
+        let _inside = Inside::enter();
         self.state = GroupState::decode(snapshot)?;
         let commands = {
             let mut core = self.node.inner.core.lock();
@@ -76,6 +108,7 @@ impl Replica for NodeReplica {
     }
 
     fn connectivity(&mut self, now: Connectivity) {
+        let _inside = Inside::enter();
         // The members still in touch: a non-primary view lists them, as
         // Galera's does (the ordered state knows them by group id).
         let reachable = match &now {

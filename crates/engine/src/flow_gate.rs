@@ -222,9 +222,10 @@ impl Node {
         if pause {
             Stats::add(&self.inner.stats.flow_control_sent, 1);
         }
-        if let Err(e) = self.submit(Body::FlowControl { pause }) {
-            log::debug!("Flow control message not submitted (repeated on the next tick): {e}");
-        }
+        // Decided and queued under `FlowGate::sending`, in that order; the
+        // ticker sends it (see `crate::outbox`), so that lock is never held
+        // across a wait for the group.
+        self.inner.outbox.push(Body::FlowControl { pause });
     }
 
     /// Before a local write-set goes to the group: waits while flow control

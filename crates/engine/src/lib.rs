@@ -27,6 +27,7 @@ pub mod message;
 pub mod monitor;
 pub mod node;
 pub mod options;
+mod outbox;
 pub mod queue;
 pub mod retention;
 pub mod saved_state;

@@ -122,7 +122,8 @@ impl LocalHub {
 
     pub fn stop(&self) {
         let _ = self.tx.lock().send(Input::Stop);
-        if let Some(t) = self.thread.lock().take() {
+        let thread = self.thread.lock().take();
+        if let Some(t) = thread {
             let _ = t.join();
         }
     }

@@ -5,7 +5,47 @@
 //! in `client.rs`.
 //!
 //! Threads of a node: the server's appliers (in `recv`), the group's own
-//! runtime, and one ticker (every 100 ms: resubmissions and log retention).
+//! runtime, and one ticker (every 100 ms: resubmissions and log retention;
+//! and at once, whatever the group's threads ask to send: `outbox`).
+//!
+//! # Locks and the group runtime
+//!
+//! The group runs on its own runtime, one worker by default
+//! (`gcomm.threads=1`), and calls back into this node on it (`dispatch`:
+//! `apply`, `restore`, `connectivity`). A worker that blocks on a lock held
+//! by a thread that waits for the group stops the whole group, for good: a
+//! leader's clean stop under load deadlocked so (`disconnect` held `group`
+//! across the leave; the worker, applying a write-set, wanted `group` to
+//! read the flow-control level). Three rules keep that class out:
+//!
+//! 1. No lock of a node is held across a call into the group that waits
+//!    for its runtime (`leave`, `shutdown`, `bootstrap`, `read_barrier`,
+//!    `promote`, `isolate`, `set_weight`, `reload_tls`), with one
+//!    exception: `send_order` across `submit`, which keeps this node's
+//!    tokens in the order the group sees them.
+//! 2. The group's threads never take `send_order`: what a callback sends
+//!    goes through the `outbox`, sent by the ticker (`Node::send` asserts
+//!    this in debug builds). Flow-control messages always do, so
+//!    `FlowGate::sending` is never held across a wait either.
+//! 3. No guard is a temporary in a `match`, `if let` or `while let`
+//!    scrutinee, where it lives through the whole block, and no std or
+//!    parking_lot guard lives across an `.await`: clippy's
+//!    `significant_drop_in_scrutinee` and `await_holding_lock`, denied in
+//!    the workspace's Cargo.toml and run by `make lint` in `make test`.
+//!
+//! The order, outermost first; a thread holding one takes only those
+//! below it:
+//!
+//! 1. `send_order`
+//! 2. `FlowGate::sending`
+//! 3. `options`; `LocalTrxs::open`, then a transaction's `body`
+//! 4. `core` (a vote's waiter holds it only inside `votes_changed.wait`)
+//! 5. leaves, held for moments, none taken while another is held (but
+//!    `Waiters`, whose map is taken before a slot's reply): the receive
+//!    queue, the monitors, `InFlight`,
+//!    `FlowGate::state`, `outbox`, `sst`, `inconsistent_at`, `group` (to
+//!    clone or take the handle, never across a call on it), `me`, the
+//!    ticker's and leaver's handles.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -25,6 +65,7 @@ use crate::flow_gate::FlowGate;
 use crate::message::{Body, Envelope, JoinInfo};
 use crate::monitor::Monitor;
 use crate::options::Options;
+use crate::outbox::Outbox;
 use crate::queue::{Task, TaskQueue};
 use crate::saved_state::{local_data, LocalData, SavedState, NOT_SAFE_TO_BOOTSTRAP};
 use crate::stats::Stats;
@@ -33,6 +74,9 @@ use crate::waiter::{Reply, Slot, Waiters};
 
 pub use crate::applier::RecvEnd;
 pub use crate::core::LocalState;
+
+/// How long a clean stop waits for the group to let this member go.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often the ticker runs the core's timers.
 const TICK: Duration = Duration::from_millis(100);
@@ -86,7 +130,11 @@ pub(crate) struct Inner {
     /// Flow control: the gate writers wait at while the group is paused.
     pub(crate) flow: FlowGate,
     pub(crate) waiters: Waiters,
+    /// Held across `GroupChannel::submit`, which may wait for the group
+    /// runtime: never taken on the group's threads (see `outbox`).
     send_order: Mutex<()>,
+    /// What the group's threads and flow control send, sent by the ticker.
+    pub(crate) outbox: Outbox,
     pub(crate) apply: Monitor,
     pub(crate) commit: Monitor,
     /// Local transactions and TOI statements between their first call and release.
@@ -185,6 +233,7 @@ impl Node {
             flow: FlowGate::default(),
             waiters: Waiters::default(),
             send_order: Mutex::new(()),
+            outbox: Outbox::default(),
             apply: Monitor::new(position),
             commit: Monitor::new(position),
             local: LocalTrxs::default(),
@@ -273,6 +322,8 @@ impl Node {
         let replica = NodeReplica::new(self.clone());
         let group = starter.start(app, Box::new(replica)).map_err(|e| ConnectError::Failed(e.to_string()))?;
         *self.inner.group.lock() = Some(group);
+        // Messages of an earlier connection's last moments are not ours to send now.
+        drop(self.inner.outbox.take(Duration::ZERO));
         self.start_ticker();
         Ok(())
     }
@@ -339,8 +390,13 @@ impl Node {
         self.inner.waiters.wake_all();
         self.inner.flow.wake_all();
         self.stop_ticker();
-        if let Some(group) = self.inner.group.lock().take() {
-            if let Err(e) = group.leave(Duration::from_secs(5)) {
+        // Taken out first: the group's threads read `group` while it leaves
+        // (a guard in the `if let` would live through the leave, and the
+        // runtime would wait on it: the clean stop of a leader under load
+        // deadlocked so).
+        let group = self.inner.group.lock().take();
+        if let Some(group) = group {
+            if let Err(e) = group.leave(LEAVE_TIMEOUT) {
                 // Several members stopping at once race to leave; the last voter
                 // cannot be removed. Nothing an operator must act on.
                 log::info!("Leaving the group: {e}");
@@ -379,7 +435,8 @@ impl Node {
         if uuid.is_nil() {
             return;
         }
-        let state = match *self.inner.inconsistent_at.lock() {
+        let inconsistent_at = *self.inner.inconsistent_at.lock();
+        let state = match inconsistent_at {
             Some(at) => SavedState { inconsistent_at: Some(at), ..SavedState::running(uuid, false) },
             None => SavedState {
                 position: Gtid { uuid, seqno: self.inner.apply.last_left() },
@@ -419,7 +476,8 @@ impl Node {
             let _ = handle.join();
         }
         self.stop_ticker();
-        if let Some(group) = self.inner.group.lock().take() {
+        let group = self.inner.group.lock().take();
+        if let Some(group) = group {
             group.shutdown();
         }
         self.inner.queue.close();
@@ -444,8 +502,16 @@ impl Node {
             }
             let _leaving = Leaving(live);
             let mut last_tick = std::time::Instant::now();
+            let mut last_flow = std::time::Instant::now();
             while !node.inner.closing.load(Ordering::Acquire) {
-                std::thread::sleep(FLOW_TICK);
+                let left = FLOW_TICK.saturating_sub(last_flow.elapsed());
+                for body in node.inner.outbox.take(left) {
+                    node.submit_now(body);
+                }
+                if last_flow.elapsed() < FLOW_TICK {
+                    continue;
+                }
+                last_flow = std::time::Instant::now();
                 node.check_flow_control();
                 if last_tick.elapsed() < TICK {
                     continue;
@@ -469,6 +535,7 @@ impl Node {
     /// ticker itself (it only runs commands, which never stop the node).
     fn stop_ticker(&self) {
         self.inner.closing.store(true, Ordering::Release);
+        self.inner.outbox.wake();
         let handle = self.inner.ticker.lock().take();
         if let Some(handle) = handle {
             let _ = handle.join();
@@ -495,6 +562,10 @@ impl Node {
     /// Tokens are taken and messages submitted under one lock, so tokens
     /// reach the group in increasing order (what loss detection relies on).
     pub fn send(&self, body: Body, wait: bool) -> Sent {
+        debug_assert!(
+            !crate::dispatch::in_replica_callback(),
+            "the group's threads send through the outbox, never under send_order"
+        );
         let group = self.group();
         let _order = self.inner.send_order.lock();
         let token = self.inner.waiters.next_token();
@@ -525,6 +596,18 @@ impl Node {
         log::debug!("Lock epoch {epoch}: {why}");
     }
 
+    /// Sends a message nobody waits for, now, on this thread.
+    fn submit_now(&self, body: Body) {
+        match self.submit(body) {
+            Ok(()) => {}
+            // The engine is told it is primary just before the group
+            // accepts submissions: an announcement made in that moment
+            // goes again at the next tick, not a resend period later.
+            Err(GroupError::NonPrimary) => self.inner.core.lock().on_submit_refused(),
+            Err(e) => log::debug!("Not submitted (will be repeated if it matters): {e}"),
+        }
+    }
+
     /// Carries out what the core decided, in order.
     pub(crate) fn execute(&self, commands: Vec<Command>) {
         for command in commands {
@@ -535,14 +618,9 @@ impl Node {
     fn execute_one(&self, command: Command) {
         let inner = &self.inner;
         match command {
-            Command::Submit(body) => match self.submit(body) {
-                Ok(()) => {}
-                // The engine is told it is primary just before the group
-                // accepts submissions: an announcement made in that moment
-                // goes again at the next tick, not a resend period later.
-                Err(GroupError::NonPrimary) => inner.core.lock().on_submit_refused(),
-                Err(e) => log::debug!("Not submitted (will be repeated if it matters): {e}"),
-            },
+            // On the group's threads: sent by the ticker (see `outbox`).
+            Command::Submit(body) if crate::dispatch::in_replica_callback() => inner.outbox.push(body),
+            Command::Submit(body) => self.submit_now(body),
             Command::WriteSet { waiter, seqno, verdict, ws, origin, apply } => {
                 if let crate::certification::Verdict::Pass { depends_on } = verdict {
                     inner.stats.note_dependency(seqno - depends_on);

@@ -77,7 +77,8 @@ impl Waiters {
         for lost in older.into_values() {
             lost.fill(Reply::Lost);
         }
-        match self.slots.lock().remove(&token) {
+        let slot = self.slots.lock().remove(&token);
+        match slot {
             Some(slot) => {
                 slot.fill(reply);
                 true

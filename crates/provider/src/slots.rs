@@ -546,7 +546,8 @@ unsafe extern "C" fn free(w: *mut wsrep_t) {
         let p = Box::from_raw((*w).ctx as *mut Provider);
         (*w).ctx = std::ptr::null_mut();
         // The listeners read the node: they stop first.
-        if let Some(mut listeners) = p.health.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let listeners = p.health.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut listeners) = listeners {
             listeners.stop();
         }
         p.node.shutdown();

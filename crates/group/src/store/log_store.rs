@@ -484,7 +484,8 @@ impl Flusher {
     /// Flushes what is pending and joins the thread.
     pub fn stop(&self) {
         drop(lock(&self.queue).take());
-        if let Some(t) = lock(&self.thread).take() {
+        let thread = lock(&self.thread).take();
+        if let Some(t) = thread {
             let _ = t.join();
         }
     }

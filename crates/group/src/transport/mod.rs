@@ -318,7 +318,9 @@ impl NetCtx {
     }
 
     async fn checkout(&self, addr: &str, expect: Option<MemberId>) -> Result<Conn, CallError> {
-        while let Some(conn) = lock(&self.pool).get_mut(addr).and_then(Vec::pop) {
+        loop {
+            let pooled = lock(&self.pool).get_mut(addr).and_then(Vec::pop);
+            let Some(conn) = pooled else { break };
             if conn.is_open() && expect.is_none_or(|e| e == conn.peer) {
                 return Ok(conn);
             }

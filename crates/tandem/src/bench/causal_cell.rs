@@ -171,7 +171,6 @@ fn measure(bench: &Bench, variant: Variant, cluster: &Cluster, round: u32) -> Re
     // global value when they open.
     let result = reader_node
         .sql("SET GLOBAL wsrep_sync_wait=1")
-        .map_err(anyhow::Error::from)
         .and_then(|_| measure_under_sync_wait(bench, variant, writer_node, reader_node, round));
     reader_node.sql("SET GLOBAL wsrep_sync_wait=0").context("resetting wsrep_sync_wait on node 2")?;
     if variant.lease {
