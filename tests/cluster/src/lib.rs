@@ -7,6 +7,7 @@
 
 pub mod bank;
 pub mod netns;
+pub mod restart;
 
 use std::path::PathBuf;
 use std::process::Command;
