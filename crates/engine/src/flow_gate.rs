@@ -3,7 +3,8 @@
 //! the pure decision in [`crate::flow_control`]. The group's paused set is
 //! ordered state (`GroupState::paused_by`); the gate follows it as this node
 //! applies it, so a write-set submitted after a pause is ordered by the
-//! sender that saw the pause first (see `Node::submit_write_set`).
+//! sender that saw the pause first (see `Node::certify`, which waits at the
+//! gate before it sends).
 
 use std::time::{Duration, Instant};
 
@@ -222,10 +223,10 @@ impl Node {
         if pause {
             Stats::add(&self.inner.stats.flow_control_sent, 1);
         }
-        // Decided and queued under `FlowGate::sending`, in that order; the
-        // ticker sends it (see `crate::outbox`), so that lock is never held
-        // across a wait for the group.
-        self.inner.outbox.push(Body::FlowControl { pause });
+        // Decided and sent (or queued) under `FlowGate::sending`, in that
+        // order, never waiting for `send_order` (see `crate::outbox`): this
+        // lock is taken on the group's threads too.
+        self.send_or_queue(Body::FlowControl { pause });
     }
 
     /// Before a local write-set goes to the group: waits while flow control

@@ -6,7 +6,7 @@
 //!
 //! Threads of a node: the server's appliers (in `recv`), the group's own
 //! runtime, and one ticker (every 100 ms: resubmissions and log retention;
-//! and at once, whatever the group's threads ask to send: `outbox`).
+//! and at once, what waits in the `outbox`).
 //!
 //! # Locks and the group runtime
 //!
@@ -23,10 +23,12 @@
 //!    `promote`, `isolate`, `set_weight`, `reload_tls`), with one
 //!    exception: `send_order` across `submit`, which keeps this node's
 //!    tokens in the order the group sees them.
-//! 2. The group's threads never take `send_order`: what a callback sends
-//!    goes through the `outbox`, sent by the ticker (`Node::send` asserts
-//!    this in debug builds). Flow-control messages always do, so
-//!    `FlowGate::sending` is never held across a wait either.
+//! 2. The group's threads never block on `send_order`: what a callback
+//!    sends goes through `Node::send_or_queue`, which waits a millisecond
+//!    at most and otherwise queues it in the `outbox` for the next holder
+//!    of the lock, or the ticker (`Node::send` asserts this in debug
+//!    builds). Flow-control messages always do, so `FlowGate::sending` is
+//!    never held across a wait either.
 //! 3. No guard is a temporary in a `match`, `if let` or `while let`
 //!    scrutinee, where it lives through the whole block, and no std or
 //!    parking_lot guard lives across an `.await`: clippy's
@@ -62,7 +64,7 @@ use crate::config::{parse_cluster_address, HotOptions};
 use crate::core::{Command, NodeCore};
 use crate::dispatch::NodeReplica;
 use crate::flow_gate::FlowGate;
-use crate::message::{Body, Envelope, JoinInfo};
+use crate::message::{Body, JoinInfo};
 use crate::monitor::Monitor;
 use crate::options::Options;
 use crate::outbox::Outbox;
@@ -124,7 +126,7 @@ pub(crate) struct Inner {
     /// The lock epoch within the incarnation (`certification::LockSession`):
     /// raised whenever a local transaction lets its row locks go before it
     /// is known how its write-set ends, read under `send_order`.
-    lock_epoch: AtomicU32,
+    pub(crate) lock_epoch: AtomicU32,
     pub(crate) group: Mutex<Option<Arc<dyn GroupChannel>>>,
     pub(crate) queue: TaskQueue,
     /// Flow control: the gate writers wait at while the group is paused.
@@ -132,7 +134,7 @@ pub(crate) struct Inner {
     pub(crate) waiters: Waiters,
     /// Held across `GroupChannel::submit`, which may wait for the group
     /// runtime: never taken on the group's threads (see `outbox`).
-    send_order: Mutex<()>,
+    pub(crate) send_order: Mutex<()>,
     /// What the group's threads and flow control send, sent by the ticker.
     pub(crate) outbox: Outbox,
     pub(crate) apply: Monitor,
@@ -323,7 +325,7 @@ impl Node {
         let group = starter.start(app, Box::new(replica)).map_err(|e| ConnectError::Failed(e.to_string()))?;
         *self.inner.group.lock() = Some(group);
         // Messages of an earlier connection's last moments are not ours to send now.
-        drop(self.inner.outbox.take(Duration::ZERO));
+        drop(self.inner.outbox.take_now());
         self.start_ticker();
         Ok(())
     }
@@ -505,8 +507,8 @@ impl Node {
             let mut last_flow = std::time::Instant::now();
             while !node.inner.closing.load(Ordering::Acquire) {
                 let left = FLOW_TICK.saturating_sub(last_flow.elapsed());
-                for body in node.inner.outbox.take(left) {
-                    node.submit_now(body);
+                if node.inner.outbox.wait(left) {
+                    node.send_queued();
                 }
                 if last_flow.elapsed() < FLOW_TICK {
                     continue;
@@ -553,38 +555,6 @@ impl Node {
         self.inner.core.lock().awaits_synced()
     }
 
-    /// Sends a message nobody waits for.
-    pub fn submit(&self, body: Body) -> Result<(), GroupError> {
-        self.send(body, false).result
-    }
-
-    /// Sends a message, optionally registering a waiter for its return.
-    /// Tokens are taken and messages submitted under one lock, so tokens
-    /// reach the group in increasing order (what loss detection relies on).
-    pub fn send(&self, body: Body, wait: bool) -> Sent {
-        debug_assert!(
-            !crate::dispatch::in_replica_callback(),
-            "the group's threads send through the outbox, never under send_order"
-        );
-        let group = self.group();
-        let _order = self.inner.send_order.lock();
-        let token = self.inner.waiters.next_token();
-        let slot = wait.then(|| (token, self.inner.waiters.register(token)));
-        let incarnation = self.inner.incarnation.load(Ordering::Acquire);
-        let epoch = self.inner.lock_epoch.load(Ordering::Acquire);
-        let envelope = Envelope { source: self.me(), incarnation, token, body, epoch };
-        let sent = match group {
-            Some(g) => g.submit(envelope.encode()),
-            None => Err(GroupError::Closed),
-        };
-        if sent.is_err() {
-            if let Some((token, _)) = &slot {
-                self.inner.waiters.abandon(*token);
-            }
-        }
-        Sent { waiter: slot, result: sent, body: envelope.body }
-    }
-
     /// A local transaction is about to release its row locks although its
     /// write-set was (or may yet be) ordered and certified: its client gave
     /// up waiting, or a BF abort rolls it back to replay it. Our write-sets
@@ -594,18 +564,6 @@ impl Node {
     pub(crate) fn new_lock_epoch(&self, why: &str) {
         let epoch = self.inner.lock_epoch.fetch_add(1, Ordering::AcqRel) + 1;
         log::debug!("Lock epoch {epoch}: {why}");
-    }
-
-    /// Sends a message nobody waits for, now, on this thread.
-    fn submit_now(&self, body: Body) {
-        match self.submit(body) {
-            Ok(()) => {}
-            // The engine is told it is primary just before the group
-            // accepts submissions: an announcement made in that moment
-            // goes again at the next tick, not a resend period later.
-            Err(GroupError::NonPrimary) => self.inner.core.lock().on_submit_refused(),
-            Err(e) => log::debug!("Not submitted (will be repeated if it matters): {e}"),
-        }
     }
 
     /// Carries out what the core decided, in order.
@@ -618,8 +576,8 @@ impl Node {
     fn execute_one(&self, command: Command) {
         let inner = &self.inner;
         match command {
-            // On the group's threads: sent by the ticker (see `outbox`).
-            Command::Submit(body) if crate::dispatch::in_replica_callback() => inner.outbox.push(body),
+            // The group's threads never wait for `send_order` (see `outbox`).
+            Command::Submit(body) if crate::dispatch::in_replica_callback() => self.send_or_queue(body),
             Command::Submit(body) => self.submit_now(body),
             Command::WriteSet { waiter, seqno, verdict, ws, origin, apply } => {
                 if let crate::certification::Verdict::Pass { depends_on } = verdict {
