@@ -502,109 +502,11 @@ fn crashed_members_are_evicted_then_quorum_is_lost() {
     assert!(!reachable.contains(&m2.id()));
 }
 
-fn raw_connect(m: &Member) -> TcpStream {
-    let s = TcpStream::connect(m.group.local_addr()).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s
-}
-
 /// Reads until the listener closes the connection.
 fn drain_until_closed(mut s: TcpStream) -> Vec<u8> {
     let mut got = Vec::new();
     let _ = s.read_to_end(&mut got);
     got
-}
-
-/// A raw connection to `m` that has said hello as member `id`.
-fn connect_as(m: &Member, id: u64) -> TcpStream {
-    let mut s = raw_connect(m);
-    let hello = Hello {
-        cluster: CLUSTER.into(),
-        member: id,
-        info: MemberInfo::default(),
-        group: None,
-    };
-    s.write_all(b"TNDM").unwrap();
-    s.write_all(&PROTOCOL_VERSION.to_be_bytes()).unwrap();
-    s.write_all(&wire::encode_frame(&hello).unwrap()).unwrap();
-    let mut preamble = [0u8; 8];
-    s.read_exact(&mut preamble).expect("the listener's preamble");
-    let reply: wire::HelloReply = read_frame(&mut s);
-    assert!(
-        matches!(reply, wire::HelloReply::Accepted { .. }),
-        "hello as member {id} refused: {reply:?}"
-    );
-    s
-}
-
-fn read_frame<T: serde::de::DeserializeOwned>(s: &mut TcpStream) -> T {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).expect("a frame's length");
-    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut body).expect("a frame's body");
-    wire::decode(&body).expect("a frame that decodes")
-}
-
-fn payloads(origin: u64, texts: &[&str]) -> Vec<wire::AppPayload> {
-    texts
-        .iter()
-        .map(|t| wire::AppPayload {
-            origin,
-            bytes: wire::Bytes::from(t.as_bytes().to_vec()),
-        })
-        .collect()
-}
-
-/// Forwarded payloads are answered only when not taken: the leader appends
-/// them and says nothing (the next answer on the connection is that of the
-/// keepalive sent after them); a member that does not lead hands them back,
-/// all of them and in order, and appends none.
-#[test]
-fn forwards_are_answered_only_when_handed_back_by_a_member_that_does_not_lead() {
-    let _serial = serial();
-    let (m1, m2, m3) = three_voters();
-    let all = [&m1, &m2, &m3];
-    let leader = leader_of(&all);
-    let followers: Vec<&Member> = all.iter().copied().filter(|m| m.id() != leader.id()).collect();
-    // Sent in the name of one follower (a member of the group: an outsider
-    // is refused outright), to the leader and to the other follower.
-    let sender = followers[0].id();
-
-    let mut s = connect_as(leader, sender);
-    let taken = payloads(sender, &["taken-1", "taken-2"]);
-    s.write_all(&wire::encode_request(&wire::Request::Forward { payloads: taken }).unwrap())
-        .unwrap();
-    s.write_all(&wire::encode_request(&wire::Request::Keepalive).unwrap())
-        .unwrap();
-    let answer: wire::Response = read_frame(&mut s);
-    assert!(
-        matches!(answer, wire::Response::Done),
-        "the keepalive's answer comes first, none for the forward: {answer:?}"
-    );
-    wait_delivered(&all, b"taken-1");
-    wait_delivered(&all, b"taken-2");
-
-    let mut s = connect_as(followers[1], sender);
-    let sent = payloads(sender, &["back-1", "back-2", "back-3"]);
-    s.write_all(
-        &wire::encode_request(&wire::Request::Forward {
-            payloads: sent.clone(),
-        })
-        .unwrap(),
-    )
-    .unwrap();
-    let answer: wire::Response = read_frame(&mut s);
-    let wire::Response::Returned { payloads: back } = answer else {
-        panic!("a follower hands forwarded payloads back: {answer:?}");
-    };
-    assert_eq!(back, sent, "all of them, in order");
-    submit(leader, b"after-the-hand-back");
-    wait_delivered(&all, b"after-the-hand-back");
-    for m in all {
-        for p in ["back-1", "back-2", "back-3"] {
-            assert!(!m.rec.has_message(p.as_bytes()), "{} applied {p}", m.name);
-        }
-    }
 }
 
 /// (f) Strangers are refused and the group keeps working: random bytes,

@@ -69,38 +69,39 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
         "Accepted connection from member {from} ({}) at {peer}",
         hello.info.name
     );
+    serve_requests(&shared, &mut stream, from, peer).await;
+}
+
+/// Answers `from`'s requests one at a time, until the connection ends.
+async fn serve_requests(shared: &Shared, stream: &mut PeerStream, from: MemberId, peer: SocketAddr) {
     // Set once this connection is handed forwarded payloads back.
     let mut handing_back = None;
     loop {
-        let req: Request =
-            match tokio::time::timeout(IDLE_TIMEOUT, wire::read_frame(&mut stream)).await {
-                Err(_idle) => return,
-                Ok(Ok(req)) => req,
-                Ok(Err(WireError::Closed)) => return,
-                // A reset by a peer that stops or crashes is routine.
-                Ok(Err(WireError::Io(e))) => {
-                    info!("Connection from member {from} at {peer} lost: {e}");
-                    return;
-                }
-                Ok(Err(e)) => {
-                    error!("Closing connection from member {from} at {peer}: {e}");
-                    return;
-                }
-            };
+        let req: Request = match tokio::time::timeout(IDLE_TIMEOUT, wire::read_frame(&mut *stream)).await {
+            Err(_idle) => return,
+            Ok(Ok(req)) => req,
+            Ok(Err(WireError::Closed)) => return,
+            // A reset by a peer that stops or crashes is routine.
+            Ok(Err(WireError::Io(e))) => {
+                info!("Connection from member {from} at {peer} lost: {e}");
+                return;
+            }
+            Ok(Err(e)) => {
+                error!("Closing connection from member {from} at {peer}: {e}");
+                return;
+            }
+        };
         if shared.net.isolated() {
             return; // isolated since this connection opened
         }
-        let resp = match refuses(&shared, from, &req) {
+        let resp = match refuses(shared, from, &req) {
             Some(reason) => {
-                debug!(
-                    "Refusing {} from member {from} at {peer}: {reason}",
-                    req.name()
-                );
+                debug!("Refusing {} from member {from} at {peer}: {reason}", req.name());
                 refused_answer(req, reason)
             }
             None => {
                 shared.net.liveness.heard(from);
-                match dispatch(&shared, from, req).await {
+                match dispatch(shared, from, req).await {
                     Some(resp) => resp,
                     None => continue,
                 }
@@ -109,7 +110,7 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
         if matches!(resp, Response::Returned { .. }) && handing_back.is_none() {
             handing_back = Some(shared.forwards.handing_back());
         }
-        if let Err(e) = wire::write_frame(&mut stream, &resp).await {
+        if let Err(e) = wire::write_frame(&mut *stream, &resp).await {
             debug!("Connection from member {from} at {peer} closed while answering: {e}");
             return;
         }

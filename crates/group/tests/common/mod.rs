@@ -413,3 +413,45 @@ pub fn told_non_primary(m: &Member) -> bool {
         .iter()
         .any(|c| matches!(c, Connectivity::NonPrimary { .. }))
 }
+
+// ---- raw connections --------------------------------------------------
+
+/// A plain TCP connection to `m`'s group listener, with a read timeout.
+pub fn raw_connect(m: &Member) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(m.group.local_addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// A raw connection to `m` that has said hello as member `id`.
+pub fn connect_as(m: &Member, id: u64) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    use tandem_group::wire::{self, Hello, PROTOCOL_VERSION};
+    let mut s = raw_connect(m);
+    let hello = Hello {
+        cluster: CLUSTER.into(),
+        member: id,
+        info: tandem_group::MemberInfo::default(),
+        group: None,
+    };
+    s.write_all(b"TNDM").unwrap();
+    s.write_all(&PROTOCOL_VERSION.to_be_bytes()).unwrap();
+    s.write_all(&wire::encode_frame(&hello).unwrap()).unwrap();
+    let mut preamble = [0u8; 8];
+    s.read_exact(&mut preamble).expect("the listener's preamble");
+    let reply: wire::HelloReply = read_frame(&mut s);
+    assert!(
+        matches!(reply, wire::HelloReply::Accepted { .. }),
+        "hello as member {id} refused: {reply:?}"
+    );
+    s
+}
+
+pub fn read_frame<T: serde::de::DeserializeOwned>(s: &mut std::net::TcpStream) -> T {
+    use std::io::Read;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("a frame's length");
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).expect("a frame's body");
+    tandem_group::wire::decode(&body).expect("a frame that decodes")
+}
