@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!   mariadbd threads ──submit/promote/leave/status──► RaftGroup
-//!                                                       │ own tokio runtime: 2 workers
+//!                                                       │ own tokio runtime: gcomm.threads workers (1)
 //!     ┌──────────────┬─────────────┬──────────────┬─────┴───────┬──────────────┐
 //!   server        submitter     detector        evictor     join/bootstrap   openraft core
 //!   (TCP in)   (queue→leader) (primary?)   (leader: silent?)               (log, SM, replication)
