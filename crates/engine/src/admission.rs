@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn data_inside_the_replayable_history_resumes() {
-        assert_eq!(plan_at_view(&footing(10, 5, ), 20, false), Ok(Plan::Resume { position: 10 }));
+        assert_eq!(plan_at_view(&footing(10, 5,), 20, false), Ok(Plan::Resume { position: 10 }));
         // Exactly at the replay start: the next seqno is the first replayed.
         assert_eq!(plan_at_view(&footing(4, 5), 20, false), Ok(Plan::Resume { position: 4 }));
         // Nothing missed at all.

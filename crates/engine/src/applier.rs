@@ -90,7 +90,9 @@ impl Node {
 
     fn run(&self, ctx: usize, task: Task, queued: Instant) -> Step {
         match task {
-            Task::Apply { seqno, verdict, ws, origin } => self.apply_write_set(ctx, seqno, &verdict, &ws, origin, queued),
+            Task::Apply { seqno, verdict, ws, origin } => {
+                self.apply_write_set(ctx, seqno, &verdict, &ws, origin, queued)
+            }
             Task::Connect(admission) => self.join(ctx, admission),
             Task::View(vc) => self.deliver_view(ctx, &vc),
             Task::NonPrimary { after, removal } => self.deliver_non_primary(ctx, after, removal),
@@ -120,7 +122,15 @@ impl Node {
         }
     }
 
-    fn apply_write_set(&self, ctx: usize, seqno: Seqno, verdict: &Verdict, ws: &WriteSet, origin: Uuid, queued: Instant) -> Step {
+    fn apply_write_set(
+        &self,
+        ctx: usize,
+        seqno: Seqno,
+        verdict: &Verdict,
+        ws: &WriteSet,
+        origin: Uuid,
+        queued: Instant,
+    ) -> Step {
         let inner = &self.inner;
         if inner.apply.has_left(seqno) {
             return Step::Next; // contained in the state we received

@@ -123,7 +123,12 @@ pub struct Certifier {
 
 impl Certifier {
     pub fn new(position: Seqno) -> Certifier {
-        Certifier { index: HashMap::new(), purged_upto: position, last_barrier: SEQNO_UNDEFINED, epochs: BTreeMap::new() }
+        Certifier {
+            index: HashMap::new(),
+            purged_upto: position,
+            last_barrier: SEQNO_UNDEFINED,
+            epochs: BTreeMap::new(),
+        }
     }
 
     pub fn index_size(&self) -> usize {

@@ -29,10 +29,22 @@ const ROW: &[&str] = &["db", "t", "pk1"];
 fn matrix_table_for_unseen_write_from_other_node() {
     use KeyType::*;
     let table = [
-        (Shared, Shared, N), (Shared, Reference, N), (Shared, Update, D), (Shared, Exclusive, D),
-        (Reference, Shared, N), (Reference, Reference, N), (Reference, Update, D), (Reference, Exclusive, C),
-        (Update, Shared, D), (Update, Reference, D), (Update, Update, C), (Update, Exclusive, C),
-        (Exclusive, Shared, C), (Exclusive, Reference, C), (Exclusive, Update, C), (Exclusive, Exclusive, C),
+        (Shared, Shared, N),
+        (Shared, Reference, N),
+        (Shared, Update, D),
+        (Shared, Exclusive, D),
+        (Reference, Shared, N),
+        (Reference, Reference, N),
+        (Reference, Update, D),
+        (Reference, Exclusive, C),
+        (Update, Shared, D),
+        (Update, Reference, D),
+        (Update, Update, C),
+        (Update, Exclusive, C),
+        (Exclusive, Shared, C),
+        (Exclusive, Reference, C),
+        (Exclusive, Update, C),
+        (Exclusive, Exclusive, C),
     ];
     for (earlier, incoming, expected) in table {
         let mut cert = Certifier::new(0);
@@ -58,7 +70,10 @@ fn later_fragments_of_a_stream_wait_for_everything_before_them() {
     let mut first = ws(A, 0, &[(ROW, KeyType::Exclusive)]);
     first.flags = flags::TRX_START;
     assert_eq!(cert.certify(&first, 2, 1), Verdict::Pass { depends_on: 0 });
-    assert_eq!(cert.certify(&ws(B, 0, &[(&["db", "t", "pk7"], KeyType::Exclusive)]), 3, 1), Verdict::Pass { depends_on: 0 });
+    assert_eq!(
+        cert.certify(&ws(B, 0, &[(&["db", "t", "pk7"], KeyType::Exclusive)]), 3, 1),
+        Verdict::Pass { depends_on: 0 }
+    );
     let mut middle = ws(A, 0, &[(&["db", "t", "pk2"], KeyType::Exclusive)]);
     middle.flags = 0;
     assert_eq!(cert.certify(&middle, 4, 1), Verdict::Pass { depends_on: 3 });
@@ -80,7 +95,10 @@ fn a_stream_rollback_always_passes_and_orders_what_follows() {
     let mut rollback = ws(A, 0, &[]);
     rollback.flags = flags::ROLLBACK | flags::PA_UNSAFE;
     assert_eq!(cert.certify(&rollback, 2, 1), Verdict::Pass { depends_on: 1 });
-    assert_eq!(cert.certify(&ws(B, 2, &[(&["db", "t", "pk3"], KeyType::Exclusive)]), 3, 1), Verdict::Pass { depends_on: 2 });
+    assert_eq!(
+        cert.certify(&ws(B, 2, &[(&["db", "t", "pk3"], KeyType::Exclusive)]), 3, 1),
+        Verdict::Pass { depends_on: 2 }
+    );
 }
 
 #[test]
@@ -123,9 +141,15 @@ fn a_new_lock_epoch_conflicts_with_the_unseen_write_sets_of_earlier_epochs() {
     cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 1, session(1, 0));
     assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 2, session(1, 1)), Verdict::Fail);
     // One that saw it depends on it.
-    assert_eq!(cert.certify(&ws(A, 1, &[(ROW, KeyType::Exclusive)]), 3, session(1, 1)), Verdict::Pass { depends_on: 1 });
+    assert_eq!(
+        cert.certify(&ws(A, 1, &[(ROW, KeyType::Exclusive)]), 3, session(1, 1)),
+        Verdict::Pass { depends_on: 1 }
+    );
     // Within the new epoch the locks order the process's write-sets again.
-    assert_eq!(cert.certify(&ws(A, 1, &[(ROW, KeyType::Exclusive)]), 4, session(1, 1)), Verdict::Pass { depends_on: 3 });
+    assert_eq!(
+        cert.certify(&ws(A, 1, &[(ROW, KeyType::Exclusive)]), 4, session(1, 1)),
+        Verdict::Pass { depends_on: 3 }
+    );
 }
 
 #[test]
@@ -146,7 +170,10 @@ fn epochs_are_counted_from_where_the_total_order_first_shows_them() {
     // serialise each other, the old process's do not.
     assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 6, session(2, 0)), Verdict::Fail);
     cert.certify(&ws(A, 4, &[(ROW, KeyType::Exclusive)]), 7, session(2, 0));
-    assert_eq!(cert.certify(&ws(A, 4, &[(ROW, KeyType::Exclusive)]), 8, session(2, 0)), Verdict::Pass { depends_on: 7 });
+    assert_eq!(
+        cert.certify(&ws(A, 4, &[(ROW, KeyType::Exclusive)]), 8, session(2, 0)),
+        Verdict::Pass { depends_on: 7 }
+    );
 }
 
 /// A forward whose answer was lost can reach the leader after its node's
@@ -157,7 +184,10 @@ fn a_write_set_of_an_older_epoch_ordered_late_spares_nobody() {
     let mut cert = Certifier::new(0);
     cert.certify(&ws(A, 0, &[(&["db", "t", "pk2"], KeyType::Exclusive)]), 1, session(1, 3));
     // Epoch 0's write-set, sent before epoch 3 began, ordered after it.
-    assert_eq!(cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 2, session(1, 0)), Verdict::Pass { depends_on: 0 });
+    assert_eq!(
+        cert.certify(&ws(A, 0, &[(ROW, KeyType::Exclusive)]), 2, session(1, 0)),
+        Verdict::Pass { depends_on: 0 }
+    );
     // Epoch 3's next write-set did not see it: a conflict, though the
     // seqno is past where epoch 3 began.
     assert_eq!(cert.certify(&ws(A, 1, &[(ROW, KeyType::Exclusive)]), 3, session(1, 3)), Verdict::Fail);
@@ -199,14 +229,20 @@ fn pa_unsafe_depends_on_previous_and_orders_later_ones() {
     let mut w = ws(A, 0, &[(&["db", "x", "1"], KeyType::Exclusive)]);
     w.flags |= flags::PA_UNSAFE;
     assert_eq!(cert.certify(&w, 3, 1), Verdict::Pass { depends_on: 2 });
-    assert_eq!(cert.certify(&ws(B, 3, &[(&["db", "y", "1"], KeyType::Exclusive)]), 4, 1), Verdict::Pass { depends_on: 3 });
+    assert_eq!(
+        cert.certify(&ws(B, 3, &[(&["db", "y", "1"], KeyType::Exclusive)]), 4, 1),
+        Verdict::Pass { depends_on: 3 }
+    );
 }
 
 #[test]
 fn key_parts_are_not_confused_by_concatenation() {
     let mut cert = Certifier::new(0);
     cert.certify(&ws(A, 0, &[(&["ab", "c", "1"], KeyType::Exclusive)]), 1, 1);
-    assert_eq!(cert.certify(&ws(B, 0, &[(&["a", "bc", "1"], KeyType::Exclusive)]), 2, 1), Verdict::Pass { depends_on: 0 });
+    assert_eq!(
+        cert.certify(&ws(B, 0, &[(&["a", "bc", "1"], KeyType::Exclusive)]), 2, 1),
+        Verdict::Pass { depends_on: 0 }
+    );
 }
 
 #[test]

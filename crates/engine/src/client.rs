@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tandem_group::GroupError;
 
-use crate::app::{ApplyJob, Applied};
+use crate::app::{Applied, ApplyJob};
 use crate::certification::Verdict;
 use crate::message::Body;
 use crate::monitor::Interrupted;
@@ -208,7 +208,10 @@ impl Node {
         let max = self.inner.hot.max_ws_size();
         let size = ws.data.len() + ws.keys.iter().flat_map(|k| &k.parts).map(Vec::len).sum::<usize>();
         if size as i64 > max {
-            log::warn!("Maximum writeset size exceeded by {}: {size} bytes, repl.max_ws_size is {max}", size as i64 - max);
+            log::warn!(
+                "Maximum writeset size exceeded by {}: {size} bytes, repl.max_ws_size is {max}",
+                size as i64 - max
+            );
             return Err(Status::SizeExceeded);
         }
         if size > tandem_group::MAX_PAYLOAD_BYTES {
@@ -341,7 +344,8 @@ impl Node {
     /// A non-empty `error` is the server's apply failure: the group votes
     /// (`voting.rs`) before later seqnos may commit, as Galera does.
     pub fn commit_order_leave(&self, seqno: Seqno, error: &[u8]) -> Status {
-        let status = if error.is_empty() { Status::Ok } else { self.vote_on_failure(seqno, error, "Failed to apply writeset") };
+        let status =
+            if error.is_empty() { Status::Ok } else { self.vote_on_failure(seqno, error, "Failed to apply writeset") };
         self.inner.commit.leave(seqno);
         status
     }
@@ -498,7 +502,13 @@ impl Node {
 
     /// Total order isolation: replicate the statement, then hold the commit
     /// order until `to_execute_end` so it runs alone.
-    pub fn to_execute_start(&self, conn_id: u64, keys: Vec<Vec<Vec<u8>>>, data: Vec<u8>, trx_flags: u32) -> (Status, Ordered) {
+    pub fn to_execute_start(
+        &self,
+        conn_id: u64,
+        keys: Vec<Vec<Vec<u8>>>,
+        data: Vec<u8>,
+        trx_flags: u32,
+    ) -> (Status, Ordered) {
         let keys = keys.into_iter().map(|parts| Key { parts, kind: KeyType::Exclusive }).collect();
         if let Err(status) = self.wait_for_flow_control(None) {
             return (status, Ordered::NONE);

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use std::path::Path;
 
-use tandem_group::{Admission, GroupConfig, LogSettings, MemberInfo, PartitionPolicy, PeerNames, Timeouts, TlsFiles, TlsPolicy, TlsSettings};
+use tandem_group::{
+    Admission, GroupConfig, LogSettings, MemberInfo, PartitionPolicy, PeerNames, Timeouts, TlsFiles, TlsPolicy,
+    TlsSettings,
+};
 
 use crate::node::Node;
 use crate::options::{OptionAction, Options};
@@ -214,7 +217,11 @@ pub(crate) fn tls_settings(opts: &Options, data_dir: &Path) -> Option<TlsSetting
         ca => ca,
     };
     Some(TlsSettings {
-        files: TlsFiles { cert: data_dir.join(cert), key: data_dir.join(opts.get("socket.ssl_key")), ca: data_dir.join(ca) },
+        files: TlsFiles {
+            cert: data_dir.join(cert),
+            key: data_dir.join(opts.get("socket.ssl_key")),
+            ca: data_dir.join(ca),
+        },
         dynamic: opts.bool("socket.dynamic"),
         policy: TlsPolicy {
             peer_names: if opts.bool("socket.ssl_verify_peer_name") { PeerNames::Verified } else { PeerNames::Ignored },
@@ -318,7 +325,8 @@ impl Node {
     /// `gcache.freeze_purge_at_seqno`: a seqno, `now` (the last committed),
     /// or -1. The option then shows the seqno it froze at.
     pub(crate) fn freeze_purge(&self, value: &str) {
-        let at = if value.eq_ignore_ascii_case("now") { self.inner.apply.last_left() } else { value.parse().unwrap_or(-1) };
+        let at =
+            if value.eq_ignore_ascii_case("now") { self.inner.apply.last_left() } else { value.parse().unwrap_or(-1) };
         self.inner.options.lock().set_default("gcache.freeze_purge_at_seqno", &at.to_string());
         self.inner.core.lock().freeze_purge_at(at);
         if at >= 0 {

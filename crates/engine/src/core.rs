@@ -125,7 +125,9 @@ enum Link {
     Never,
     Primary,
     /// Cut off since this tick time.
-    Cut { since_ms: u64 },
+    Cut {
+        since_ms: u64,
+    },
 }
 
 /// A message repeated until its effect is seen: when it was last sent.
@@ -370,7 +372,9 @@ impl NodeCore {
         self.observe(state);
         match outcome {
             Outcome::Nothing => {}
-            Outcome::WriteSet { from, token, seqno, verdict, ws } => self.on_write_set(from, token, seqno, verdict, ws, &mut out),
+            Outcome::WriteSet { from, token, seqno, verdict, ws } => {
+                self.on_write_set(from, token, seqno, verdict, ws, &mut out)
+            }
             Outcome::View(vc) => self.on_view(vc, state, &mut out),
             Outcome::Causal { from, token, seqno } => {
                 if self.is_mine(from) {
@@ -424,7 +428,15 @@ impl NodeCore {
         }
     }
 
-    fn on_write_set(&mut self, from: Sender, token: u64, seqno: Seqno, verdict: Verdict, ws: WriteSet, out: &mut Vec<Command>) {
+    fn on_write_set(
+        &mut self,
+        from: Sender,
+        token: u64,
+        seqno: Seqno,
+        verdict: Verdict,
+        ws: WriteSet,
+        out: &mut Vec<Command>,
+    ) {
         let apply = self.wants(seqno);
         if self.live && seqno % PROGRESS_INTERVAL == 0 {
             out.push(Command::ReportProgress);
@@ -467,7 +479,10 @@ impl NodeCore {
             // desync count on a state transfer in the same way).
             self.desyncs = 0;
             self.removed_at = Some((vc.state_id.seqno, self.now_ms));
-            out.push(Command::Queue(Task::NonPrimary { after: vc.state_id.seqno - 1, removal: Some(vc.state_id.seqno) }));
+            out.push(Command::Queue(Task::NonPrimary {
+                after: vc.state_id.seqno - 1,
+                removal: Some(vc.state_id.seqno),
+            }));
         } else if self.wants(vc.state_id.seqno) {
             // History this node was away for: part of its IST.
             out.push(Command::Queue(Task::View(vc)));
@@ -550,9 +565,9 @@ impl NodeCore {
 
     fn admit(&mut self, admission: Admission, out: &mut Vec<Command>) {
         match admission.plan {
-            Plan::Resume { position } => log::info!(
-                "Resuming at local seqno {position}: replaying what follows from the ordered history (IST)"
-            ),
+            Plan::Resume { position } => {
+                log::info!("Resuming at local seqno {position}: replaying what follows from the ordered history (IST)")
+            }
             Plan::Found => log::info!("Founding the group's history at seqno {}", admission.view.state_id.seqno),
             Plan::Transfer => {}
         }
@@ -625,7 +640,14 @@ impl NodeCore {
 
     /// The server failed to apply (or execute, for TOI) `seqno` here.
     /// `policy`: `gcs.vote_policy` now.
-    pub fn vote_failed(&mut self, seqno: Seqno, code: Code, reason: String, applied: Seqno, policy: u32) -> Vec<Command> {
+    pub fn vote_failed(
+        &mut self,
+        seqno: Seqno,
+        code: Code,
+        reason: String,
+        applied: Seqno,
+        policy: u32,
+    ) -> Vec<Command> {
         let mut out = vec![];
         self.votes.policy = policy;
         self.votes.failed(seqno, code, reason);
@@ -708,7 +730,8 @@ impl NodeCore {
         if self.rejoin.due(rejoin, now) {
             out.push(Command::Submit(Body::Rejoin { position: self.footing.start.seqno }));
         }
-        let synced = primary && self.live && self.state == LocalState::Joined && self.desyncs == 0 && !self.synced_ordered;
+        let synced =
+            primary && self.live && self.state == LocalState::Joined && self.desyncs == 0 && !self.synced_ordered;
         if self.announce.due(synced, now) {
             out.push(Command::Submit(Body::State(MemberState::Synced)));
         }

@@ -18,7 +18,12 @@ fn uuid(n: u8) -> Uuid {
 
 /// A member info carrying the join info of incarnation `inc` at `position`.
 fn info(n: u8, inc: u32, position: Gtid) -> MemberInfo {
-    MemberInfo { uuid: [n; 16], name: format!("node{n}"), app: JoinInfo { incarnation: inc, position, arbitrator: false }.encode(), ..Default::default() }
+    MemberInfo {
+        uuid: [n; 16],
+        name: format!("node{n}"),
+        app: JoinInfo { incarnation: inc, position, arbitrator: false }.encode(),
+        ..Default::default()
+    }
 }
 
 fn envelope(from: u8, inc: u32, token: u64, body: Body) -> Vec<u8> {
@@ -55,7 +60,11 @@ impl Harness {
         for (n, i) in infos {
             self.members.insert(n as u64, i);
         }
-        let m = Membership { voters: self.members.keys().copied().collect(), learners: vec![], members: self.members.clone() };
+        let m = Membership {
+            voters: self.members.keys().copied().collect(),
+            learners: vec![],
+            members: self.members.clone(),
+        };
         let outcome = self.state.apply(Ordered::Membership(m));
         self.core.on_ordered(outcome, &self.state)
     }
@@ -299,7 +308,10 @@ fn messages_of_a_previous_incarnation_wake_no_waiter_but_their_write_sets_apply(
     let cmds = h.message(ME, 1, 8, write_set(ME, seen + 1, 2, 10));
     assert!(matches!(cmds.as_slice(), [Command::WriteSet { waiter: Some(8), .. }]), "{cmds:?}");
     assert!(h.message(ME, 0, 9, Body::Causal).is_empty());
-    assert_eq!(h.message(ME, 1, 9, Body::Causal), vec![Command::Reply { token: 9, reply: Reply::Causal(h.state.seqno) }]);
+    assert_eq!(
+        h.message(ME, 1, 9, Body::Causal),
+        vec![Command::Reply { token: 9, reply: Reply::Causal(h.state.seqno) }]
+    );
 }
 
 #[test]
@@ -309,7 +321,10 @@ fn a_node_donates_only_once_live() {
     h.core.on_connected(&Plan::Found);
     h.members(vec![(3, info(3, 1, Gtid::UNDEFINED))]);
     let cmds = h.message(3, 1, 4, Body::StateRequest { donors: String::new(), request: b"r".to_vec() });
-    assert!(matches!(cmds.as_slice(), [Command::Queue(Task::Donate { joiner, .. })] if joiner.uuid == uuid(3)), "{cmds:?}");
+    assert!(
+        matches!(cmds.as_slice(), [Command::Queue(Task::Donate { joiner, .. })] if joiner.uuid == uuid(3)),
+        "{cmds:?}"
+    );
     // A process that is not live yet ignores a request naming it.
     let mut restarted = NodeCore::new(uuid(ME), 2, Gtid::UNDEFINED, String::new());
     let outcome = Outcome::StateRequest {
@@ -339,7 +354,10 @@ fn a_failed_donation_reaches_the_joiner_and_no_one_else() {
     assert!(submitted(&sent).contains(&&failed), "{sent:?}");
     h.core.on_donating(Sender { uuid: uuid(4), incarnation: 1 });
     let sent = h.core.on_sst_sent(0);
-    assert!(!submitted(&sent).iter().any(|b| matches!(b, Body::TransferFailed { .. })), "a success is not a failure: {sent:?}");
+    assert!(
+        !submitted(&sent).iter().any(|b| matches!(b, Body::TransferFailed { .. })),
+        "a success is not a failure: {sent:?}"
+    );
 
     // Ordered, it is a command only on the joiner process it names: not on
     // another node, not on an earlier process of this one.
@@ -356,7 +374,10 @@ fn a_cut_off_node_asks_for_a_fresh_view_until_one_is_ordered() {
     let (mut h, _) = group_with_me(1);
     h.connectivity(true);
     let cmds = h.connectivity(false);
-    assert_eq!(cmds, vec![Command::Queue(Task::NonPrimary { after: h.state.seqno, removal: None }), Command::WakeWaiters]);
+    assert_eq!(
+        cmds,
+        vec![Command::Queue(Task::NonPrimary { after: h.state.seqno, removal: None }), Command::WakeWaiters]
+    );
     let cmds = h.connectivity(true);
     assert_eq!(submitted(&cmds), vec![&Body::ViewBump]);
     assert!(submitted(&h.tick(1_000, -1)).is_empty(), "not again within two seconds");
@@ -473,7 +494,9 @@ fn a_removed_node_is_taken_back_live_and_passes_every_seqno_in_between() {
     assert!(!back.iter().any(|c| matches!(c, Command::RestartRequired(_))), "{back:?}");
     cmds.extend(back);
     assert_eq!(passed(&cmds), (removal..=h.state.seqno).collect::<Vec<_>>(), "dense, in order");
-    let Some(Command::Queue(Task::View(v))) = cmds.last() else { panic!("ends with the view that takes it back: {cmds:?}") };
+    let Some(Command::Queue(Task::View(v))) = cmds.last() else {
+        panic!("ends with the view that takes it back: {cmds:?}")
+    };
     assert!(v.members.iter().any(|m| m.uuid == uuid(ME)));
     assert_eq!(h.state.member(uuid(ME)).map(|m| m.incarnation), Some(1));
     assert_eq!(h.core.desyncs, 0, "the removal cleared the desync, as a state transfer does in Galera");
@@ -565,7 +588,10 @@ fn a_lone_failure_here_makes_this_node_leave() {
     assert!(h.core.on_votes(&h.state.ballots, ws - 1).iter().all(|c| !matches!(c, Command::Inconsistent { .. })));
     h.message(OTHER, 1, 11, Body::Vote { seqno: ws, code: crate::voting::SUCCESS, reason: String::new(), policy: 0 });
     let cmds = h.core.on_votes(&h.state.ballots, ws - 1);
-    assert!(cmds.contains(&Command::Inconsistent { seqno: ws, mine: FAILED, winner: crate::voting::SUCCESS }), "{cmds:?}");
+    assert!(
+        cmds.contains(&Command::Inconsistent { seqno: ws, mine: FAILED, winner: crate::voting::SUCCESS }),
+        "{cmds:?}"
+    );
     assert_eq!(h.core.undecided_failure(), None);
 }
 

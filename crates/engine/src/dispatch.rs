@@ -118,7 +118,12 @@ impl Replica for NodeReplica {
                 .members
                 .iter()
                 .filter(|m| reachable.contains(&m.id))
-                .map(|m| crate::view::ViewMember { uuid: m.uuid, incarnation: m.incarnation, name: m.name.clone(), incoming: m.incoming.clone() })
+                .map(|m| crate::view::ViewMember {
+                    uuid: m.uuid,
+                    incarnation: m.incarnation,
+                    name: m.name.clone(),
+                    incoming: m.incoming.clone(),
+                })
                 .collect(),
         };
         self.node.on_connectivity(matches!(now, Connectivity::Primary), reachable);

@@ -8,7 +8,6 @@
 use serde::{Deserialize, Serialize};
 use tandem_group::{MemberId, Membership, Ordered};
 
-
 use crate::certification::{Certifier, LockSession, Verdict};
 use crate::message::{Body, Envelope, JoinInfo, MemberState};
 use crate::types::{Gtid, Seqno, Uuid};
@@ -85,17 +84,47 @@ pub struct Sender {
 
 #[derive(Debug, PartialEq)]
 pub enum Outcome {
-    WriteSet { from: Sender, token: u64, seqno: Seqno, verdict: Verdict, ws: WriteSet },
+    WriteSet {
+        from: Sender,
+        token: u64,
+        seqno: Seqno,
+        verdict: Verdict,
+        ws: WriteSet,
+    },
     View(ViewChange),
-    Causal { from: Sender, token: u64, seqno: Seqno },
-    StateRequest { from: Sender, token: u64, donor: Option<Uuid>, request: Vec<u8>, seqno: Seqno },
-    MemberState { from: Sender, state: MemberState, seqno: Seqno },
+    Causal {
+        from: Sender,
+        token: u64,
+        seqno: Seqno,
+    },
+    StateRequest {
+        from: Sender,
+        token: u64,
+        donor: Option<Uuid>,
+        request: Vec<u8>,
+        seqno: Seqno,
+    },
+    MemberState {
+        from: Sender,
+        state: MemberState,
+        seqno: Seqno,
+    },
     /// A member reported how far it has committed.
-    Progress { member: Uuid, committed: Seqno },
+    Progress {
+        member: Uuid,
+        committed: Seqno,
+    },
     /// A member paused replication (flow control) or lifted its pause.
-    FlowControl { from: Sender, pause: bool },
+    FlowControl {
+        from: Sender,
+        pause: bool,
+    },
     /// A donor could not send `joiner` its state transfer.
-    TransferFailed { donor: Uuid, joiner: Sender, code: i32 },
+    TransferFailed {
+        donor: Uuid,
+        joiner: Sender,
+        code: i32,
+    },
     /// Nothing for anyone to do (unreadable or stale messages, ...).
     Nothing,
 }
@@ -150,7 +179,8 @@ impl GroupState {
             .map(|info| Uuid(info.uuid))
             .collect();
         self.arbitrators.sort();
-        let same = members.iter().map(|m| (m.uuid, m.incarnation)).eq(self.members.iter().map(|m| (m.uuid, m.incarnation)));
+        let same =
+            members.iter().map(|m| (m.uuid, m.incarnation)).eq(self.members.iter().map(|m| (m.uuid, m.incarnation)));
         self.members = members;
         if same {
             // Learner promoted to voter and similar: not a change the server sees.
@@ -228,7 +258,12 @@ impl GroupState {
             members: self
                 .members
                 .iter()
-                .map(|m| ViewMember { uuid: m.uuid, incarnation: m.incarnation, name: m.name.clone(), incoming: m.incoming.clone() })
+                .map(|m| ViewMember {
+                    uuid: m.uuid,
+                    incarnation: m.incarnation,
+                    name: m.name.clone(),
+                    incoming: m.incoming.clone(),
+                })
                 .collect(),
         }
     }
@@ -268,7 +303,12 @@ impl GroupState {
             Body::Vote { seqno, code, reason, policy } => self.apply_vote(from.uuid, seqno, code, &reason, policy),
             Body::TransferFailed { joiner, incarnation, code } => {
                 let name = |u: Uuid| self.member(u).map_or(String::new(), |m| m.name.clone());
-                log::info!("State transfer to {joiner} ({}) from {} ({}) failed: {code}", name(joiner), from.uuid, name(from.uuid));
+                log::info!(
+                    "State transfer to {joiner} ({}) from {} ({}) failed: {code}",
+                    name(joiner),
+                    from.uuid,
+                    name(from.uuid)
+                );
                 Outcome::TransferFailed { donor: from.uuid, joiner: Sender { uuid: joiner, incarnation }, code }
             }
         }
@@ -283,7 +323,9 @@ impl GroupState {
             }
             Cast::Opened | Cast::Counted => log::info!("Member {name} ({from}) votes success on {gtid}"),
             Cast::Late { winner } => {
-                log::info!("Member {name} ({from}) voted {code:016x} on {gtid} after the vote ended ({winner:016x} won)")
+                log::info!(
+                    "Member {name} ({from}) voted {code:016x} on {gtid} after the vote ended ({winner:016x} won)"
+                )
             }
             Cast::Ignored => {}
         }
@@ -401,17 +443,12 @@ impl GroupState {
     /// `wsrep_sst_donor`: a comma list of node names in preference order; a
     /// trailing comma allows any other synced node; empty means any.
     fn choose_donor(&self, joiner: Uuid, spec: &str) -> Option<Uuid> {
-        let synced = |m: &&Member| {
-            m.uuid != joiner && m.state == MemberState::Synced && !self.arbitrators.contains(&m.uuid)
-        };
+        let synced =
+            |m: &&Member| m.uuid != joiner && m.state == MemberState::Synced && !self.arbitrators.contains(&m.uuid);
         let names: Vec<&str> = spec.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-        let by_name = names
-            .iter()
-            .find_map(|name| self.members.iter().filter(synced).find(|m| m.name == *name));
+        let by_name = names.iter().find_map(|name| self.members.iter().filter(synced).find(|m| m.name == *name));
         let any_allowed = names.is_empty() || spec.trim_end().ends_with(',');
-        by_name
-            .or_else(|| if any_allowed { self.members.iter().find(synced) } else { None })
-            .map(|m| m.uuid)
+        by_name.or_else(|| if any_allowed { self.members.iter().find(synced) } else { None }).map(|m| m.uuid)
     }
 
     /// The state, then the sections added since, each after the last: the
@@ -440,8 +477,8 @@ impl GroupState {
                 .map_err(|e| format!("corrupt group snapshot (arbitrators): {e}"))?;
         }
         if !rest.is_empty() {
-            state.ballots = bincode::deserialize_from(&mut rest)
-                .map_err(|e| format!("corrupt group snapshot (ballots): {e}"))?;
+            state.ballots =
+                bincode::deserialize_from(&mut rest).map_err(|e| format!("corrupt group snapshot (ballots): {e}"))?;
         }
         if !rest.is_empty() {
             state.cert.epochs =

@@ -8,7 +8,14 @@ use crate::message::JoinInfo;
 use crate::writeset::{flags, Key, KeyType};
 
 fn info(n: u8) -> MemberInfo {
-    MemberInfo { uuid: [n; 16], name: format!("node{n}"), group_addr: String::new(), incoming: String::new(), app: vec![], weight: 1 }
+    MemberInfo {
+        uuid: [n; 16],
+        name: format!("node{n}"),
+        group_addr: String::new(),
+        incoming: String::new(),
+        app: vec![],
+        weight: 1,
+    }
 }
 
 fn membership(ids: &[u8]) -> Membership {
@@ -88,11 +95,21 @@ fn joiner_gets_a_synced_donor_honouring_the_donor_list() {
     assert_eq!(s.member(Uuid([3; 16])).unwrap().state, MemberState::Joiner);
     // node2 is not synced yet, and the list has no trailing comma: nobody.
     let req = |donors: &str| Body::StateRequest { donors: donors.into(), request: b"mariabackup\0addr".to_vec() };
-    let Outcome::StateRequest { donor, .. } = s.clone().apply(Ordered::Message { origin: 3, payload: &msg(3, req("node2")) }) else { panic!() };
+    let Outcome::StateRequest { donor, .. } =
+        s.clone().apply(Ordered::Message { origin: 3, payload: &msg(3, req("node2")) })
+    else {
+        panic!()
+    };
     assert_eq!(donor, None);
-    let Outcome::StateRequest { donor, .. } = s.clone().apply(Ordered::Message { origin: 3, payload: &msg(3, req("node2,")) }) else { panic!() };
+    let Outcome::StateRequest { donor, .. } =
+        s.clone().apply(Ordered::Message { origin: 3, payload: &msg(3, req("node2,")) })
+    else {
+        panic!()
+    };
     assert_eq!(donor, Some(Uuid([1; 16])));
-    let Outcome::StateRequest { donor, .. } = s.apply(Ordered::Message { origin: 3, payload: &msg(3, req("")) }) else { panic!() };
+    let Outcome::StateRequest { donor, .. } = s.apply(Ordered::Message { origin: 3, payload: &msg(3, req("")) }) else {
+        panic!()
+    };
     assert_eq!(donor, Some(Uuid([1; 16])));
     assert_eq!(s.member(Uuid([1; 16])).unwrap().state, MemberState::Donor);
 }
@@ -183,7 +200,9 @@ fn a_rejoin_admits_the_new_incarnation_with_a_view_once() {
     s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, 1, Body::State(MemberState::Synced)) });
     assert_eq!(s.member(Uuid([2; 16])).unwrap().state, MemberState::Synced);
     let before = s.seqno;
-    let Outcome::View(v) = s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, 2, Body::Rejoin { position: before - 1 }) }) else {
+    let Outcome::View(v) =
+        s.apply(Ordered::Message { origin: 2, payload: &msg_of(2, 2, Body::Rejoin { position: before - 1 }) })
+    else {
         panic!("a rejoin is a view")
     };
     assert_eq!(v.state_id.seqno, before + 1);
@@ -209,7 +228,9 @@ fn messages_of_an_older_incarnation_change_no_state_but_their_write_sets_count()
     }
     assert_eq!(s.member(Uuid([2; 16])).unwrap().state, MemberState::Joiner);
     let before = s.seqno;
-    let Outcome::WriteSet { from, seqno, .. } = s.apply(Ordered::Message { origin: 2, payload: &write_set(2, before, 1) }) else {
+    let Outcome::WriteSet { from, seqno, .. } =
+        s.apply(Ordered::Message { origin: 2, payload: &write_set(2, before, 1) })
+    else {
         panic!("an ordered write-set of a dead incarnation is still a transaction")
     };
     assert_eq!((from.incarnation, seqno), (0, before + 1));

@@ -244,7 +244,12 @@ impl GroupChannel for LocalMember {
     }
 
     fn status(&self) -> GroupStatus {
-        GroupStatus { me: self.id, primary: !self.hub.cut.lock().get(&self.id).copied().unwrap_or(true), leader: None, leader_name: None }
+        GroupStatus {
+            me: self.id,
+            primary: !self.hub.cut.lock().get(&self.id).copied().unwrap_or(true),
+            leader: None,
+            leader_name: None,
+        }
     }
 
     fn leave(&self, _timeout: Duration) -> Result<(), GroupError> {

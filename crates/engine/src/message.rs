@@ -32,7 +32,10 @@ pub enum Body {
     /// cluster-wide "now" the reader must catch up with.
     Causal,
     /// A joiner asks for a state transfer; `donors` is `wsrep_sst_donor`.
-    StateRequest { donors: String, request: Vec<u8> },
+    StateRequest {
+        donors: String,
+        request: Vec<u8>,
+    },
     /// The sender's state changed (joined after SST, synced, desynced).
     State(MemberState),
     /// The sender has committed everything up to here (lets the certification
@@ -45,22 +48,35 @@ pub enum Body {
     /// (in the envelope) replaces the old one, it is not synced any more, and
     /// every member delivers a view, the one that admits the new incarnation.
     /// `position` is where its local data is (for IST accounting).
-    Rejoin { position: Seqno },
+    Rejoin {
+        position: Seqno,
+    },
     /// Flow control: the sender's receive queue is over its limit and every
     /// member pauses replication (`pause`), or it is back under the lower
     /// limit and its pause is lifted. Appended last, so messages of older
     /// builds decode unchanged.
-    FlowControl { pause: bool },
+    FlowControl {
+        pause: bool,
+    },
     /// Consistency voting (`voting.rs`): the sender's outcome on `seqno`,
     /// 0 for success or the code of its error, whose text `reason` is only
     /// for the logs; `policy` is its `gcs.vote_policy`. Appended last, like
     /// flow control.
-    Vote { seqno: Seqno, code: u64, reason: String, policy: u32 },
+    Vote {
+        seqno: Seqno,
+        code: u64,
+        reason: String,
+        policy: u32,
+    },
     /// The sender, a donor, could not send `joiner` its state transfer (the
     /// server's SST script failed with `code`, a negative errno). The joiner
     /// stops waiting for a state that will never come, as with Galera.
     /// `incarnation` is the requesting process's. Appended last, like voting.
-    TransferFailed { joiner: Uuid, incarnation: u32, code: i32 },
+    TransferFailed {
+        joiner: Uuid,
+        incarnation: u32,
+        code: i32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

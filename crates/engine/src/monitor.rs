@@ -39,11 +39,7 @@ struct State {
 impl State {
     /// Wakes the waiters whose `upto` has left (they re-check everything).
     fn wake_ready(&self) {
-        for cv in self
-            .waiters
-            .range(..=(self.last_left, u64::MAX))
-            .map(|(_, cv)| cv)
-        {
+        for cv in self.waiters.range(..=(self.last_left, u64::MAX)).map(|(_, cv)| cv) {
             cv.notify_one();
         }
     }

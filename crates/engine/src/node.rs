@@ -215,7 +215,8 @@ impl Node {
         let actions = options.set(&config.options).map_err(|e| e.to_string())?;
         // A wrong certificate or key file stops the start here, named.
         if let Some(tls) = crate::config::tls_settings(&options, &config.data_dir) {
-            tandem_group::Tls::load_with(&tls.files, &tls.policy).map_err(|e| format!("TLS on the group channel: {e}"))?;
+            tandem_group::Tls::load_with(&tls.files, &tls.policy)
+                .map_err(|e| format!("TLS on the group channel: {e}"))?;
         }
         // `pc.bootstrap=YES` in the configuration means: bootstrap at connect.
         let bootstrap_at_connect = actions.contains(&crate::options::OptionAction::Bootstrap);
@@ -462,7 +463,8 @@ impl Node {
         }
         let uuid = self.inner.core.lock().group_uuid();
         let inconsistent_at = *self.inner.inconsistent_at.lock();
-        let state = SavedState { inconsistent_at, ..SavedState::running(uuid, only_member && inconsistent_at.is_none()) };
+        let state =
+            SavedState { inconsistent_at, ..SavedState::running(uuid, only_member && inconsistent_at.is_none()) };
         if let Err(e) = state.store(&self.inner.config.data_dir) {
             log::warn!("Could not write {}: {e}", crate::saved_state::FILE);
         }
@@ -583,7 +585,9 @@ impl Node {
                 if let crate::certification::Verdict::Pass { depends_on } = verdict {
                     inner.stats.note_dependency(seqno - depends_on);
                 }
-                let taken = waiter.is_some_and(|token| inner.waiters.complete(token, Reply::Ordered { seqno, verdict: verdict.clone() }));
+                let taken = waiter.is_some_and(|token| {
+                    inner.waiters.complete(token, Reply::Ordered { seqno, verdict: verdict.clone() })
+                });
                 // Remote, or local whose client gave up: apply like any other.
                 // A rollback fragment is applied on its origin as well.
                 if (!taken || ws.is_stream_rollback()) && apply {
@@ -608,7 +612,9 @@ impl Node {
                     group.release_upto(seqno);
                 }
             }
-            Command::IstProgress { member, committed, first, last } => self.log_ist_progress(&member, committed, first, last),
+            Command::IstProgress { member, committed, first, last } => {
+                self.log_ist_progress(&member, committed, first, last)
+            }
             Command::RestartRequired(why) => {
                 log::error!("{why}. This is unrecoverable, restart required.");
                 inner.queue.push_front(Task::RestartRequired);

@@ -69,12 +69,12 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("evs.view_forget_timeout", "P1D", Kind::Period),
     ("gcache.dir", "", Kind::Str),
     ("gcache.freeze_purge_at_seqno", "-1", Kind::SeqnoOrNow), // purge freeze
-    ("gcache.fsync", "no", Kind::Bool), // Tandem's: fsync before acknowledging
+    ("gcache.fsync", "no", Kind::Bool),                       // Tandem's: fsync before acknowledging
     ("gcache.keep_pages_count", "0", Kind::Int),
     ("gcache.keep_pages_size", "0", Kind::Size),
     ("gcache.mem_size", "0", Kind::Size),
     ("gcache.name", "galera.cache", Kind::Str), // log directory name
-    ("gcache.page_size", "128M", Kind::Size), // segment size (capped at size/8)
+    ("gcache.page_size", "128M", Kind::Size),   // segment size (capped at size/8)
     ("gcache.recover", "yes", Kind::Bool),
     ("gcache.size", "128M", Kind::Size), // log bytes kept
     ("gcomm.thread_prio", "", Kind::Str),
@@ -243,11 +243,7 @@ impl Options {
                 } else {
                     "it is read only at startup"
                 };
-                return Err(OptionError::BadValue {
-                    key,
-                    value,
-                    why: why.into(),
-                });
+                return Err(OptionError::BadValue { key, value, why: why.into() });
             }
         }
         self.set(input)
@@ -433,8 +429,10 @@ pub fn parse_period(v: &str) -> Option<Duration> {
     let rest = v.strip_prefix('P')?;
     let (date, time) = rest.split_once('T').unwrap_or((rest, ""));
     let mut total = 0.0;
-    for (part, units) in [(date, &[('Y', 31_536_000.0), ('M', 2_592_000.0), ('W', 604_800.0), ('D', 86_400.0)][..]),
-                          (time, &[('H', 3600.0), ('M', 60.0), ('S', 1.0)][..])] {
+    for (part, units) in [
+        (date, &[('Y', 31_536_000.0), ('M', 2_592_000.0), ('W', 604_800.0), ('D', 86_400.0)][..]),
+        (time, &[('H', 3600.0), ('M', 60.0), ('S', 1.0)][..]),
+    ] {
         let mut num = String::new();
         for c in part.chars() {
             if c.is_ascii_digit() || c == '.' {
@@ -548,7 +546,10 @@ mod tests {
             ("socket.ssl=1; socket.ssl_cert=c.pem", "socket.ssl_key not set"),
             ("socket.ssl_ca=/etc/mysql/ca.pem", "socket.ssl_cert and socket.ssl_key not set"),
             ("socket.ssl_key=k.pem", "socket.ssl_cert not set"),
-            ("gcache.size=2M; socket.ssl_key=k.pem; socket.ssl_cert=c.pem; socket.ssl_cipher=AES128/SHA", "not a cipher name"),
+            (
+                "gcache.size=2M; socket.ssl_key=k.pem; socket.ssl_cert=c.pem; socket.ssl_cipher=AES128/SHA",
+                "not a cipher name",
+            ),
         ] {
             let text = o.set(asks).expect_err(asks).to_string();
             assert!(text.contains(names), "{asks}: {text}");
@@ -557,7 +558,10 @@ mod tests {
         }
         // A cipher we lack is not a malformed option: the provider reports it.
         assert_eq!(o.set("socket.ssl_key=k.pem; socket.ssl_cert=c.pem; socket.ssl_cipher=AES256-SHA"), Ok(vec![]));
-        assert_eq!(o.set("socket.ssl=NO; socket.ssl_key=; socket.ssl_cert=; socket.ssl_cipher=; socket.ssl_compression=YES"), Ok(vec![]));
+        assert_eq!(
+            o.set("socket.ssl=NO; socket.ssl_key=; socket.ssl_cert=; socket.ssl_cipher=; socket.ssl_compression=YES"),
+            Ok(vec![])
+        );
         assert_eq!(o.get("socket.ssl"), "NO");
     }
 

@@ -26,7 +26,12 @@ pub const DEFAULT_BOUND_BYTES: usize = 64 << 20;
 pub enum Task {
     /// A write-set to apply (remote, or local whose client gave up waiting).
     /// `origin`: the sender's node id, as the server knows it.
-    Apply { seqno: Seqno, verdict: Verdict, ws: WriteSet, origin: Uuid },
+    Apply {
+        seqno: Seqno,
+        verdict: Verdict,
+        ws: WriteSet,
+        origin: Uuid,
+    },
     /// Bring the server in step (connect, then resume, found, or transfer).
     Connect(Admission),
     View(ViewChange),
@@ -34,12 +39,21 @@ pub enum Task {
     /// `removal`: the seqno of the view that removed us, which the server
     /// never sees but the monitors must pass, so that the history this node
     /// replays after it (once taken back) finds them in step.
-    NonPrimary { after: Seqno, removal: Option<Seqno> },
+    NonPrimary {
+        after: Seqno,
+        removal: Option<Seqno>,
+    },
     /// We were chosen to send our state to `joiner`.
     /// `joiner`: the requesting process (node and incarnation).
-    Donate { after: Seqno, request: Vec<u8>, joiner: Sender },
+    Donate {
+        after: Seqno,
+        request: Vec<u8>,
+        joiner: Sender,
+    },
     /// The group has marked us synced.
-    Synced { after: Seqno },
+    Synced {
+        after: Seqno,
+    },
     /// Deliver the final view and let every `recv()` return.
     Final,
     /// This process cannot go on (see `RecvEnd::RestartRequired`).

@@ -209,7 +209,11 @@ mod tests {
 
     #[test]
     fn round_trip_and_galera_layout() {
-        let s = SavedState { position: Gtid { uuid: Uuid([3; 16]), seqno: 42 }, safe_to_bootstrap: true, inconsistent_at: None };
+        let s = SavedState {
+            position: Gtid { uuid: Uuid([3; 16]), seqno: 42 },
+            safe_to_bootstrap: true,
+            inconsistent_at: None,
+        };
         let text = s.render();
         assert!(text.starts_with("# GALERA saved state\nversion: 2.1\nuuid:    03030303-"));
         assert!(text.contains("\nseqno:   42\nsafe_to_bootstrap: 1\n"));

@@ -58,7 +58,15 @@ impl Node {
         let (state, uuid, incoming, members, desyncs, primary, ist) = {
             let core = inner.core.lock();
             let incoming = core.members.iter().map(|m| m.incoming.as_str()).collect::<Vec<_>>().join(",");
-            (core.state, core.group_uuid(), incoming, core.members.len(), core.desyncs, core.is_primary(), core.ist_range())
+            (
+                core.state,
+                core.group_uuid(),
+                incoming,
+                core.members.len(),
+                core.desyncs,
+                core.is_primary(),
+                core.ist_range(),
+            )
         };
         let recv_queue = inner.queue.len() as i64;
         let (queue_min, queue_avg) = s.queue_min_avg();
@@ -130,7 +138,10 @@ impl Node {
             ("ist_receive_status", Str(ist.map(|r| IstProgress::new(r, last_committed).text()).unwrap_or_default())),
             ("gcache_pool_size", Int(cache.bytes as i64)),
             ("gcache_reach_seqnos", Int(if cached_downto < 0 { 0 } else { last_committed - cached_downto + 1 })),
-            ("gcache_reach_seconds", Int(reach_seconds(self.inner.options.lock().size("gcache.size"), cache.append_rate))),
+            (
+                "gcache_reach_seconds",
+                Int(reach_seconds(self.inner.options.lock().size("gcache.size"), cache.append_rate)),
+            ),
             // PXC's: the queue lengths that pause and resume replication.
             ("flow_control_interval", Str(flow.limits.interval_text())),
             // Not Galera's: the write-set bytes waiting for the appliers.
@@ -178,7 +189,11 @@ impl IstProgress {
     /// PXC's format: "52% complete, received seqno 1200 of 1001-1400".
     fn text(&self) -> String {
         let (first, last) = (self.first, self.last);
-        format!("{}% complete, received seqno {} of {first}-{last}", self.done * 100 / self.total, first - 1 + self.done)
+        format!(
+            "{}% complete, received seqno {} of {first}-{last}",
+            self.done * 100 / self.total,
+            first - 1 + self.done
+        )
     }
 }
 

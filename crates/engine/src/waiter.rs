@@ -12,7 +12,10 @@ use crate::types::{Seqno, Uuid};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
-    Ordered { seqno: Seqno, verdict: Verdict },
+    Ordered {
+        seqno: Seqno,
+        verdict: Verdict,
+    },
     Causal(Seqno),
     Donor(Option<Uuid>),
     /// Never ordered: a later message of ours was, and the group orders one

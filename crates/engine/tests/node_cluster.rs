@@ -42,11 +42,7 @@ fn joiners_receive_state_and_every_node_converges() {
     }
     // Every node has committed everything ordered so far (the last writes
     // are still being applied on the other nodes when the writers return).
-    let target = members
-        .iter()
-        .map(|m| m.server.node().last_committed().seqno)
-        .max()
-        .unwrap();
+    let target = members.iter().map(|m| m.server.node().last_committed().seqno).max().unwrap();
     for m in &members {
         let node = m.server.node().clone();
         node.sync_wait(None, Some(Duration::from_secs(10))).unwrap();
@@ -68,13 +64,16 @@ fn conflicting_writes_on_two_nodes_commit_exactly_once() {
     let mut one_failed = 0;
     for round in 0..40u64 {
         // Both start before seeing each other: same stale last_seen.
-        let (ta, tb) = (thread::spawn({
-            let a = a.clone();
-            move || transact(&a, 10_000 + round, 7, 1)
-        }), thread::spawn({
-            let b = b.clone();
-            move || transact(&b, 20_000 + round, 7, 1)
-        }));
+        let (ta, tb) = (
+            thread::spawn({
+                let a = a.clone();
+                move || transact(&a, 10_000 + round, 7, 1)
+            }),
+            thread::spawn({
+                let b = b.clone();
+                move || transact(&b, 20_000 + round, 7, 1)
+            }),
+        );
         let results = [ta.join().unwrap(), tb.join().unwrap()];
         assert!(results.contains(&Status::Ok), "at least one commits: {results:?}");
         one_failed += results.iter().filter(|r| **r == Status::TrxFail).count();
@@ -109,38 +108,16 @@ fn a_lost_synced_announcement_is_repeated_after_a_non_primary_spell() {
     let victim = members[2].server.clone();
     let id = victim.node().group().unwrap().me();
     hub.set_cut(id, true);
-    wait_until("non-primary view", || {
-        victim
-            .views
-            .lock()
-            .last()
-            .is_some_and(|v| v.status == ViewStatus::NonPrimary)
-    });
+    wait_until("non-primary view", || victim.views.lock().last().is_some_and(|v| v.status == ViewStatus::NonPrimary));
     let synced_before = *victim.synced.lock();
     // The view request and the synced announcement after the return are
     // both lost once, as when the leader changes under them.
     let kind = |m: &[u8]| Envelope::decode(m).map(|e| e.body).ok();
-    hub.lose_next(
-        id,
-        2,
-        Box::new(move |m| {
-            matches!(
-                kind(m),
-                Some(Body::ViewBump | Body::State(MemberState::Synced))
-            )
-        }),
-    );
+    hub.lose_next(id, 2, Box::new(move |m| matches!(kind(m), Some(Body::ViewBump | Body::State(MemberState::Synced)))));
     hub.set_cut(id, false);
     wait_until("synced again", || *victim.synced.lock() > synced_before);
-    assert_eq!(
-        victim.views.lock().last().unwrap().status,
-        ViewStatus::Primary
-    );
-    assert_eq!(
-        transact(&victim, 777, 3, 1),
-        Status::Ok,
-        "ready for clients again"
-    );
+    assert_eq!(victim.views.lock().last().unwrap().status, ViewStatus::Primary);
+    assert_eq!(transact(&victim, 777, 3, 1), Status::Ok, "ready for clients again");
     stop(hub, members);
 }
 
@@ -200,9 +177,7 @@ fn failed_state_transfer_ends_the_joiner_and_frees_the_donor() {
     let (hub, members) = cluster(1);
     assert_eq!(transact(&members[0].server, 1, 1, 1), Status::Ok);
     let donor = members[0].server.clone();
-    donor
-        .fail_donation
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    donor.fail_donation.store(true, std::sync::atomic::Ordering::Relaxed);
     let all = Mutex::new(vec![donor.clone()]);
     let joiner = start(&hub, "n1", false, &all);
     let j = joiner.server.clone();
@@ -217,10 +192,11 @@ fn failed_state_transfer_ends_the_joiner_and_frees_the_donor() {
     assert!(j.db.lock().is_empty());
     // The donor goes back to Synced and keeps taking writes.
     wait_until("donor synced again", || {
-        donor.node().status().iter().any(|(k, v)| {
-            *k == "local_state_comment"
-                && *v == tandem_engine::stats::StatValue::Str("Synced".into())
-        })
+        donor
+            .node()
+            .status()
+            .iter()
+            .any(|(k, v)| *k == "local_state_comment" && *v == tandem_engine::stats::StatValue::Str("Synced".into()))
     });
     assert_eq!(transact(&donor, 2, 2, 1), Status::Ok);
     j.node().disconnect();

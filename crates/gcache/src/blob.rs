@@ -29,12 +29,7 @@ fn check_blob_name(name: &str) -> Result<(), LogError> {
 
 /// Replaces blob `name` with `bytes`: write temp, optional fsync, rename, optional dir fsync.
 /// With `sync`, the new value is durable when this returns.
-pub fn write_blob<S: Storage>(
-    storage: &S,
-    name: &str,
-    bytes: &[u8],
-    sync: bool,
-) -> Result<(), LogError> {
+pub fn write_blob<S: Storage>(storage: &S, name: &str, bytes: &[u8], sync: bool) -> Result<(), LogError> {
     check_blob_name(name)?;
     if bytes.len() > MAX_PAYLOAD {
         return Err(LogError::TooLarge(bytes.len()));
@@ -82,10 +77,7 @@ pub fn read_blob<S: Storage>(storage: &S, name: &str) -> Result<Option<Vec<u8>>,
     }
     match format::decode_blob(&file) {
         Ok(payload) => Ok(Some(payload.to_vec())),
-        Err(invalid) => Err(LogError::Corrupt {
-            index: 0,
-            reason: format!("blob {name}: {invalid}"),
-        }),
+        Err(invalid) => Err(LogError::Corrupt { index: 0, reason: format!("blob {name}: {invalid}") }),
     }
 }
 
@@ -105,11 +97,8 @@ pub fn remove_blob<S: Storage>(storage: &S, name: &str) -> Result<(), LogError> 
 /// Names of blobs starting with `prefix`, sorted. Temp files of unfinished writes are not
 /// blobs and are skipped.
 pub fn list_blobs<S: Storage>(storage: &S, prefix: &str) -> Result<Vec<String>, LogError> {
-    let mut names: Vec<String> = storage
-        .list()?
-        .into_iter()
-        .filter(|name| name.starts_with(prefix) && !name.ends_with(TEMP_SUFFIX))
-        .collect();
+    let mut names: Vec<String> =
+        storage.list()?.into_iter().filter(|name| name.starts_with(prefix) && !name.ends_with(TEMP_SUFFIX)).collect();
     names.sort();
     Ok(names)
 }

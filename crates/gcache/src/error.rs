@@ -48,10 +48,7 @@ impl fmt::Display for LogError {
             }
             LogError::Corrupt { reason, .. } => write!(f, "corrupt data: {reason}"),
             LogError::TooLarge(len) => {
-                write!(
-                    f,
-                    "payload of {len} bytes is above the maximum of {MAX_PAYLOAD}"
-                )
+                write!(f, "payload of {len} bytes is above the maximum of {MAX_PAYLOAD}")
             }
         }
     }
@@ -79,24 +76,12 @@ mod tests {
 
     #[test]
     fn messages_name_what_went_wrong() {
-        let got = LogError::NotContiguous {
-            expected: 5,
-            got: 7,
-        }
-        .to_string();
+        let got = LogError::NotContiguous { expected: 5, got: 7 }.to_string();
         assert_eq!(got, "append of index 7 where 5 was expected");
-        assert_eq!(
-            LogError::Missing(3).to_string(),
-            "no record 3: purged, truncated or never written"
-        );
-        let corrupt = LogError::Corrupt {
-            index: 9,
-            reason: "log.seg offset 40: bad".into(),
-        };
+        assert_eq!(LogError::Missing(3).to_string(), "no record 3: purged, truncated or never written");
+        let corrupt = LogError::Corrupt { index: 9, reason: "log.seg offset 40: bad".into() };
         assert_eq!(corrupt.to_string(), "corrupt data: log.seg offset 40: bad");
-        assert!(LogError::TooLarge(2 << 30)
-            .to_string()
-            .contains("2147483648 bytes"));
+        assert!(LogError::TooLarge(2 << 30).to_string().contains("2147483648 bytes"));
     }
 
     #[test]

@@ -82,10 +82,7 @@ impl fmt::Display for Invalid {
             Invalid::PayloadChecksum => write!(f, "payload checksum mismatch"),
             Invalid::Short { needed, got } => write!(f, "short: needs {needed} bytes, got {got}"),
             Invalid::LengthMismatch { declared, actual } => {
-                write!(
-                    f,
-                    "frame declares {declared} payload bytes, file holds {actual}"
-                )
+                write!(f, "frame declares {declared} payload bytes, file holds {actual}")
             }
         }
     }
@@ -111,10 +108,7 @@ impl RecordHeader {
     /// Checks `payload` against the checksum over header fields and payload.
     pub fn verify_payload(&self, payload: &[u8]) -> Result<(), Invalid> {
         if payload.len() != self.len as usize {
-            return Err(Invalid::Short {
-                needed: u64::from(self.len),
-                got: payload.len() as u64,
-            });
+            return Err(Invalid::Short { needed: u64::from(self.len), got: payload.len() as u64 });
         }
         let prefix = record_prefix(self.index, self.len);
         if data_crc(&prefix, payload) != self.data_crc {
@@ -149,10 +143,7 @@ fn data_crc(prefix: &[u8; 20], payload: &[u8]) -> u32 {
 /// If the payload is above [`MAX_PAYLOAD`]: callers check first (the log answers
 /// `LogError::TooLarge`), so this is a bug, not bad input.
 pub fn encode_record(out: &mut Vec<u8>, index: u64, payload: &[u8]) {
-    assert!(
-        payload.len() <= MAX_PAYLOAD,
-        "caller checks the payload size"
-    );
+    assert!(payload.len() <= MAX_PAYLOAD, "caller checks the payload size");
     let len = payload.len() as u32;
     let prefix = record_prefix(index, len);
     let start = out.len();
@@ -166,10 +157,9 @@ pub fn encode_record(out: &mut Vec<u8>, index: u64, payload: &[u8]) {
 
 /// Decodes and checks the first [`RECORD_HEADER_LEN`] bytes of `bytes`.
 pub fn decode_record_header(bytes: &[u8]) -> Result<RecordHeader, Invalid> {
-    let header = bytes.get(..RECORD_HEADER_LEN).ok_or(Invalid::Short {
-        needed: RECORD_HEADER_LEN as u64,
-        got: bytes.len() as u64,
-    })?;
+    let header = bytes
+        .get(..RECORD_HEADER_LEN)
+        .ok_or(Invalid::Short { needed: RECORD_HEADER_LEN as u64, got: bytes.len() as u64 })?;
     if header[0..4] != RECORD_MAGIC {
         return Err(Invalid::Magic);
     }
@@ -190,11 +180,7 @@ pub fn decode_record_header(bytes: &[u8]) -> Result<RecordHeader, Invalid> {
     if len as usize > MAX_PAYLOAD {
         return Err(Invalid::TooLarge(u64::from(len)));
     }
-    Ok(RecordHeader {
-        index: le_u64(&header[8..16]),
-        len,
-        data_crc: le_u32(&header[20..24]),
-    })
+    Ok(RecordHeader { index: le_u64(&header[8..16]), len, data_crc: le_u32(&header[20..24]) })
 }
 
 /// The header that starts every segment file. Naming the first index inside the file (as
@@ -211,10 +197,9 @@ pub fn encode_segment_header(first: u64) -> [u8; SEGMENT_HEADER_LEN] {
 
 /// Checks a segment file header and returns the first index it names.
 pub fn decode_segment_header(bytes: &[u8]) -> Result<u64, Invalid> {
-    let header = bytes.get(..SEGMENT_HEADER_LEN).ok_or(Invalid::Short {
-        needed: SEGMENT_HEADER_LEN as u64,
-        got: bytes.len() as u64,
-    })?;
+    let header = bytes
+        .get(..SEGMENT_HEADER_LEN)
+        .ok_or(Invalid::Short { needed: SEGMENT_HEADER_LEN as u64, got: bytes.len() as u64 })?;
     if header[0..8] != SEGMENT_MAGIC {
         return Err(Invalid::Magic);
     }
@@ -234,10 +219,7 @@ pub fn decode_segment_header(bytes: &[u8]) -> Result<u64, Invalid> {
 ///
 /// If the payload is above [`MAX_PAYLOAD`] (callers check first, as for records).
 pub fn encode_blob(payload: &[u8]) -> Vec<u8> {
-    assert!(
-        payload.len() <= MAX_PAYLOAD,
-        "caller checks the payload size"
-    );
+    assert!(payload.len() <= MAX_PAYLOAD, "caller checks the payload size");
     let mut out = Vec::with_capacity(BLOB_HEADER_LEN + payload.len());
     out.extend_from_slice(&BLOB_MAGIC);
     out.extend_from_slice(&u32::from(FORMAT_VERSION).to_le_bytes());
@@ -253,10 +235,7 @@ pub fn encode_blob(payload: &[u8]) -> Vec<u8> {
 /// Checks a whole blob file and returns its payload.
 pub fn decode_blob(file: &[u8]) -> Result<&[u8], Invalid> {
     if file.len() < BLOB_HEADER_LEN {
-        return Err(Invalid::Short {
-            needed: BLOB_HEADER_LEN as u64,
-            got: file.len() as u64,
-        });
+        return Err(Invalid::Short { needed: BLOB_HEADER_LEN as u64, got: file.len() as u64 });
     }
     let (header, payload) = file.split_at(BLOB_HEADER_LEN);
     if header[0..8] != BLOB_MAGIC {
@@ -264,10 +243,7 @@ pub fn decode_blob(file: &[u8]) -> Result<&[u8], Invalid> {
     }
     let declared = u64::from(le_u32(&header[12..16]));
     if declared != payload.len() as u64 {
-        return Err(Invalid::LengthMismatch {
-            declared,
-            actual: payload.len() as u64,
-        });
+        return Err(Invalid::LengthMismatch { declared, actual: payload.len() as u64 });
     }
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&header[0..16]);

@@ -15,25 +15,13 @@ fn record_layout_is_pinned() {
     assert_eq!(&bytes[0..4], b"TGRC");
     assert_eq!(&bytes[4..6], &[1, 0], "version");
     assert_eq!(&bytes[6..8], &[0, 0], "flags");
-    assert_eq!(
-        &bytes[8..16],
-        &[8, 7, 6, 5, 4, 3, 2, 1],
-        "index, little-endian"
-    );
+    assert_eq!(&bytes[8..16], &[8, 7, 6, 5, 4, 3, 2, 1], "index, little-endian");
     assert_eq!(&bytes[16..20], &[2, 0, 0, 0], "length");
     assert_eq!(&bytes[28..], b"hi");
     let mut covered = bytes[0..20].to_vec();
     covered.extend_from_slice(b"hi");
-    assert_eq!(
-        bytes[20..24],
-        crc32fast::hash(&covered).to_le_bytes(),
-        "data crc"
-    );
-    assert_eq!(
-        bytes[24..28],
-        crc32fast::hash(&bytes[0..24]).to_le_bytes(),
-        "header crc"
-    );
+    assert_eq!(bytes[20..24], crc32fast::hash(&covered).to_le_bytes(), "data crc");
+    assert_eq!(bytes[24..28], crc32fast::hash(&bytes[0..24]).to_le_bytes(), "header crc");
 }
 
 #[test]
@@ -61,20 +49,14 @@ fn short_header_is_reported_not_panicked() {
     for cut in 0..RECORD_HEADER_LEN {
         assert_eq!(
             decode_record_header(&bytes[..cut]),
-            Err(Invalid::Short {
-                needed: RECORD_HEADER_LEN as u64,
-                got: cut as u64
-            })
+            Err(Invalid::Short { needed: RECORD_HEADER_LEN as u64, got: cut as u64 })
         );
     }
 }
 
 #[test]
 fn zeroed_header_is_bad_magic() {
-    assert_eq!(
-        decode_record_header(&[0u8; RECORD_HEADER_LEN]),
-        Err(Invalid::Magic)
-    );
+    assert_eq!(decode_record_header(&[0u8; RECORD_HEADER_LEN]), Err(Invalid::Magic));
 }
 
 #[test]
@@ -83,11 +65,7 @@ fn header_fields_are_covered_by_the_header_checksum() {
     for offset in 4..RECORD_HEADER_LEN {
         let mut damaged = bytes.clone();
         damaged[offset] ^= 0x01;
-        assert_eq!(
-            decode_record_header(&damaged),
-            Err(Invalid::HeaderChecksum),
-            "at {offset}"
-        );
+        assert_eq!(decode_record_header(&damaged), Err(Invalid::HeaderChecksum), "at {offset}");
     }
 }
 
@@ -96,10 +74,7 @@ fn payload_checksum_catches_altered_payload_and_wrong_length() {
     let bytes = record(9, b"abc");
     let header = decode_record_header(&bytes).unwrap();
     assert_eq!(header.verify_payload(b"abd"), Err(Invalid::PayloadChecksum));
-    assert_eq!(
-        header.verify_payload(b"ab"),
-        Err(Invalid::Short { needed: 3, got: 2 })
-    );
+    assert_eq!(header.verify_payload(b"ab"), Err(Invalid::Short { needed: 3, got: 2 }));
 }
 
 #[test]
@@ -123,10 +98,7 @@ fn oversized_length_is_refused_before_allocation() {
     bytes[16..20].copy_from_slice(&(MAX_PAYLOAD as u32 + 1).to_le_bytes());
     let crc = crc32fast::hash(&bytes[0..24]);
     bytes[24..28].copy_from_slice(&crc.to_le_bytes());
-    assert_eq!(
-        decode_record_header(&bytes),
-        Err(Invalid::TooLarge(MAX_PAYLOAD as u64 + 1))
-    );
+    assert_eq!(decode_record_header(&bytes), Err(Invalid::TooLarge(MAX_PAYLOAD as u64 + 1)));
 }
 
 #[test]
@@ -144,15 +116,9 @@ fn segment_header_damage_is_detected_at_every_byte() {
     for offset in 0..SEGMENT_HEADER_LEN {
         let mut damaged = header;
         damaged[offset] ^= 0x80;
-        assert!(
-            decode_segment_header(&damaged).is_err(),
-            "flip at {offset} undetected"
-        );
+        assert!(decode_segment_header(&damaged).is_err(), "flip at {offset} undetected");
     }
-    assert!(matches!(
-        decode_segment_header(&header[..10]),
-        Err(Invalid::Short { .. })
-    ));
+    assert!(matches!(decode_segment_header(&header[..10]), Err(Invalid::Short { .. })));
 }
 
 #[test]
@@ -169,31 +135,16 @@ fn blob_round_trips_and_is_pinned() {
 fn blob_with_trailing_or_missing_bytes_is_refused() {
     let mut file = encode_blob(b"vote");
     file.push(0);
-    assert_eq!(
-        decode_blob(&file),
-        Err(Invalid::LengthMismatch {
-            declared: 4,
-            actual: 5
-        })
-    );
+    assert_eq!(decode_blob(&file), Err(Invalid::LengthMismatch { declared: 4, actual: 5 }));
     let file = encode_blob(b"vote");
     assert!(decode_blob(&file[..file.len() - 1]).is_err());
-    assert!(matches!(
-        decode_blob(&file[..3]),
-        Err(Invalid::Short { .. })
-    ));
+    assert!(matches!(decode_blob(&file[..3]), Err(Invalid::Short { .. })));
 }
 
 #[test]
 fn invalid_reasons_read_well() {
-    assert_eq!(
-        Invalid::PayloadChecksum.to_string(),
-        "payload checksum mismatch"
-    );
-    assert_eq!(
-        Invalid::Short { needed: 28, got: 3 }.to_string(),
-        "short: needs 28 bytes, got 3"
-    );
+    assert_eq!(Invalid::PayloadChecksum.to_string(), "payload checksum mismatch");
+    assert_eq!(Invalid::Short { needed: 28, got: 3 }.to_string(), "short: needs 28 bytes, got 3");
     assert!(Invalid::TooLarge(5).to_string().contains("maximum"));
 }
 

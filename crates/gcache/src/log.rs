@@ -33,10 +33,7 @@ pub struct LogOptions {
 
 impl Default for LogOptions {
     fn default() -> LogOptions {
-        LogOptions {
-            name: "log".to_string(),
-            segment_bytes: 64 * 1024 * 1024,
-        }
+        LogOptions { name: "log".to_string(), segment_bytes: 64 * 1024 * 1024 }
     }
 }
 
@@ -85,14 +82,7 @@ impl<S: Storage> SegmentLog<S> {
         storage::check_name(&options.name)?;
         let (segments, recovery) = recovery::recover(&storage, &options)?;
         let first_index = segments.front().map_or(0, |segment| segment.first);
-        let log = SegmentLog {
-            storage,
-            options,
-            segments,
-            first_index,
-            dir_dirty: false,
-            broken: None,
-        };
+        let log = SegmentLog { storage, options, segments, first_index, dir_dirty: false, broken: None };
         Ok(Opened { log, recovery })
     }
 
@@ -115,10 +105,7 @@ impl<S: Storage> SegmentLog<S> {
     /// Invalid input (a gap, an oversized payload) writes nothing. On an I/O error the
     /// failed write is cut off again; records of segments written before it stay, and
     /// `last_index()` tells how far the log got.
-    pub fn append<'a>(
-        &mut self,
-        records: impl IntoIterator<Item = (u64, &'a [u8])>,
-    ) -> Result<(), LogError> {
+    pub fn append<'a>(&mut self, records: impl IntoIterator<Item = (u64, &'a [u8])>) -> Result<(), LogError> {
         self.check_usable()?;
         for chunk in self.plan_append(records)? {
             self.write_chunk(chunk)?;
@@ -134,16 +121,12 @@ impl<S: Storage> SegmentLog<S> {
         for position in 0..self.segments.len() {
             if self.segments[position].dirty {
                 let name = self.segments[position].name.clone();
-                self.storage
-                    .sync_file(&name)
-                    .map_err(|e| self.fail(e, "fsync"))?;
+                self.storage.sync_file(&name).map_err(|e| self.fail(e, "fsync"))?;
                 self.segments[position].dirty = false;
             }
         }
         if self.dir_dirty {
-            self.storage
-                .sync_dir()
-                .map_err(|e| self.fail(e, "directory fsync"))?;
+            self.storage.sync_dir().map_err(|e| self.fail(e, "directory fsync"))?;
             self.dir_dirty = false;
         }
         Ok(())
@@ -167,12 +150,7 @@ impl<S: Storage> SegmentLog<S> {
     /// Records from..=to in order. Stops before a record that would take the payload total
     /// above `max_bytes`, but always returns at least one record when the range is
     /// non-empty. `Missing` if `from` is below the first or `to` above the last index.
-    pub fn read_range(
-        &self,
-        from: u64,
-        to: u64,
-        max_bytes: usize,
-    ) -> Result<Vec<(u64, Vec<u8>)>, LogError> {
+    pub fn read_range(&self, from: u64, to: u64, max_bytes: usize) -> Result<Vec<(u64, Vec<u8>)>, LogError> {
         let mut records = Vec::new();
         if from > to {
             return Ok(records);
@@ -183,14 +161,7 @@ impl<S: Storage> SegmentLog<S> {
         while next <= to {
             let segment = self.segment_of(next)?;
             let last = to.min(segment.last.unwrap_or(next));
-            let full = read_segment_range(
-                &self.storage,
-                segment,
-                (next, last),
-                max_bytes,
-                &mut records,
-                &mut total,
-            )?;
+            let full = read_segment_range(&self.storage, segment, (next, last), max_bytes, &mut records, &mut total)?;
             if full {
                 break;
             }
@@ -227,9 +198,7 @@ impl<S: Storage> SegmentLog<S> {
             removed = true;
         }
         if removed {
-            self.storage
-                .sync_dir()
-                .map_err(|e| self.fail(e, "directory fsync"))?;
+            self.storage.sync_dir().map_err(|e| self.fail(e, "directory fsync"))?;
             self.dir_dirty = false;
         }
         match (index, self.last_index()) {
@@ -312,13 +281,8 @@ impl<S: Storage> SegmentLog<S> {
         if index < first || index > last {
             return Err(LogError::Missing(index));
         }
-        let position = self
-            .segments
-            .partition_point(|segment| segment.first <= index);
-        assert!(
-            position > 0,
-            "first_index is at or after the first segment's first"
-        );
+        let position = self.segments.partition_point(|segment| segment.first <= index);
+        assert!(position > 0, "first_index is at or after the first segment's first");
         let segment = &self.segments[position - 1];
         assert!(segment.holds(index), "segments are contiguous");
         Ok(segment)
@@ -326,10 +290,7 @@ impl<S: Storage> SegmentLog<S> {
 
     /// Validates and encodes an append into one chunk per segment it touches. Nothing is
     /// written, so a refused record leaves the log as it was.
-    fn plan_append<'a>(
-        &self,
-        records: impl IntoIterator<Item = (u64, &'a [u8])>,
-    ) -> Result<Vec<Chunk>, LogError> {
+    fn plan_append<'a>(&self, records: impl IntoIterator<Item = (u64, &'a [u8])>) -> Result<Vec<Chunk>, LogError> {
         let mut expected = self.last_index().map(|last| last + 1);
         let mut chunks: Vec<Chunk> = Vec::new();
         // Bytes the segment the next record goes to will hold; None: there is none yet.
@@ -339,10 +300,7 @@ impl<S: Storage> SegmentLog<S> {
                 return Err(LogError::TooLarge(payload.len()));
             }
             if index == u64::MAX || expected.is_some_and(|expected| expected != index) {
-                return Err(LogError::NotContiguous {
-                    expected: expected.unwrap_or(0),
-                    got: index,
-                });
+                return Err(LogError::NotContiguous { expected: expected.unwrap_or(0), got: index });
             }
             let full = segment_bytes.is_none_or(|bytes| bytes >= self.options.segment_bytes);
             if full || chunks.is_empty() {
@@ -352,11 +310,7 @@ impl<S: Storage> SegmentLog<S> {
                     bytes.extend_from_slice(&format::encode_segment_header(index));
                     segment_bytes = Some(bytes.len() as u64);
                 }
-                chunks.push(Chunk {
-                    new_segment,
-                    bytes,
-                    records: Vec::new(),
-                });
+                chunks.push(Chunk { new_segment, bytes, records: Vec::new() });
             }
             let record_len = (RECORD_HEADER_LEN + payload.len()) as u64;
             if let (Some(chunk), Some(bytes)) = (chunks.last_mut(), segment_bytes.as_mut()) {
@@ -384,11 +338,7 @@ impl<S: Storage> SegmentLog<S> {
         let Some(segment) = self.segments.back_mut() else {
             unreachable!("a chunk either starts a segment or goes to the last one");
         };
-        let old_len = if chunk.new_segment.is_some() {
-            0
-        } else {
-            segment.bytes
-        };
+        let old_len = if chunk.new_segment.is_some() { 0 } else { segment.bytes };
         if let Err(error) = self.storage.append(&segment.name, &chunk.bytes) {
             return Err(self.undo_write(chunk.new_segment.is_some(), old_len, error));
         }
@@ -408,9 +358,7 @@ impl<S: Storage> SegmentLog<S> {
             return Ok(());
         };
         let name = segment.name.clone();
-        self.storage
-            .sync_file(&name)
-            .map_err(|e| self.fail(e, "fsync"))?;
+        self.storage.sync_file(&name).map_err(|e| self.fail(e, "fsync"))?;
         if let Some(segment) = self.segments.back_mut() {
             segment.dirty = false;
         }
@@ -430,9 +378,7 @@ impl<S: Storage> SegmentLog<S> {
             self.storage.truncate(&name, old_len)
         };
         if let Err(undo_error) = undone {
-            self.broken = Some(format!(
-                "could not undo a failed write to {name}: {undo_error}"
-            ));
+            self.broken = Some(format!("could not undo a failed write to {name}: {undo_error}"));
         }
         LogError::Io(error)
     }
@@ -449,9 +395,7 @@ impl<S: Storage> SegmentLog<S> {
         if let Some(segment) = self.segments.back_mut() {
             segment.cut_after(index, len);
         }
-        self.storage
-            .sync_file(&name)
-            .map_err(|e| self.fail(e, "fsync"))?;
+        self.storage.sync_file(&name).map_err(|e| self.fail(e, "fsync"))?;
         if let Some(segment) = self.segments.back_mut() {
             segment.dirty = false;
         }
@@ -461,10 +405,7 @@ impl<S: Storage> SegmentLog<S> {
 
 impl<S: Storage> fmt::Debug for Opened<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Opened")
-            .field("log", &self.log)
-            .field("recovery", &self.recovery)
-            .finish()
+        f.debug_struct("Opened").field("log", &self.log).field("recovery", &self.recovery).finish()
     }
 }
 
@@ -482,10 +423,7 @@ impl<S: Storage> fmt::Debug for SegmentLog<S> {
 
 /// A record error met after open: the bytes changed under us.
 fn corrupt(segment: &Segment, offset: u64, index: u64, what: impl fmt::Display) -> LogError {
-    let reason = format!(
-        "segment {} offset {offset}: record {index}: {what}",
-        segment.name
-    );
+    let reason = format!("segment {} offset {offset}: record {index}: {what}", segment.name);
     LogError::Corrupt { index, reason }
 }
 
@@ -498,12 +436,7 @@ fn expect_record<S: Storage>(
     let offset = scanner.offset();
     match scanner.next()? {
         Step::Record(header) if header.index == expected => Ok(header),
-        Step::Record(header) => Err(corrupt(
-            segment,
-            offset,
-            expected,
-            format!("found index {}", header.index),
-        )),
+        Step::Record(header) => Err(corrupt(segment, offset, expected, format!("found index {}", header.index))),
         Step::End | Step::Torn => Err(corrupt(segment, offset, expected, "the file ends early")),
         Step::Invalid(invalid) => Err(corrupt(segment, offset, expected, invalid)),
     }
@@ -515,9 +448,7 @@ fn verified_payload<'s, S: Storage>(
     header: &RecordHeader,
 ) -> Result<&'s [u8], LogError> {
     let offset = scanner.offset();
-    scanner
-        .payload(header)?
-        .map_err(|invalid| corrupt(segment, offset, header.index, invalid))
+    scanner.payload(header)?.map_err(|invalid| corrupt(segment, offset, header.index, invalid))
 }
 
 /// Byte offset of record `index` in `segment`, walking headers from the sparse entry.

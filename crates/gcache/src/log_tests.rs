@@ -65,10 +65,7 @@ impl Storage for Faulty {
 }
 
 fn options(segment_bytes: u64) -> LogOptions {
-    LogOptions {
-        name: "log".into(),
-        segment_bytes,
-    }
+    LogOptions { name: "log".into(), segment_bytes }
 }
 
 fn open<S: Storage>(storage: S, segment_bytes: u64) -> SegmentLog<S> {
@@ -83,8 +80,7 @@ fn payload(index: u64) -> Vec<u8> {
 
 fn append_range<S: Storage>(log: &mut SegmentLog<S>, range: std::ops::RangeInclusive<u64>) {
     let payloads: Vec<(u64, Vec<u8>)> = range.map(|i| (i, payload(i))).collect();
-    log.append(payloads.iter().map(|(i, p)| (*i, p.as_slice())))
-        .unwrap();
+    log.append(payloads.iter().map(|(i, p)| (*i, p.as_slice()))).unwrap();
 }
 
 fn indexes(records: &[(u64, Vec<u8>)]) -> Vec<u64> {
@@ -102,10 +98,7 @@ fn empty_log_has_no_indexes_and_no_files() {
     assert!(storage.list().unwrap().is_empty());
     assert_eq!(opened.recovery.records, 0);
     assert!(matches!(log.read(0), Err(LogError::Missing(0))));
-    assert!(matches!(
-        log.read_range(0, 5, 10),
-        Err(LogError::Missing(5))
-    ));
+    assert!(matches!(log.read_range(0, 5, 10), Err(LogError::Missing(5))));
 }
 
 #[test]
@@ -135,25 +128,10 @@ fn an_append_out_of_order_writes_nothing() {
     let mut log = open(storage.clone(), 1 << 20);
     append_range(&mut log, 1..=3);
     let error = log.append([(4, &b"ok"[..]), (6, &b"gap"[..])]).unwrap_err();
-    assert!(
-        matches!(
-            error,
-            LogError::NotContiguous {
-                expected: 5,
-                got: 6
-            }
-        ),
-        "{error}"
-    );
+    assert!(matches!(error, LogError::NotContiguous { expected: 5, got: 6 }), "{error}");
     assert_eq!(log.last_index(), Some(3));
     let error = log.append([(3, &b"again"[..])]).unwrap_err();
-    assert!(matches!(
-        error,
-        LogError::NotContiguous {
-            expected: 4,
-            got: 3
-        }
-    ));
+    assert!(matches!(error, LogError::NotContiguous { expected: 4, got: 3 }));
     assert_eq!(storage.appends.load(Ordering::SeqCst), 1);
     append_range(&mut log, 4..=4);
 }
@@ -161,18 +139,12 @@ fn an_append_out_of_order_writes_nothing() {
 #[test]
 fn index_u64_max_is_refused() {
     let mut log = open(MemStorage::new(), 1 << 20);
-    assert!(matches!(
-        log.append([(u64::MAX, &b""[..])]),
-        Err(LogError::NotContiguous { .. })
-    ));
+    assert!(matches!(log.append([(u64::MAX, &b""[..])]), Err(LogError::NotContiguous { .. })));
     log.append([(u64::MAX - 1, &b"last"[..])]).unwrap();
     assert_eq!(log.read(u64::MAX - 1).unwrap(), b"last");
     assert!(matches!(
         log.append([(u64::MAX, &b""[..])]),
-        Err(LogError::NotContiguous {
-            expected: u64::MAX,
-            got: u64::MAX
-        })
+        Err(LogError::NotContiguous { expected: u64::MAX, got: u64::MAX })
     ));
 }
 
@@ -224,10 +196,7 @@ fn segments_roll_over_at_segment_bytes() {
         next = info.last.unwrap() + 1;
     }
     assert_eq!(next, 101);
-    assert_eq!(
-        log.disk_bytes(),
-        segments.iter().map(|s| s.bytes).sum::<u64>()
-    );
+    assert_eq!(log.disk_bytes(), segments.iter().map(|s| s.bytes).sum::<u64>());
     for index in 1..=100 {
         assert_eq!(log.read(index).unwrap(), payload(index));
     }
@@ -246,21 +215,11 @@ fn read_range_honours_bounds_and_max_bytes() {
     assert_eq!(indexes(&log.read_range(3, 50, 20).unwrap()), vec![3, 4]);
     assert_eq!(indexes(&log.read_range(3, 50, 16).unwrap()), vec![3, 4]);
     assert_eq!(indexes(&log.read_range(3, 50, 15).unwrap()), vec![3]);
-    assert_eq!(
-        indexes(&log.read_range(3, 50, 0).unwrap()),
-        vec![3],
-        "at least one"
-    );
+    assert_eq!(indexes(&log.read_range(3, 50, 0).unwrap()), vec![3], "at least one");
     assert_eq!(indexes(&log.read_range(7, 7, 0).unwrap()), vec![7]);
     assert!(log.read_range(9, 8, 100).unwrap().is_empty());
-    assert!(matches!(
-        log.read_range(0, 3, 100),
-        Err(LogError::Missing(0))
-    ));
-    assert!(matches!(
-        log.read_range(3, 51, 100),
-        Err(LogError::Missing(51))
-    ));
+    assert!(matches!(log.read_range(0, 3, 100), Err(LogError::Missing(0))));
+    assert!(matches!(log.read_range(3, 51, 100), Err(LogError::Missing(51))));
 }
 
 #[test]
@@ -308,10 +267,7 @@ fn truncate_after_bounds() {
     log.truncate_after(Some(20)).unwrap();
     log.truncate_after(Some(99)).unwrap();
     assert_eq!(log.last_index(), Some(20));
-    assert!(matches!(
-        log.truncate_after(Some(8)),
-        Err(LogError::Missing(8))
-    ));
+    assert!(matches!(log.truncate_after(Some(8)), Err(LogError::Missing(8))));
     log.truncate_after(Some(9)).unwrap();
     assert_eq!((log.first_index(), log.last_index()), (None, None));
 }
@@ -338,32 +294,15 @@ fn purge_is_logical_then_segment_granular() {
     let second_first = segments[1].first;
     log.purge_upto(second_first + 2).unwrap();
     assert_eq!(log.first_index(), Some(second_first + 3));
-    assert!(matches!(
-        log.read(second_first + 2),
-        Err(LogError::Missing(_))
-    ));
-    assert_eq!(
-        log.read(second_first + 3).unwrap(),
-        payload(second_first + 3)
-    );
-    assert_eq!(
-        log.segments(),
-        segments[1..].to_vec(),
-        "only the wholly purged file goes"
-    );
-    assert_eq!(
-        log.disk_bytes(),
-        segments[1..].iter().map(|s| s.bytes).sum::<u64>()
-    );
+    assert!(matches!(log.read(second_first + 2), Err(LogError::Missing(_))));
+    assert_eq!(log.read(second_first + 3).unwrap(), payload(second_first + 3));
+    assert_eq!(log.segments(), segments[1..].to_vec(), "only the wholly purged file goes");
+    assert_eq!(log.disk_bytes(), segments[1..].iter().map(|s| s.bytes).sum::<u64>());
     log.purge_upto(5).unwrap(); // behind the purge point: nothing
     assert_eq!(log.first_index(), Some(second_first + 3));
     log.sync().unwrap();
     let reopened = open(storage, 400);
-    assert_eq!(
-        reopened.first_index(),
-        Some(second_first),
-        "lower after reopen, never higher"
-    );
+    assert_eq!(reopened.first_index(), Some(second_first), "lower after reopen, never higher");
 }
 
 #[test]
@@ -372,17 +311,11 @@ fn purging_everything_keeps_the_last_segment_and_the_continuation() {
     let mut log = open(storage.clone(), 400);
     append_range(&mut log, 1..=100);
     log.purge_upto(1000).unwrap(); // clamped to last
-    assert_eq!(
-        (log.first_index(), log.last_index()),
-        (Some(101), Some(100))
-    );
+    assert_eq!((log.first_index(), log.last_index()), (Some(101), Some(100)));
     assert_eq!(log.segments().len(), 1);
     assert!(matches!(log.read(100), Err(LogError::Missing(100))));
     assert!(log.read_range(101, 100, 10).unwrap().is_empty());
-    assert!(matches!(
-        log.append([(5, &b""[..])]),
-        Err(LogError::NotContiguous { .. })
-    ));
+    assert!(matches!(log.append([(5, &b""[..])]), Err(LogError::NotContiguous { .. })));
     append_range(&mut log, 101..=101);
     assert_eq!(log.read(101).unwrap(), payload(101));
     log.sync().unwrap();
@@ -420,11 +353,7 @@ fn sync_makes_appends_survive_power_loss() {
     assert_eq!(reopened.last_index(), Some(40));
     let kill = storage.crash(&mut |_: &str, _, current| current);
     let opened = SegmentLog::open(kill, options(300)).unwrap();
-    assert_eq!(
-        opened.log.last_index(),
-        Some(40),
-        "new segments were never dir-synced"
-    );
+    assert_eq!(opened.log.last_index(), Some(40), "new segments were never dir-synced");
 }
 
 #[test]
@@ -447,32 +376,18 @@ fn a_flipped_byte_after_open_is_an_error_naming_file_and_offset() {
     let len = storage.file_len(&name).unwrap();
     storage.flip_byte(&name, len - 1); // last payload byte of record 10
     let error = log.read(10).unwrap_err();
-    let LogError::Corrupt { index, reason } = &error else {
-        panic!("{error}")
-    };
+    let LogError::Corrupt { index, reason } = &error else { panic!("{error}") };
     assert_eq!(*index, 10);
-    assert!(
-        reason.contains(&name) && reason.contains("offset"),
-        "{reason}"
-    );
+    assert!(reason.contains(&name) && reason.contains("offset"), "{reason}");
     assert!(reason.contains("payload checksum"), "{reason}");
     assert_eq!(log.read(9).unwrap(), payload(9));
-    assert!(matches!(
-        log.read_range(5, 10, 1000),
-        Err(LogError::Corrupt { index: 10, .. })
-    ));
+    assert!(matches!(log.read_range(5, 10, 1000), Err(LogError::Corrupt { index: 10, .. })));
     storage.flip_byte(&name, len - 1);
     assert_eq!(log.read(10).unwrap(), payload(10));
     // A damaged header on the walk from the sparse entry is caught too.
     storage.flip_byte(&name, (format::SEGMENT_HEADER_LEN + 9) as u64);
-    assert!(matches!(
-        log.read(5),
-        Err(LogError::Corrupt { index: 1, .. })
-    ));
-    assert!(matches!(
-        log.truncate_after(Some(3)),
-        Err(LogError::Corrupt { .. })
-    ));
+    assert!(matches!(log.read(5), Err(LogError::Corrupt { index: 1, .. })));
+    assert!(matches!(log.truncate_after(Some(3)), Err(LogError::Corrupt { .. })));
 }
 
 #[test]
@@ -484,10 +399,7 @@ fn full_storage_cuts_the_failed_write_and_keeps_the_log_usable() {
     let error = log.append([(11, &b"does not fit"[..])]).unwrap_err();
     assert!(matches!(&error, LogError::Io(e) if e.kind() == io::ErrorKind::StorageFull));
     assert_eq!(log.last_index(), Some(10));
-    assert_eq!(
-        log.disk_bytes(),
-        storage.file_len(&log.segments()[0].name).unwrap()
-    );
+    assert_eq!(log.disk_bytes(), storage.file_len(&log.segments()[0].name).unwrap());
     storage.set_capacity(None);
     append_range(&mut log, 11..=11);
     log.sync().unwrap();
@@ -529,10 +441,7 @@ fn a_failed_fsync_refuses_writes_until_reopen() {
     assert!(log.sync().is_err());
     storage.fail_sync.store(false, Ordering::SeqCst);
     let error = log.sync().unwrap_err();
-    assert!(
-        error.to_string().contains("refuses writes until reopened"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("refuses writes until reopened"), "{error}");
     assert!(log.append([(4, &b"x"[..])]).is_err());
     assert!(log.truncate_after(None).is_err());
     assert!(log.purge_upto(1).is_err());
@@ -555,10 +464,7 @@ fn an_undo_that_fails_breaks_the_log() {
     storage.inner.set_capacity(None);
     // The reopen cuts the partial write as a torn tail.
     let opened = SegmentLog::open(storage, options(1 << 20)).unwrap();
-    assert!(matches!(
-        opened.recovery.damage,
-        Some(Damage::TornTail { .. })
-    ));
+    assert!(matches!(opened.recovery.damage, Some(Damage::TornTail { .. })));
     assert_eq!(opened.log.last_index(), Some(3));
 }
 
@@ -566,8 +472,7 @@ fn an_undo_that_fails_breaks_the_log() {
 fn memory_holds_a_sparse_index_only() {
     let mut log = open(MemStorage::new(), 1 << 20);
     let batch: Vec<(u64, Vec<u8>)> = (1..=10_000).map(|i| (i, vec![1u8; 10])).collect();
-    log.append(batch.iter().map(|(i, p)| (*i, p.as_slice())))
-        .unwrap();
+    log.append(batch.iter().map(|(i, p)| (*i, p.as_slice()))).unwrap();
     assert!(log.index_entries() <= 10_000 / 64 + log.segments().len());
     assert!(log.index_entries() >= 10_000 / 64);
 }
@@ -576,23 +481,12 @@ fn memory_holds_a_sparse_index_only() {
 fn opened_logs_debug_print_without_the_storage() {
     let opened = SegmentLog::open(MemStorage::new(), options(100)).unwrap();
     let printed = format!("{opened:?}");
-    assert!(
-        printed.contains("last_index: None") && printed.contains("damage: None"),
-        "{printed}"
-    );
+    assert!(printed.contains("last_index: None") && printed.contains("damage: None"), "{printed}");
 }
 
 #[test]
 fn bad_log_names_are_refused() {
-    let error = SegmentLog::open(
-        MemStorage::new(),
-        LogOptions {
-            name: "a/b".into(),
-            segment_bytes: 1,
-        },
-    )
-    .err()
-    .unwrap();
+    let error = SegmentLog::open(MemStorage::new(), LogOptions { name: "a/b".into(), segment_bytes: 1 }).err().unwrap();
     assert!(matches!(&error, LogError::Io(e) if e.kind() == io::ErrorKind::InvalidInput));
     assert_eq!(LogOptions::default().name, "log");
 }
@@ -600,33 +494,11 @@ fn bad_log_names_are_refused() {
 #[test]
 fn two_logs_share_a_storage_without_seeing_each_other() {
     let storage = MemStorage::new();
-    let mut a = SegmentLog::open(
-        storage.clone(),
-        LogOptions {
-            name: "a".into(),
-            segment_bytes: 100,
-        },
-    )
-    .unwrap()
-    .log;
-    let mut b = SegmentLog::open(
-        storage.clone(),
-        LogOptions {
-            name: "b".into(),
-            segment_bytes: 100,
-        },
-    )
-    .unwrap()
-    .log;
+    let mut a = SegmentLog::open(storage.clone(), LogOptions { name: "a".into(), segment_bytes: 100 }).unwrap().log;
+    let mut b = SegmentLog::open(storage.clone(), LogOptions { name: "b".into(), segment_bytes: 100 }).unwrap().log;
     append_range(&mut a, 1..=10);
     append_range(&mut b, 50..=60);
     let a = SegmentLog::open(storage.clone(), a.options().clone()).unwrap();
-    assert_eq!(
-        (a.log.first_index(), a.log.last_index()),
-        (Some(1), Some(10))
-    );
-    assert_eq!(
-        b.storage().list().unwrap().len(),
-        storage.list().unwrap().len()
-    );
+    assert_eq!((a.log.first_index(), a.log.last_index()), (Some(1), Some(10)));
+    assert_eq!(b.storage().list().unwrap().len(), storage.list().unwrap().len());
 }

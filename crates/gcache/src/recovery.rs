@@ -77,13 +77,8 @@ pub(crate) fn recover<S: Storage>(
 ) -> Result<(VecDeque<Segment>, RecoveryReport), LogError> {
     let files = list_segments(storage, &options.name)?;
     let mut segments: VecDeque<Segment> = VecDeque::new();
-    let mut report = RecoveryReport {
-        segments: 0,
-        records: 0,
-        truncated_bytes: 0,
-        damage: None,
-        set_aside: Vec::new(),
-    };
+    let mut report =
+        RecoveryReport { segments: 0, records: 0, truncated_bytes: 0, damage: None, set_aside: Vec::new() };
     let mut dir_changed = false;
     for (position, (name, first)) in files.iter().enumerate() {
         let expected = segments.back().map(Segment::next_index);
@@ -128,10 +123,7 @@ fn repair<S: Storage>(
     report.truncated_bytes += checked.file_len - kept.as_ref().map_or(0, |s| s.bytes);
     match kept {
         Some(segment) => {
-            assert!(
-                segment.bytes < checked.file_len,
-                "damage means bytes were cut"
-            );
+            assert!(segment.bytes < checked.file_len, "damage means bytes were cut");
             storage.truncate(&segment.name, segment.bytes)?;
             storage.sync_file(&segment.name)?;
             segments.push_back(segment);
@@ -160,11 +152,7 @@ fn list_segments<S: Storage>(storage: &S, prefix: &str) -> Result<Vec<(String, u
     Ok(files)
 }
 
-fn set_aside<S: Storage>(
-    storage: &S,
-    name: &str,
-    report: &mut RecoveryReport,
-) -> Result<(), LogError> {
+fn set_aside<S: Storage>(storage: &S, name: &str, report: &mut RecoveryReport) -> Result<(), LogError> {
     let aside = format!("{name}{DAMAGED_SUFFIX}");
     storage.rename(name, &aside)?;
     report.set_aside.insert(0, aside);
@@ -173,10 +161,7 @@ fn set_aside<S: Storage>(
 
 /// A last segment with a header and no record (a crash right after it was created) holds
 /// nothing: remove it, so that every segment in memory holds at least one record.
-fn drop_trailing_empty<S: Storage>(
-    storage: &S,
-    segments: &mut VecDeque<Segment>,
-) -> Result<bool, LogError> {
+fn drop_trailing_empty<S: Storage>(storage: &S, segments: &mut VecDeque<Segment>) -> Result<bool, LogError> {
     let mut dropped = false;
     while let Some(segment) = segments.back().filter(|segment| segment.last.is_none()) {
         storage.remove(&segment.name)?;
@@ -196,29 +181,15 @@ fn check_segment<S: Storage>(
     is_last: bool,
 ) -> Result<Checked, LogError> {
     let file_len = storage.len(name)?;
-    let corrupt = |offset: u64, reason: String| Damage::Corrupt {
-        segment: name.to_string(),
-        offset,
-        reason,
-    };
-    let torn = |offset: u64| Damage::TornTail {
-        segment: name.to_string(),
-        offset,
-    };
+    let corrupt = |offset: u64, reason: String| Damage::Corrupt { segment: name.to_string(), offset, reason };
+    let torn = |offset: u64| Damage::TornTail { segment: name.to_string(), offset };
     let header_len = SEGMENT_HEADER_LEN as u64;
-    let no_segment = |damage| {
-        Ok(Checked {
-            segment: None,
-            file_len,
-            damage: Some(damage),
-        })
-    };
+    let no_segment = |damage| Ok(Checked { segment: None, file_len, damage: Some(damage) });
     if file_len < header_len {
         if is_last {
             return no_segment(torn(0));
         }
-        let reason =
-            format!("file of {file_len} bytes is shorter than its {header_len}-byte header");
+        let reason = format!("file of {file_len} bytes is shorter than its {header_len}-byte header");
         return no_segment(corrupt(0, reason));
     }
     let mut header = [0u8; SEGMENT_HEADER_LEN];
@@ -240,11 +211,7 @@ fn check_segment<S: Storage>(
     }
     let mut segment = Segment::new(&options.name, first);
     let damage = scan_records(storage, &mut segment, file_len, is_last)?;
-    Ok(Checked {
-        segment: Some(segment),
-        file_len,
-        damage,
-    })
+    Ok(Checked { segment: Some(segment), file_len, damage })
 }
 
 /// Reads every record of a segment whose header checked, noting the valid ones in
@@ -258,44 +225,18 @@ fn scan_records<S: Storage>(
     let name = segment.name.clone();
     let start = SEGMENT_HEADER_LEN as u64;
     let mut scanner = Scanner::new(storage, &name, start, file_len, segment::SCAN_CHUNK);
-    let corrupt = |offset: u64, reason: String| {
-        Some(Damage::Corrupt {
-            segment: name.clone(),
-            offset,
-            reason,
-        })
-    };
+    let corrupt = |offset: u64, reason: String| Some(Damage::Corrupt { segment: name.clone(), offset, reason });
     loop {
         let offset = scanner.offset();
-        assert_eq!(
-            offset, segment.bytes,
-            "the valid part ends where the scan is"
-        );
+        assert_eq!(offset, segment.bytes, "the valid part ends where the scan is");
         let header = match scanner.next()? {
             Step::End => return Ok(None),
-            Step::Torn if is_last => {
-                return Ok(Some(Damage::TornTail {
-                    segment: name.clone(),
-                    offset,
-                }))
+            Step::Torn if is_last => return Ok(Some(Damage::TornTail { segment: name.clone(), offset })),
+            Step::Torn => return Ok(corrupt(offset, "incomplete record at the end of a sealed segment".into())),
+            Step::Invalid(_) if is_last && segment::zeros_to_end(storage, &name, offset, file_len)? => {
+                return Ok(Some(Damage::TornTail { segment: name.clone(), offset }))
             }
-            Step::Torn => {
-                return Ok(corrupt(
-                    offset,
-                    "incomplete record at the end of a sealed segment".into(),
-                ))
-            }
-            Step::Invalid(_)
-                if is_last && segment::zeros_to_end(storage, &name, offset, file_len)? =>
-            {
-                return Ok(Some(Damage::TornTail {
-                    segment: name.clone(),
-                    offset,
-                }))
-            }
-            Step::Invalid(invalid) => {
-                return Ok(corrupt(offset, format!("record header: {invalid}")))
-            }
+            Step::Invalid(invalid) => return Ok(corrupt(offset, format!("record header: {invalid}"))),
             Step::Record(header) => header,
         };
         let expected = segment.next_index();

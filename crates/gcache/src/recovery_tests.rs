@@ -4,18 +4,13 @@ use crate::storage::MemStorage;
 use crate::SegmentLog;
 
 fn options(segment_bytes: u64) -> LogOptions {
-    LogOptions {
-        name: "log".into(),
-        segment_bytes,
-    }
+    LogOptions { name: "log".into(), segment_bytes }
 }
 
 /// A synced log of records 1..=count with `payload(i)` payloads.
 fn written(count: u64, segment_bytes: u64) -> (MemStorage, Vec<String>) {
     let storage = MemStorage::new();
-    let mut log = SegmentLog::open(storage.clone(), options(segment_bytes))
-        .unwrap()
-        .log;
+    let mut log = SegmentLog::open(storage.clone(), options(segment_bytes)).unwrap().log;
     for index in 1..=count {
         log.append([(index, payload(index).as_slice())]).unwrap();
     }
@@ -47,14 +42,7 @@ fn a_clean_log_reports_nothing() {
     let (log, report) = reopen(&storage, 200);
     assert_eq!(report.segments, names.len());
     assert_eq!(report.records, 30);
-    assert_eq!(
-        (
-            report.truncated_bytes,
-            report.damage,
-            report.set_aside.len()
-        ),
-        (0, None, 0)
-    );
+    assert_eq!((report.truncated_bytes, report.damage, report.set_aside.len()), (0, None, 0));
     assert_eq!(log.last_index(), Some(30));
 }
 
@@ -62,27 +50,16 @@ fn a_clean_log_reports_nothing() {
 fn a_torn_record_at_the_end_is_a_torn_tail() {
     let (storage, names) = written(10, 1 << 20);
     let len = HEADER + 10 * RECORD;
-    for keep in [
-        len - 1,
-        len - RECORD + 1,
-        len - RECORD + RECORD_HEADER_LEN as u64,
-    ] {
+    for keep in [len - 1, len - RECORD + 1, len - RECORD + RECORD_HEADER_LEN as u64] {
         let storage = storage.crash(&mut |_: &str, _, current| current);
         cut(&storage, &names[0], keep);
         let (log, report) = reopen(&storage, 1 << 20);
         let offset = len - RECORD;
-        let expected = Damage::TornTail {
-            segment: names[0].clone(),
-            offset,
-        };
+        let expected = Damage::TornTail { segment: names[0].clone(), offset };
         assert_eq!(report.damage, Some(expected), "keep {keep}");
         assert_eq!(report.truncated_bytes, keep - offset);
         assert_eq!(log.last_index(), Some(9));
-        assert_eq!(
-            storage.file_len(&names[0]),
-            Some(offset),
-            "the tail is cut on disk"
-        );
+        assert_eq!(storage.file_len(&names[0]), Some(offset), "the tail is cut on disk");
     }
 }
 
@@ -101,13 +78,7 @@ fn a_zero_filled_tail_is_a_torn_tail() {
     storage.append(&names[0], &[0u8; 100]).unwrap();
     let (log, report) = reopen(&storage, 1 << 20);
     let offset = HEADER + 5 * RECORD;
-    assert_eq!(
-        report.damage,
-        Some(Damage::TornTail {
-            segment: names[0].clone(),
-            offset
-        })
-    );
+    assert_eq!(report.damage, Some(Damage::TornTail { segment: names[0].clone(), offset }));
     assert_eq!(report.truncated_bytes, 100);
     assert_eq!(log.last_index(), Some(5));
 }
@@ -117,14 +88,7 @@ fn garbage_after_the_last_record_is_corruption() {
     let (storage, names) = written(5, 1 << 20);
     storage.append(&names[0], &[0xAB; 100]).unwrap();
     let (_, report) = reopen(&storage, 1 << 20);
-    let Some(Damage::Corrupt {
-        segment,
-        offset,
-        reason,
-    }) = report.damage
-    else {
-        panic!()
-    };
+    let Some(Damage::Corrupt { segment, offset, reason }) = report.damage else { panic!() };
     assert_eq!((segment, offset), (names[0].clone(), HEADER + 5 * RECORD));
     assert!(reason.contains("bad magic"), "{reason}");
 }
@@ -136,14 +100,7 @@ fn corruption_in_a_sealed_segment_sets_later_segments_aside() {
     let offset = HEADER + RECORD + 30; // payload of the second record of segment 1
     storage.flip_byte(&names[1], offset);
     let (log, report) = reopen(&storage, 200);
-    let Some(Damage::Corrupt {
-        segment,
-        offset: at,
-        reason,
-    }) = &report.damage
-    else {
-        panic!()
-    };
+    let Some(Damage::Corrupt { segment, offset: at, reason }) = &report.damage else { panic!() };
     assert_eq!((segment, *at), (&names[1], HEADER + RECORD));
     assert!(reason.contains("payload checksum"), "{reason}");
     let expected: Vec<String> = names[2..].iter().map(|n| format!("{n}.damaged")).collect();
@@ -152,19 +109,13 @@ fn corruption_in_a_sealed_segment_sets_later_segments_aside() {
     assert_eq!(log.segments().len(), 2);
     assert_eq!(log.last_index(), Some(segment_1.first));
     for aside in &expected {
-        assert!(
-            storage.file_len(aside).is_some(),
-            "{aside} kept for inspection"
-        );
+        assert!(storage.file_len(aside).is_some(), "{aside} kept for inspection");
     }
     assert_eq!(report.segments, 2);
     // The repair is durable: a power loss right after open changes nothing.
     let after = storage.crash(&mut |_: &str, synced, _| synced);
     let (again, report) = reopen(&after, 200);
-    assert_eq!(
-        (again.last_index(), report.damage),
-        (log.last_index(), None)
-    );
+    assert_eq!((again.last_index(), report.damage), (log.last_index(), None));
 }
 
 #[test]
@@ -172,10 +123,8 @@ fn corruption_in_the_first_record_of_a_segment_sets_it_aside_whole() {
     let (storage, names) = written(40, 200);
     storage.flip_byte(&names[2], HEADER + 3);
     let (log, report) = reopen(&storage, 200);
-    assert!(
-        matches!(&report.damage, Some(Damage::Corrupt { segment, offset, .. })
-        if *segment == names[2] && *offset == HEADER)
-    );
+    assert!(matches!(&report.damage, Some(Damage::Corrupt { segment, offset, .. })
+        if *segment == names[2] && *offset == HEADER));
     assert_eq!(log.segments().len(), 2);
     assert_eq!(report.set_aside[0], format!("{}.damaged", names[2]));
     assert_eq!(report.set_aside.len(), names.len() - 2);
@@ -186,14 +135,7 @@ fn a_missing_middle_segment_is_an_index_gap() {
     let (storage, names) = written(40, 200);
     storage.remove(&names[1]).unwrap();
     let (log, report) = reopen(&storage, 200);
-    let Some(Damage::Corrupt {
-        segment,
-        offset: 0,
-        reason,
-    }) = &report.damage
-    else {
-        panic!()
-    };
+    let Some(Damage::Corrupt { segment, offset: 0, reason }) = &report.damage else { panic!() };
     assert_eq!(segment, &names[2]);
     assert!(reason.contains("index gap"), "{reason}");
     assert_eq!(log.segments().len(), 1);
@@ -216,12 +158,7 @@ fn a_segment_under_the_wrong_name_is_corruption() {
     let wrong = crate::segment::segment_name("log", 999);
     storage.rename(last, &wrong).unwrap();
     let (_, report) = reopen(&storage, 200);
-    let Some(Damage::Corrupt {
-        segment, reason, ..
-    }) = &report.damage
-    else {
-        panic!()
-    };
+    let Some(Damage::Corrupt { segment, reason, .. }) = &report.damage else { panic!() };
     assert_eq!(segment, &wrong);
     assert!(reason.contains("header names first index"), "{reason}");
 }
@@ -233,26 +170,14 @@ fn a_short_or_garbage_header_in_the_last_segment() {
     let copy = storage.crash(&mut |_: &str, _, c| c);
     cut(&copy, &last, 10);
     let (log, report) = reopen(&copy, 200);
-    assert_eq!(
-        report.damage,
-        Some(Damage::TornTail {
-            segment: last.clone(),
-            offset: 0
-        })
-    );
+    assert_eq!(report.damage, Some(Damage::TornTail { segment: last.clone(), offset: 0 }));
     assert_eq!(report.truncated_bytes, 10);
-    assert!(
-        copy.file_len(&last).is_none(),
-        "a torn segment file is removed"
-    );
+    assert!(copy.file_len(&last).is_none(), "a torn segment file is removed");
     assert_eq!(log.segments().len(), names.len() - 1);
     let copy = storage.crash(&mut |_: &str, _, c| c);
     copy.flip_byte(&last, 2);
     let (_, report) = reopen(&copy, 200);
-    assert!(matches!(
-        report.damage,
-        Some(Damage::Corrupt { offset: 0, .. })
-    ));
+    assert!(matches!(report.damage, Some(Damage::Corrupt { offset: 0, .. })));
     assert_eq!(report.set_aside, vec![format!("{last}.damaged")]);
 }
 
@@ -261,17 +186,9 @@ fn a_short_sealed_segment_is_corruption() {
     let (storage, names) = written(40, 200);
     cut(&storage, &names[1], 5);
     let (_, report) = reopen(&storage, 200);
-    let Some(Damage::Corrupt {
-        segment, reason, ..
-    }) = &report.damage
-    else {
-        panic!()
-    };
+    let Some(Damage::Corrupt { segment, reason, .. }) = &report.damage else { panic!() };
     assert_eq!(segment, &names[1]);
-    assert!(
-        reason.contains("shorter than its 24-byte header"),
-        "{reason}"
-    );
+    assert!(reason.contains("shorter than its 24-byte header"), "{reason}");
 }
 
 #[test]
@@ -280,9 +197,7 @@ fn a_torn_record_in_a_sealed_segment_is_corruption() {
     let len = storage.file_len(&names[1]).unwrap();
     cut(&storage, &names[1], len - 3);
     let (_, report) = reopen(&storage, 200);
-    let Some(Damage::Corrupt { reason, .. }) = &report.damage else {
-        panic!()
-    };
+    let Some(Damage::Corrupt { reason, .. }) = &report.damage else { panic!() };
     assert!(reason.contains("incomplete record"), "{reason}");
 }
 
@@ -291,9 +206,7 @@ fn a_header_only_last_segment_is_removed_quietly() {
     let (storage, names) = written(10, 1 << 20);
     let next = crate::segment::segment_name("log", 11);
     storage.create(&next).unwrap();
-    storage
-        .append(&next, &format::encode_segment_header(11))
-        .unwrap();
+    storage.append(&next, &format::encode_segment_header(11)).unwrap();
     let (mut log, report) = reopen(&storage, 1 << 20);
     assert_eq!(report.damage, None);
     assert_eq!(log.segments().len(), names.len());
@@ -306,14 +219,9 @@ fn a_lone_header_only_segment_leaves_an_empty_log() {
     let storage = MemStorage::new();
     let name = crate::segment::segment_name("log", 5);
     storage.create(&name).unwrap();
-    storage
-        .append(&name, &format::encode_segment_header(5))
-        .unwrap();
+    storage.append(&name, &format::encode_segment_header(5)).unwrap();
     let (mut log, report) = reopen(&storage, 100);
-    assert_eq!(
-        (report.segments, report.records, report.damage),
-        (0, 0, None)
-    );
+    assert_eq!((report.segments, report.records, report.damage), (0, 0, None));
     assert_eq!(log.first_index(), None);
     log.append([(1, &b"anywhere"[..])]).unwrap();
 }
@@ -330,9 +238,7 @@ fn a_record_with_the_wrong_index_is_corruption() {
     storage.create(&name).unwrap();
     storage.append(&name, &bytes).unwrap();
     let (log, report) = reopen(&storage, 100);
-    let Some(Damage::Corrupt { reason, offset, .. }) = &report.damage else {
-        panic!()
-    };
+    let Some(Damage::Corrupt { reason, offset, .. }) = &report.damage else { panic!() };
     assert_eq!(*offset, HEADER + 2 * (RECORD_HEADER_LEN as u64 + 1));
     assert_eq!(reason, "record index 2 where 3 expected");
     assert_eq!(log.last_index(), Some(2));
@@ -341,12 +247,7 @@ fn a_record_with_the_wrong_index_is_corruption() {
 #[test]
 fn other_files_in_the_directory_are_left_alone() {
     let (storage, names) = written(10, 1 << 20);
-    for other in [
-        "vote",
-        "log.1.seg",
-        "log.00000000000000000001.seg.damaged",
-        "other.seg",
-    ] {
+    for other in ["vote", "log.1.seg", "log.00000000000000000001.seg.damaged", "other.seg"] {
         storage.create(other).unwrap();
         storage.append(other, b"not a segment").unwrap();
     }
@@ -393,8 +294,6 @@ fn a_read_error_during_open_is_an_error_not_a_panic() {
         }
     }
     let (storage, _) = written(10, 1 << 20);
-    let error = SegmentLog::open(Unreadable(storage), options(1 << 20))
-        .err()
-        .unwrap();
+    let error = SegmentLog::open(Unreadable(storage), options(1 << 20)).err().unwrap();
     assert!(error.to_string().contains("injected EIO"), "{error}");
 }

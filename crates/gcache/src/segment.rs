@@ -46,10 +46,7 @@ pub(crate) fn segment_name(prefix: &str, first: u64) -> String {
 
 /// The first index a segment file name carries, if `name` is a segment of log `prefix`.
 pub(crate) fn parse_segment_name(prefix: &str, name: &str) -> Option<u64> {
-    let digits = name
-        .strip_prefix(prefix)?
-        .strip_prefix('.')?
-        .strip_suffix(".seg")?;
+    let digits = name.strip_prefix(prefix)?.strip_prefix('.')?.strip_suffix(".seg")?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -96,8 +93,7 @@ impl Segment {
     }
 
     pub(crate) fn holds(&self, index: u64) -> bool {
-        self.last
-            .is_some_and(|last| self.first <= index && index <= last)
+        self.last.is_some_and(|last| self.first <= index && index <= last)
     }
 
     /// Notes a record written (or found) at the end of the file.
@@ -107,10 +103,7 @@ impl Segment {
         let offset = self.bytes;
         let due = match self.sparse.last() {
             None => true,
-            Some(entry) => {
-                index - entry.index >= SPARSE_EVERY_RECORDS
-                    || offset - entry.offset >= SPARSE_EVERY_BYTES
-            }
+            Some(entry) => index - entry.index >= SPARSE_EVERY_RECORDS || offset - entry.offset >= SPARSE_EVERY_BYTES,
         };
         if due {
             self.sparse.push(SparseEntry { index, offset });
@@ -133,10 +126,7 @@ impl Segment {
     pub(crate) fn span_len(&self, index: u64) -> u64 {
         let (_, offset) = self.entry_for(index);
         let position = self.sparse.partition_point(|entry| entry.index <= index);
-        let end = self
-            .sparse
-            .get(position)
-            .map_or(self.bytes, |next| next.offset);
+        let end = self.sparse.get(position).map_or(self.bytes, |next| next.offset);
         end - offset
     }
 
@@ -145,11 +135,7 @@ impl Segment {
         assert!(index + 1 >= self.first && len >= SEGMENT_HEADER_LEN as u64);
         assert!(len <= self.bytes);
         self.sparse.retain(|entry| entry.index <= index);
-        self.last = if index >= self.first {
-            Some(index)
-        } else {
-            None
-        };
+        self.last = if index >= self.first { Some(index) } else { None };
         self.bytes = len;
     }
 
@@ -158,12 +144,7 @@ impl Segment {
     }
 
     pub(crate) fn info(&self) -> SegmentInfo {
-        SegmentInfo {
-            name: self.name.clone(),
-            first: self.first,
-            last: self.last,
-            bytes: self.bytes,
-        }
+        SegmentInfo { name: self.name.clone(), first: self.first, last: self.last, bytes: self.bytes }
     }
 }
 
@@ -200,15 +181,7 @@ pub(crate) struct Scanner<'a, S: Storage> {
 impl<'a, S: Storage> Scanner<'a, S> {
     pub(crate) fn new(storage: &'a S, name: &'a str, offset: u64, end: u64, chunk: usize) -> Self {
         assert!(offset <= end);
-        Scanner {
-            storage,
-            name,
-            end,
-            offset,
-            buffer: Vec::new(),
-            buffer_start: offset,
-            chunk,
-        }
+        Scanner { storage, name, end, offset, buffer: Vec::new(), buffer_start: offset, chunk }
     }
 
     pub(crate) fn offset(&self) -> u64 {
@@ -224,8 +197,7 @@ impl<'a, S: Storage> Scanner<'a, S> {
         if left < RECORD_HEADER_LEN as u64 {
             return Ok(Step::Torn);
         }
-        let header = match format::decode_record_header(self.bytes(self.offset, RECORD_HEADER_LEN)?)
-        {
+        let header = match format::decode_record_header(self.bytes(self.offset, RECORD_HEADER_LEN)?) {
             Ok(header) => header,
             Err(invalid) => return Ok(Step::Invalid(invalid)),
         };
@@ -238,10 +210,7 @@ impl<'a, S: Storage> Scanner<'a, S> {
     /// The payload of the record `next` just returned, checked against its checksum.
     pub(crate) fn payload(&mut self, header: &RecordHeader) -> io::Result<Result<&[u8], Invalid>> {
         let start = self.offset + RECORD_HEADER_LEN as u64;
-        assert!(
-            start + u64::from(header.len) <= self.end,
-            "next checked the record fits"
-        );
+        assert!(start + u64::from(header.len) <= self.end, "next checked the record fits");
         let payload = self.bytes(start, header.len as usize)?;
         Ok(header.verify_payload(payload).map(|()| payload))
     }
@@ -272,12 +241,7 @@ impl<'a, S: Storage> Scanner<'a, S> {
 
 /// True when every byte from `offset` to `end` is zero: a tail that a file system extended
 /// but never filled (a torn write after power loss), not a damaged record.
-pub(crate) fn zeros_to_end<S: Storage>(
-    storage: &S,
-    name: &str,
-    offset: u64,
-    end: u64,
-) -> io::Result<bool> {
+pub(crate) fn zeros_to_end<S: Storage>(storage: &S, name: &str, offset: u64, end: u64) -> io::Result<bool> {
     let mut buffer = Vec::new();
     let mut position = offset;
     while position < end {

@@ -5,27 +5,12 @@ use proptest::prelude::*;
 #[test]
 fn names_carry_the_first_index_and_sort_in_index_order() {
     assert_eq!(segment_name("log", 1), "log.00000000000000000001.seg");
-    assert_eq!(
-        segment_name("log", u64::MAX),
-        "log.18446744073709551615.seg"
-    );
-    assert_eq!(
-        parse_segment_name("log", "log.00000000000000000001.seg"),
-        Some(1)
-    );
-    assert_eq!(
-        parse_segment_name("log", &segment_name("log", u64::MAX)),
-        Some(u64::MAX)
-    );
-    let mut names: Vec<String> = [1000, 9, 10, 1]
-        .iter()
-        .map(|&i| segment_name("a", i))
-        .collect();
+    assert_eq!(segment_name("log", u64::MAX), "log.18446744073709551615.seg");
+    assert_eq!(parse_segment_name("log", "log.00000000000000000001.seg"), Some(1));
+    assert_eq!(parse_segment_name("log", &segment_name("log", u64::MAX)), Some(u64::MAX));
+    let mut names: Vec<String> = [1000, 9, 10, 1].iter().map(|&i| segment_name("a", i)).collect();
     names.sort();
-    let parsed: Vec<u64> = names
-        .iter()
-        .filter_map(|n| parse_segment_name("a", n))
-        .collect();
+    let parsed: Vec<u64> = names.iter().filter_map(|n| parse_segment_name("a", n)).collect();
     assert_eq!(parsed, vec![1, 9, 10, 1000]);
 }
 
@@ -51,10 +36,7 @@ fn look_alike_names_are_not_segments() {
 
 #[test]
 fn a_prefix_with_dots_still_parses() {
-    assert_eq!(
-        parse_segment_name("my.log", &segment_name("my.log", 5)),
-        Some(5)
-    );
+    assert_eq!(parse_segment_name("my.log", &segment_name("my.log", 5)), Some(5));
     assert_eq!(parse_segment_name("my", &segment_name("my.log", 5)), None);
 }
 
@@ -111,10 +93,7 @@ fn info_describes_the_file() {
     segment.push_record(7, 30);
     let info = segment.info();
     assert_eq!(info.name, "log.00000000000000000007.seg");
-    assert_eq!(
-        (info.first, info.last, info.bytes),
-        (7, Some(7), SEGMENT_HEADER_LEN as u64 + 30)
-    );
+    assert_eq!((info.first, info.last, info.bytes), (7, Some(7), SEGMENT_HEADER_LEN as u64 + 30));
 }
 
 proptest! {
@@ -201,20 +180,12 @@ fn scanner_reports_invalid_headers_and_bad_payloads() {
     storage.flip_byte("s", second + 9);
     let (records, step, offset) = scan_all(&storage, bytes.len() as u64, 64);
     assert_eq!(records.len(), 1);
-    assert_eq!(
-        (step, offset),
-        (Step::Invalid(Invalid::HeaderChecksum), second)
-    );
+    assert_eq!((step, offset), (Step::Invalid(Invalid::HeaderChecksum), second));
     storage.flip_byte("s", second + 9);
     storage.flip_byte("s", bytes.len() as u64 - 1);
     let mut scanner = Scanner::new(&storage, "s", second, bytes.len() as u64, 64);
-    let Step::Record(header) = scanner.next().unwrap() else {
-        panic!("header is intact")
-    };
-    assert_eq!(
-        scanner.payload(&header).unwrap(),
-        Err(Invalid::PayloadChecksum)
-    );
+    let Step::Record(header) = scanner.next().unwrap() else { panic!("header is intact") };
+    assert_eq!(scanner.payload(&header).unwrap(), Err(Invalid::PayloadChecksum));
 }
 
 #[test]
@@ -255,9 +226,5 @@ fn a_span_reaches_from_an_entry_to_the_next() {
     }
     assert_eq!(segment.span_len(1), 64 * 50);
     assert_eq!(segment.span_len(64), 64 * 50);
-    assert_eq!(
-        segment.span_len(65),
-        36 * 50,
-        "the last span ends at the end of the file"
-    );
+    assert_eq!(segment.span_len(65), 36 * 50, "the last span ends at the end of the file");
 }

@@ -12,10 +12,7 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
 /// The outcome of a read, checked against the values that may legitimately be there.
 fn assert_allowed(read: Result<Option<Vec<u8>>, LogError>, allowed: &[Option<&Vec<u8>>]) {
     match read {
-        Ok(got) => assert!(
-            allowed.contains(&got.as_ref()),
-            "read {got:?}, allowed {allowed:?}"
-        ),
+        Ok(got) => assert!(allowed.contains(&got.as_ref()), "read {got:?}, allowed {allowed:?}"),
         Err(LogError::Corrupt { index: 0, reason }) => assert!(reason.starts_with("blob ")),
         Err(error) => panic!("unexpected error {error}"),
     }

@@ -44,22 +44,14 @@ struct Durable {
 
 fn play(steps: &[Step], segment_bytes: u64) -> (MemStorage, Durable) {
     let storage = MemStorage::new();
-    let mut log = SegmentLog::open(storage.clone(), options(segment_bytes))
-        .unwrap()
-        .log;
-    let mut durable = Durable {
-        history: History::new(),
-        first: 1,
-        synced_last: None,
-        live_last: None,
-    };
+    let mut log = SegmentLog::open(storage.clone(), options(segment_bytes)).unwrap().log;
+    let mut durable = Durable { history: History::new(), first: 1, synced_last: None, live_last: None };
     for (generation, step) in steps.iter().enumerate() {
         match step {
             Step::Append(sizes) => {
                 let start = log.last_index().map_or(1, |last| last + 1);
-                let payloads: Vec<Vec<u8>> = (0..sizes.len())
-                    .map(|i| payload(start + i as u64, sizes[i], generation as u64))
-                    .collect();
+                let payloads: Vec<Vec<u8>> =
+                    (0..sizes.len()).map(|i| payload(start + i as u64, sizes[i], generation as u64)).collect();
                 append_all(&mut log, start, &payloads).unwrap();
                 for (i, bytes) in payloads.into_iter().enumerate() {
                     durable.history.insert(start + i as u64, bytes);
@@ -98,26 +90,14 @@ fn play(steps: &[Step], segment_bytes: u64) -> (MemStorage, Durable) {
 /// Reopens the crashed storage and checks it against what must have survived.
 fn check_reopened(crashed: MemStorage, durable: &Durable, segment_bytes: u64) {
     let opened = SegmentLog::open(crashed.clone(), options(segment_bytes)).unwrap();
-    if let Some(Damage::Corrupt {
-        segment,
-        offset,
-        reason,
-    }) = &opened.recovery.damage
-    {
+    if let Some(Damage::Corrupt { segment, offset, reason }) = &opened.recovery.damage {
         panic!("a crash is never corruption: {segment} at {offset}: {reason}");
     }
     let range = assert_matches_history(&opened.log, &durable.history);
     if let Some(synced_last) = durable.synced_last.filter(|&s| s >= durable.first) {
         let (first, last) = range.expect("synced records survive");
-        assert!(
-            first <= durable.first,
-            "first {first} above the purge point {}",
-            durable.first
-        );
-        assert!(
-            last >= synced_last,
-            "lost synced records: last {last} < {synced_last}"
-        );
+        assert!(first <= durable.first, "first {first} above the purge point {}", durable.first);
+        assert!(last >= synced_last, "lost synced records: last {last} < {synced_last}");
     }
     // A second open finds nothing more to repair: recovery is idempotent.
     let again = SegmentLog::open(crashed, options(segment_bytes)).unwrap();
@@ -175,34 +155,18 @@ fn every_cut_point_of_the_unsynced_tail() {
     ];
     let segment_bytes = 250;
     let (storage, durable) = play(&steps, segment_bytes);
-    let unsynced: Vec<String> = storage
-        .list()
-        .unwrap()
-        .into_iter()
-        .filter(|name| storage.synced_len(name) != storage.file_len(name))
-        .collect();
-    assert_eq!(
-        unsynced.len(),
-        1,
-        "only the last segment is unsynced: {unsynced:?}"
-    );
-    assert!(
-        storage.pending_dir_ops() >= 2,
-        "the scenario starts segments after its sync"
-    );
+    let unsynced: Vec<String> =
+        storage.list().unwrap().into_iter().filter(|name| storage.synced_len(name) != storage.file_len(name)).collect();
+    assert_eq!(unsynced.len(), 1, "only the last segment is unsynced: {unsynced:?}");
+    assert!(storage.pending_dir_ops() >= 2, "the scenario starts segments after its sync");
     let mut checked = 0;
     for victim in &unsynced {
         let len = storage.file_len(victim).unwrap();
         let synced = storage.synced_len(victim).unwrap();
         for cut in synced..=len {
             for kept in 0..=storage.pending_dir_ops() {
-                let mut tear =
-                    |name: &str, _: u64, current: u64| if name == victim { cut } else { current };
-                check_reopened(
-                    storage.crash_keeping_dir_ops(kept, &mut tear),
-                    &durable,
-                    segment_bytes,
-                );
+                let mut tear = |name: &str, _: u64, current: u64| if name == victim { cut } else { current };
+                check_reopened(storage.crash_keeping_dir_ops(kept, &mut tear), &durable, segment_bytes);
                 checked += 1;
             }
         }
@@ -215,9 +179,7 @@ fn every_cut_point_of_the_unsynced_tail() {
 #[test]
 fn truncated_records_never_return_behind_new_ones() {
     let storage = MemStorage::new();
-    let mut log = SegmentLog::open(storage.clone(), options(1 << 20))
-        .unwrap()
-        .log;
+    let mut log = SegmentLog::open(storage.clone(), options(1 << 20)).unwrap().log;
     let old: Vec<Vec<u8>> = (1..=20).map(|i| payload(i, 16, 0)).collect();
     append_all(&mut log, 1, &old).unwrap();
     log.sync().unwrap();

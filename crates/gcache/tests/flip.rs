@@ -14,22 +14,12 @@ use tandem_gcache::{Damage, LogError, MemStorage, SegmentInfo, SegmentLog};
 /// A synced log of records `1..=sizes.len()`, purged up to `purge`.
 fn build(sizes: &[usize], segment_bytes: u64, purge: u64) -> (MemStorage, History, u64) {
     let storage = MemStorage::new();
-    let mut log = SegmentLog::open(storage.clone(), options(segment_bytes))
-        .unwrap()
-        .log;
-    let payloads: Vec<Vec<u8>> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &len)| payload(i as u64 + 1, len, 7))
-        .collect();
+    let mut log = SegmentLog::open(storage.clone(), options(segment_bytes)).unwrap().log;
+    let payloads: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &len)| payload(i as u64 + 1, len, 7)).collect();
     append_all(&mut log, 1, &payloads).unwrap();
     log.purge_upto(purge).unwrap();
     log.sync().unwrap();
-    let history = payloads
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| (i as u64 + 1, p))
-        .collect();
+    let history = payloads.into_iter().enumerate().map(|(i, p)| (i as u64 + 1, p)).collect();
     let first = log.first_index().unwrap();
     (storage, history, first)
 }
@@ -59,28 +49,15 @@ fn owner(storage: &MemStorage, info: &SegmentInfo, offset: u64) -> Owner {
 }
 
 /// Flips the byte, reopens, and checks the cut is exactly at the byte's owner.
-fn check_reopen(
-    storage: &MemStorage,
-    history: &History,
-    segments: &[SegmentInfo],
-    at: (usize, u64),
-) {
+fn check_reopen(storage: &MemStorage, history: &History, segments: &[SegmentInfo], at: (usize, u64)) {
     let (which, offset) = at;
     let info = &segments[which];
     let owner = owner(storage, info, offset);
     let damaged = storage.crash(&mut |_: &str, _, current| current);
     assert!(damaged.flip_byte(&info.name, offset));
     let opened = SegmentLog::open(damaged, options(0)).unwrap();
-    let Some(Damage::Corrupt {
-        segment,
-        offset: at,
-        reason,
-    }) = &opened.recovery.damage
-    else {
-        panic!(
-            "flip at {}:{offset} ({owner:?}) gave {:?}",
-            info.name, opened.recovery.damage
-        );
+    let Some(Damage::Corrupt { segment, offset: at, reason }) = &opened.recovery.damage else {
+        panic!("flip at {}:{offset} ({owner:?}) gave {:?}", info.name, opened.recovery.damage);
     };
     assert_eq!(segment, &info.name);
     let (expected_at, expected_last) = match owner {
@@ -94,12 +71,7 @@ fn check_reopen(
 }
 
 /// Flips the byte under an open log and reads everything: the right bytes or an error.
-fn check_open_log(
-    storage: &MemStorage,
-    history: &History,
-    segments: &[SegmentInfo],
-    at: (usize, u64),
-) {
+fn check_open_log(storage: &MemStorage, history: &History, segments: &[SegmentInfo], at: (usize, u64)) {
     let (which, offset) = at;
     let info = &segments[which];
     let owner = owner(storage, info, offset);
@@ -117,20 +89,13 @@ fn check_open_log(
     }
     if let Owner::Record(index, _) = owner {
         if index >= first {
-            assert!(
-                matches!(log.read(index), Err(LogError::Corrupt { .. })),
-                "{index} not detected"
-            );
+            assert!(matches!(log.read(index), Err(LogError::Corrupt { .. })), "{index} not detected");
         }
     }
     match log.read_range(first, last, usize::MAX) {
         Ok(records) => {
             for (index, bytes) in records {
-                assert_eq!(
-                    Some(&bytes),
-                    history.get(&index),
-                    "range read {index} altered"
-                );
+                assert_eq!(Some(&bytes), history.get(&index), "range read {index} altered");
             }
         }
         Err(error) => assert!(matches!(error, LogError::Corrupt { .. }), "{error}"),
@@ -145,10 +110,7 @@ fn every_byte_of_every_segment() {
     let (storage, history, first) = build(&sizes, 200, 3);
     let log = SegmentLog::open(storage.clone(), options(0)).unwrap().log;
     let segments = log.segments();
-    assert!(
-        segments.len() >= 3 && segments[0].first < first,
-        "{segments:?}"
-    );
+    assert!(segments.len() >= 3 && segments[0].first < first, "{segments:?}");
     let mut flips = 0;
     for (which, info) in segments.iter().enumerate() {
         for offset in 0..info.bytes {

@@ -19,18 +19,14 @@ fn contents() -> impl Strategy<Value = (u64, Vec<u8>)> {
     let noise = proptest::collection::vec(any::<u8>(), 0..200);
     prop_oneof![
         (0u64..50, noise.clone()),
-        (0u64..50, 0usize..5, noise, any::<bool>()).prop_map(
-            |(first, records, noise, named_right)| {
-                let mut bytes =
-                    format::encode_segment_header(if named_right { first } else { first + 1 })
-                        .to_vec();
-                for index in first..first + records as u64 {
-                    format::encode_record(&mut bytes, index, &payload(index, 10, 0));
-                }
-                bytes.extend_from_slice(&noise);
-                (first, bytes)
+        (0u64..50, 0usize..5, noise, any::<bool>()).prop_map(|(first, records, noise, named_right)| {
+            let mut bytes = format::encode_segment_header(if named_right { first } else { first + 1 }).to_vec();
+            for index in first..first + records as u64 {
+                format::encode_record(&mut bytes, index, &payload(index, 10, 0));
             }
-        ),
+            bytes.extend_from_slice(&noise);
+            (first, bytes)
+        }),
     ]
 }
 
@@ -42,10 +38,7 @@ fn open_and_check(storage: &MemStorage) {
         for index in first..=last {
             log.read(index).unwrap();
         }
-        assert_eq!(
-            log.read_range(first, last, usize::MAX).unwrap().len() as u64,
-            last - first + 1
-        );
+        assert_eq!(log.read_range(first, last, usize::MAX).unwrap().len() as u64, last - first + 1);
     }
     let again = SegmentLog::open(storage.clone(), options(1 << 20)).unwrap();
     assert_eq!(again.recovery.damage, None, "after {:?}", opened.recovery);
@@ -115,9 +108,6 @@ fn a_file_with_only_a_header_and_noise_is_cut_to_nothing() {
     storage.append(&segment_name(3), &bytes).unwrap();
     let opened = SegmentLog::open(storage.clone(), options(100)).unwrap();
     assert_eq!(opened.log.last_index(), None);
-    assert_eq!(
-        opened.recovery.truncated_bytes,
-        (SEGMENT_HEADER_LEN + 40) as u64
-    );
+    assert_eq!(opened.recovery.truncated_bytes, (SEGMENT_HEADER_LEN + 40) as u64);
     open_and_check(&storage);
 }

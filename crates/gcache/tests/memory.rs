@@ -10,13 +10,10 @@ const RECORDS: u64 = 200_000;
 
 fn big_log() -> (Counting<MemStorage>, SegmentLog<Counting<MemStorage>>) {
     let storage = Counting::new(MemStorage::new());
-    let mut log = SegmentLog::open(storage.clone(), options(1 << 20))
-        .unwrap()
-        .log;
+    let mut log = SegmentLog::open(storage.clone(), options(1 << 20)).unwrap().log;
     let payload = [0x5Au8; 12];
     for start in (1..=RECORDS).step_by(1000) {
-        log.append((start..start + 1000).map(|i| (i, &payload[..])))
-            .unwrap();
+        log.append((start..start + 1000).map(|i| (i, &payload[..]))).unwrap();
     }
     log.sync().unwrap();
     (storage, log)
@@ -27,22 +24,10 @@ fn index_holds_far_fewer_entries_than_records() {
     let (storage, log) = big_log();
     assert_eq!(log.last_index(), Some(RECORDS));
     let entries = log.index_entries() as u64;
-    assert!(
-        entries <= RECORDS / 64 + log.segments().len() as u64,
-        "{entries} entries"
-    );
-    assert!(
-        entries * 50 < RECORDS,
-        "{entries} entries for {RECORDS} records"
-    );
-    let reopened = SegmentLog::open(storage.inner.clone(), options(1 << 20))
-        .unwrap()
-        .log;
-    assert_eq!(
-        reopened.index_entries() as u64,
-        entries,
-        "open rebuilds the same sparse index"
-    );
+    assert!(entries <= RECORDS / 64 + log.segments().len() as u64, "{entries} entries");
+    assert!(entries * 50 < RECORDS, "{entries} entries for {RECORDS} records");
+    let reopened = SegmentLog::open(storage.inner.clone(), options(1 << 20)).unwrap().log;
+    assert_eq!(reopened.index_entries() as u64, entries, "open rebuilds the same sparse index");
 }
 
 #[test]
@@ -74,8 +59,5 @@ fn appends_are_one_write_per_call() {
     let segments = log.segments().len() as u64;
     // 200 calls of 1000 records; a call that crossed into a new segment wrote twice.
     let appends = storage.appends.load(std::sync::atomic::Ordering::SeqCst);
-    assert!(
-        appends >= RECORDS / 1000 && appends < RECORDS / 1000 + segments,
-        "{appends}"
-    );
+    assert!(appends >= RECORDS / 1000 && appends < RECORDS / 1000 + segments, "{appends}");
 }

@@ -38,8 +38,7 @@ use crate::weight;
 use crate::{Connectivity, MemberId};
 
 pub async fn run(shared: Arc<Shared>) {
-    let period = (shared.config.timeouts.heartbeat / 2)
-        .clamp(Duration::from_millis(5), Duration::from_millis(100));
+    let period = (shared.config.timeouts.heartbeat / 2).clamp(Duration::from_millis(5), Duration::from_millis(100));
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut detector = Detector::default();
@@ -64,17 +63,10 @@ enum Verdict {
 /// Whether a verdict leaves this member in the primary component (`Err` says
 /// why not). `Electing` keeps a member that was primary while its last
 /// evidence is younger than `grace` (see `grace`).
-fn settle(
-    verdict: Verdict,
-    was_primary: bool,
-    evidence: Option<Instant>,
-    grace: Duration,
-) -> Result<(), String> {
+fn settle(verdict: Verdict, was_primary: bool, evidence: Option<Instant>, grace: Duration) -> Result<(), String> {
     match verdict {
         Verdict::Primary { .. } => Ok(()),
-        Verdict::Electing(_) if was_primary && evidence.is_some_and(|at| at.elapsed() <= grace) => {
-            Ok(())
-        }
+        Verdict::Electing(_) if was_primary && evidence.is_some_and(|at| at.elapsed() <= grace) => Ok(()),
         Verdict::Electing(reason) | Verdict::NonPrimary(reason) => Err(reason),
     }
 }
@@ -112,20 +104,12 @@ impl Detector {
         if let Verdict::Primary { at } = verdict {
             self.evidence = Some(at);
         }
-        let settled = settle(
-            verdict,
-            self.primary,
-            self.evidence,
-            grace(shared.suspect, in_touch),
-        );
+        let settled = settle(verdict, self.primary, self.evidence, grace(shared.suspect, in_touch));
         self.report_missing(shared, &m, settled.is_ok() || self.going_on_until.is_some());
         match settled {
             Ok(()) if !self.primary => {
                 self.primary = true;
-                info!(
-                    "Member {} is in the primary component (leader {:?})",
-                    shared.me, m.current_leader
-                );
+                info!("Member {} is in the primary component (leader {:?})", shared.me, m.current_leader);
                 // Tell the replica before `submit` starts accepting, and (below)
                 // stop accepting before telling it: submit never runs ahead of
                 // what the engine believes.
@@ -147,9 +131,7 @@ impl Detector {
                      reachable members: {reachable:?}",
                     shared.me
                 );
-                blocking_section(|| {
-                    lock(&shared.replica).connectivity(Connectivity::NonPrimary { reachable })
-                });
+                blocking_section(|| lock(&shared.replica).connectivity(Connectivity::NonPrimary { reachable }));
             }
             _ => {}
         }
@@ -188,13 +170,8 @@ impl Detector {
         if !voters.contains(&shared.me) {
             return false;
         }
-        let members: Vec<MemberId> = m
-            .membership_config
-            .membership()
-            .nodes()
-            .map(|(id, _)| *id)
-            .filter(|id| reachable.contains(id))
-            .collect();
+        let members: Vec<MemberId> =
+            m.membership_config.membership().nodes().map(|(id, _)| *id).filter(|id| reachable.contains(id)).collect();
         log::log!(
             level,
             "{why} from view: members {members:?} of the {} voters {voters:?}; member {} lost the \
@@ -213,33 +190,21 @@ impl Detector {
     /// them. It re-forms by itself once a majority is back.
     fn report_missing(&mut self, shared: &Shared, m: &Metrics, primary: bool) {
         let voters: Vec<MemberId> = m.membership_config.membership().voter_ids().collect();
-        if primary
-            || !voters.contains(&shared.me)
-            || m.current_leader.is_some_and(|l| l == shared.me)
-        {
+        if primary || !voters.contains(&shared.me) || m.current_leader.is_some_and(|l| l == shared.me) {
             self.waiting_since = None;
             return;
         }
         let since = *self.waiting_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < shared.suspect
-            || self.reported.is_some_and(|t| t.elapsed() < REPORT_EVERY)
-        {
+        if since.elapsed() < shared.suspect || self.reported.is_some_and(|t| t.elapsed() < REPORT_EVERY) {
             return;
         }
         self.reported = Some(Instant::now());
         let reachable = reachable(shared);
         let membership = m.membership_config.membership();
         let name = |id: &MemberId| {
-            membership.get_node(id).map_or_else(
-                || id.to_string(),
-                |n| format!("{} ({})", n.name, n.group_addr),
-            )
+            membership.get_node(id).map_or_else(|| id.to_string(), |n| format!("{} ({})", n.name, n.group_addr))
         };
-        let missing: Vec<String> = voters
-            .iter()
-            .filter(|v| !reachable.contains(v))
-            .map(name)
-            .collect();
+        let missing: Vec<String> = voters.iter().filter(|v| !reachable.contains(v)).map(name).collect();
         let here = voters.len() - missing.len();
         info!(
             "Waiting for the primary component: {here} of the {} voters of the last one are reachable, {} are needed; \
@@ -256,18 +221,12 @@ impl Detector {
         if let Err(fatal) = &m.running_state {
             return Verdict::NonPrimary(format!("Raft stopped: {fatal}"));
         }
-        if m.membership_config
-            .membership()
-            .get_node(&shared.me)
-            .is_none()
-        {
+        if m.membership_config.membership().get_node(&shared.me).is_none() {
             return Verdict::NonPrimary("not a member of the group".into());
         }
         match m.state {
             ServerState::Leader => leader_verdict(m, shared.me, shared.suspect),
-            ServerState::Follower | ServerState::Learner => {
-                self.follower_verdict(shared, m, in_touch)
-            }
+            ServerState::Follower | ServerState::Learner => self.follower_verdict(shared, m, in_touch),
             ServerState::Candidate => Verdict::Electing("election in progress".into()),
             ServerState::Shutdown => Verdict::NonPrimary("shut down".into()),
         }
@@ -286,17 +245,11 @@ impl Detector {
                     "no contact with leader {leader} for {quiet:?}, and no new leader yet"
                 ))
             }
-            Some(quiet) => {
-                return Verdict::NonPrimary(format!(
-                    "no contact with leader {leader} for {quiet:?}"
-                ))
-            }
+            Some(quiet) => return Verdict::NonPrimary(format!("no contact with leader {leader} for {quiet:?}")),
             None => return Verdict::Electing(format!("no contact with leader {leader} yet")),
         };
         if self.primary || self.caught_up(m) {
-            Verdict::Primary {
-                at: at.unwrap_or_else(Instant::now),
-            }
+            Verdict::Primary { at: at.unwrap_or_else(Instant::now) }
         } else {
             Verdict::NonPrimary("catching up with the leader".into())
         }
@@ -339,15 +292,12 @@ pub(crate) fn outweighed(shared: &Shared) -> Option<String> {
     }
     let reachable = reachable(shared);
     let standing = partition::standing(&weights, &reachable);
-    if standing == partition::Standing::Majority
-        || partition::may_go_on(shared.partition_policy(), standing).is_some()
+    if standing == partition::Standing::Majority || partition::may_go_on(shared.partition_policy(), standing).is_some()
     {
         return None;
     }
     let (here, total) = partition::weigh(&weights, &reachable);
-    Some(format!(
-        "the members in touch weigh {here} of the {total} that the voters {weights:?} weigh (pc.weight)"
-    ))
+    Some(format!("the members in touch weigh {here} of the {total} that the voters {weights:?} weigh (pc.weight)"))
 }
 
 fn leader_verdict(m: &Metrics, me: MemberId, suspect: Duration) -> Verdict {
@@ -357,13 +307,10 @@ fn leader_verdict(m: &Metrics, me: MemberId, suspect: Duration) -> Verdict {
         return Verdict::Primary { at: now }; // a quorum of one: ourselves
     }
     match &m.last_quorum_acked {
-        Some(acked) if acked.elapsed() <= suspect => Verdict::Primary {
-            at: now.checked_sub(acked.elapsed()).unwrap_or(now),
-        },
-        Some(acked) => Verdict::NonPrimary(format!(
-            "no quorum acknowledgement for {:?}",
-            acked.elapsed()
-        )),
+        Some(acked) if acked.elapsed() <= suspect => {
+            Verdict::Primary { at: now.checked_sub(acked.elapsed()).unwrap_or(now) }
+        }
+        Some(acked) => Verdict::NonPrimary(format!("no quorum acknowledgement for {:?}", acked.elapsed())),
         // A new leader, before its first round of heartbeats came back.
         None => Verdict::Electing("no quorum acknowledgement yet".into()),
     }
@@ -413,10 +360,7 @@ mod tests {
     #[test]
     fn an_election_right_after_contact_keeps_a_primary_member_primary() {
         let electing = || Verdict::Electing("election in progress".into());
-        assert_eq!(
-            settle(electing(), true, ago(Duration::from_millis(100)), SUSPECT),
-            Ok(())
-        );
+        assert_eq!(settle(electing(), true, ago(Duration::from_millis(100)), SUSPECT), Ok(()));
         // Not primary before: an election does not make it so.
         assert!(settle(electing(), false, ago(Duration::from_millis(100)), SUSPECT).is_err());
         // Never had evidence of a primary component.
@@ -429,10 +373,7 @@ mod tests {
         let Some(long_ago) = ago(SUSPECT + Duration::from_secs(1)) else {
             return; // the clock started less than six seconds ago: nothing to check
         };
-        assert_eq!(
-            settle(verdict, true, Some(long_ago), SUSPECT),
-            Err("no leader".into())
-        );
+        assert_eq!(settle(verdict, true, Some(long_ago), SUSPECT), Err("no leader".into()));
     }
 
     #[test]
@@ -443,10 +384,7 @@ mod tests {
             return; // the clock started less than six seconds ago: nothing to check
         };
         let electing = || Verdict::Electing("no new leader yet".into());
-        assert_eq!(
-            settle(electing(), true, Some(past_suspect), grace(SUSPECT, true)),
-            Ok(())
-        );
+        assert_eq!(settle(electing(), true, Some(past_suspect), grace(SUSPECT, true)), Ok(()));
         assert!(settle(electing(), true, Some(past_suspect), grace(SUSPECT, false)).is_err());
         let Some(past_grace) = ago(SUSPECT * 2 + Duration::from_secs(1)) else {
             return;

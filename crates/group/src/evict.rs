@@ -23,11 +23,7 @@ use crate::wire::Response;
 use crate::MemberId;
 
 pub async fn run(shared: Arc<Shared>) {
-    let period = shared
-        .config
-        .timeouts
-        .heartbeat
-        .clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let period = shared.config.timeouts.heartbeat.clamp(Duration::from_millis(10), Duration::from_secs(1));
     // Since when each member has been silent as far as this leader knows,
     // whatever the acks say (a new leader has no ack history, a member that
     // just joined has not been asked yet): since this member last heard it
@@ -45,21 +41,11 @@ pub async fn run(shared: Arc<Shared>) {
             continue;
         }
         let now = Instant::now();
-        let members: Vec<MemberId> = m
-            .membership_config
-            .membership()
-            .nodes()
-            .map(|(id, _)| *id)
-            .collect();
+        let members: Vec<MemberId> = m.membership_config.membership().nodes().map(|(id, _)| *id).collect();
         seen.retain(|id, _| members.contains(id));
         for id in &members {
             seen.entry(*id).or_insert_with(|| {
-                shared
-                    .net
-                    .liveness
-                    .since_heard(*id)
-                    .and_then(|quiet| now.checked_sub(quiet))
-                    .unwrap_or(now)
+                shared.net.liveness.since_heard(*id).and_then(|quiet| now.checked_sub(quiet)).unwrap_or(now)
             });
         }
         if let Some(victim) = silent_member(&shared, &m, &seen) {
@@ -69,11 +55,7 @@ pub async fn run(shared: Arc<Shared>) {
 }
 
 /// The first member (other than us) to evict, with how long it was silent.
-fn silent_member(
-    shared: &Shared,
-    m: &Metrics,
-    seen: &HashMap<MemberId, Instant>,
-) -> Option<(MemberId, Duration)> {
+fn silent_member(shared: &Shared, m: &Metrics, seen: &HashMap<MemberId, Instant>) -> Option<(MemberId, Duration)> {
     if !shared.is_primary() {
         return None;
     }
@@ -84,17 +66,12 @@ fn silent_member(
     let acks = m.heartbeat.as_ref()?;
     let acked = |id: &MemberId| acks.get(id).and_then(|a| a.as_ref()).map(|t| t.elapsed());
     first_silent(
-        m.membership_config
-            .membership()
-            .nodes()
-            .map(|(id, _)| *id)
-            .filter(|id| *id != shared.me)
-            .map(|id| Quiet {
-                id,
-                acked: acked(&id),
-                known: seen.get(&id).map(|t| t.elapsed()),
-                heard: shared.net.liveness.since_heard(id),
-            }),
+        m.membership_config.membership().nodes().map(|(id, _)| *id).filter(|id| *id != shared.me).map(|id| Quiet {
+            id,
+            acked: acked(&id),
+            known: seen.get(&id).map(|t| t.elapsed()),
+            heard: shared.net.liveness.since_heard(id),
+        }),
         &shared.config.timeouts,
     )
 }
@@ -116,9 +93,7 @@ impl Quiet {
     /// How long its Raft has not acked, counted from when we knew it: an
     /// old ack of a member that left and came back counts from its return.
     fn unacked(&self) -> Duration {
-        self.acked
-            .unwrap_or(Duration::MAX)
-            .min(self.known.unwrap_or(Duration::ZERO))
+        self.acked.unwrap_or(Duration::MAX).min(self.known.unwrap_or(Duration::ZERO))
     }
 
     /// How long nothing of it reached us at all.
@@ -138,13 +113,8 @@ impl Quiet {
     }
 }
 
-fn first_silent(
-    members: impl Iterator<Item = Quiet>,
-    t: &crate::Timeouts,
-) -> Option<(MemberId, Duration)> {
-    members
-        .filter_map(|q| q.evict_after(t).map(|silent| (q.id, silent)))
-        .next()
+fn first_silent(members: impl Iterator<Item = Quiet>, t: &crate::Timeouts) -> Option<(MemberId, Duration)> {
+    members.filter_map(|q| q.evict_after(t).map(|silent| (q.id, silent))).next()
 }
 
 /// How long a member may be silent before it is removed. Galera drops a
@@ -169,13 +139,8 @@ pub fn unresponsive_after(t: &crate::Timeouts) -> Duration {
 }
 
 async fn evict(shared: &Shared, (member, silent): (MemberId, Duration)) {
-    let name = shared
-        .metrics()
-        .membership_config
-        .membership()
-        .get_node(&member)
-        .map(|i| i.name.clone())
-        .unwrap_or_default();
+    let name =
+        shared.metrics().membership_config.membership().get_node(&member).map(|i| i.name.clone()).unwrap_or_default();
     // Notes, as Galera's view changes are: a member lost is routine for a
     // cluster, and it asks to be taken back when it can (`join::rejoin_watch`).
     info!(
@@ -211,12 +176,7 @@ mod tests {
 
     /// A member never heard on the network apart from its acks.
     fn acks_only(id: MemberId, acked: Option<Duration>, known: Option<Duration>) -> Quiet {
-        Quiet {
-            id,
-            acked,
-            known,
-            heard: None,
-        }
+        Quiet { id, acked, known, heard: None }
     }
 
     fn first(members: &[Quiet]) -> Option<(MemberId, Duration)> {
@@ -232,51 +192,31 @@ mod tests {
 
     #[test]
     fn silence_counts_from_the_last_ack_or_from_when_we_first_saw_the_member() {
-        let members = [
-            acks_only(1, secs(1), secs(3600)),
-            acks_only(2, None, secs(20)),
-            acks_only(3, secs(30), secs(3600)),
-        ];
+        let members =
+            [acks_only(1, secs(1), secs(3600)), acks_only(2, None, secs(20)), acks_only(3, secs(30), secs(3600))];
         assert_eq!(first(&members), Some((2, Duration::from_secs(20))));
         // An old ack of a member that left and came back counts only from its return.
         assert_eq!(first(&[acks_only(3, secs(3600), secs(4))]), None);
-        assert_eq!(
-            first(&[acks_only(3, secs(3600), secs(6))]),
-            Some((3, Duration::from_secs(6)))
-        );
+        assert_eq!(first(&[acks_only(3, secs(3600), secs(6))]), Some((3, Duration::from_secs(6))));
     }
 
     #[test]
     fn a_member_heard_on_the_network_is_busy_not_gone() {
         // Its Raft has not acked for 10 s (restoring a large snapshot), but
         // its keepalives arrived a second ago.
-        let busy = Quiet {
-            id: 4,
-            acked: secs(10),
-            known: secs(3600),
-            heard: secs(1),
-        };
+        let busy = Quiet { id: 4, acked: secs(10), known: secs(3600), heard: secs(1) };
         assert_eq!(first(&[busy]), None, "it stays up to the hard limit");
         // Past the hard limit it goes (a voter could cost the quorum).
-        let stuck = Quiet {
-            acked: secs(16),
-            ..busy
-        };
+        let stuck = Quiet { acked: secs(16), ..busy };
         assert_eq!(first(&[stuck]), Some((4, Duration::from_secs(16))));
         // Silent on the network as well: gone after the suspect timeout.
-        let gone = Quiet {
-            heard: secs(6),
-            ..busy
-        };
+        let gone = Quiet { heard: secs(6), ..busy };
         assert_eq!(first(&[gone]), Some((4, Duration::from_secs(6))));
     }
 
     #[test]
     fn the_hard_limit_is_never_below_the_suspect_timeout() {
-        let t = crate::Timeouts {
-            inactive: Duration::from_secs(2),
-            ..galera()
-        };
+        let t = crate::Timeouts { inactive: Duration::from_secs(2), ..galera() };
         assert_eq!(eviction_after(&t), Duration::from_secs(2));
         assert_eq!(unresponsive_after(&t), Duration::from_secs(2));
         assert_eq!(unresponsive_after(&galera()), Duration::from_secs(15));

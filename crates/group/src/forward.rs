@@ -152,9 +152,7 @@ pub fn write_direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Resu
         return Err(item);
     }
     let leader = link.leader;
-    let req = Request::Forward {
-        payloads: vec![item],
-    };
+    let req = Request::Forward { payloads: vec![item] };
     let frame = match wire::encode_request(&req) {
         Ok(frame) => frame,
         Err(e) => {
@@ -162,13 +160,9 @@ pub fn write_direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Resu
             return Ok(());
         }
     };
-    let written = shared
-        .callers
-        .run(runtime, &shared.closed, shared.request_timeout(), async {
-            write_frame(&mut link.writer, &frame)
-                .await
-                .map_err(|e| GroupError::Other(e.to_string()))
-        });
+    let written = shared.callers.run(runtime, &shared.closed, shared.request_timeout(), async {
+        write_frame(&mut link.writer, &frame).await.map_err(|e| GroupError::Other(e.to_string()))
+    });
     if let Err(e) = written {
         link.ended.store(true, Ordering::Release);
         info!("Lost 1 submitted payload on its way to leader {leader}: {e}");
@@ -189,10 +183,7 @@ pub async fn send(
     let mut frames = frames;
     let term = shared.with_metrics(|m| m.current_term);
     let stepped_down = &shared.forwards.stepped_down;
-    if slot
-        .as_ref()
-        .is_some_and(|l| l.leader != leader || l.ended())
-    {
+    if slot.as_ref().is_some_and(|l| l.leader != leader || l.ended()) {
         let (from, mut back) = close(shared, slot).await;
         if let Some(from) = from.filter(|_| !back.is_empty()) {
             *lock(stepped_down) = Some((from, term));
@@ -235,17 +226,9 @@ pub async fn send(
                 continue;
             }
         };
-        let written = tokio::time::timeout(
-            shared.request_timeout(),
-            write_frame(&mut link.writer, &frame),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the leader reads nothing",
-            ))
-        });
+        let written = tokio::time::timeout(shared.request_timeout(), write_frame(&mut link.writer, &frame))
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the leader reads nothing")));
         if let Err(e) = written {
             link.ended.store(true, Ordering::Release);
             info!("Lost {left} submitted payloads on their way to leader {leader}: {e}");
@@ -259,10 +242,7 @@ pub async fn send(
 /// Closes the link, if one is open: no more is written to it, and the
 /// leader, having read what was, ends the connection. Gives the member it
 /// went to and the frames that member handed back, oldest first.
-pub async fn close(
-    shared: &Shared,
-    slot: &mut MutexGuard<'_, Option<Link>>,
-) -> (Option<MemberId>, Frames) {
+pub async fn close(shared: &Shared, slot: &mut MutexGuard<'_, Option<Link>>) -> (Option<MemberId>, Frames) {
     let Some(mut link) = slot.take() else {
         return (None, Vec::new());
     };
@@ -273,7 +253,9 @@ pub async fn close(
         Some(back) => {
             if !back.is_empty() {
                 let count: usize = back.iter().map(Vec::len).sum();
-                info!("Member {leader} no longer leads: {count} forwarded payloads it handed back go to the next leader");
+                info!(
+                    "Member {leader} no longer leads: {count} forwarded payloads it handed back go to the next leader"
+                );
             }
             (Some(leader), back)
         }
@@ -323,20 +305,8 @@ async fn open(shared: &Arc<Shared>, leader: MemberId, addr: &str) -> Result<Link
     let (reader, writer) = tokio::io::split(stream);
     let ended = Arc::new(AtomicBool::new(false));
     let returned = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let answers = tokio::spawn(read_answers(
-        shared.clone(),
-        leader,
-        reader,
-        ended.clone(),
-        returned.clone(),
-    ));
-    Ok(Link {
-        leader,
-        writer,
-        ended,
-        answers,
-        returned,
-    })
+    let answers = tokio::spawn(read_answers(shared.clone(), leader, reader, ended.clone(), returned.clone()));
+    Ok(Link { leader, writer, ended, answers, returned })
 }
 
 /// Reads the leader's answers until the connection ends. The first frame

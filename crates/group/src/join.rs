@@ -51,43 +51,24 @@ impl fmt::Display for AskError {
 
 /// Sends a group request to the leader, starting at `start` (or the leader we
 /// know of), following redirects.
-pub async fn ask_leader(
-    shared: &Shared,
-    start: Option<String>,
-    req: &Request,
-) -> Result<(), AskError> {
+pub async fn ask_leader(shared: &Shared, start: Option<String>, req: &Request) -> Result<(), AskError> {
     // Metrics that still name us the leader after we stepped down (a leaving
     // leader's hand-over) are stale: dialing our own address would only
     // meet ourselves, or, with a certificate we cannot verify, fail outright.
-    let mut target = start.or_else(|| {
-        shared
-            .leader()
-            .filter(|(id, _)| *id != shared.me)
-            .map(|(_, addr)| addr)
-    });
+    let mut target = start.or_else(|| shared.leader().filter(|(id, _)| *id != shared.me).map(|(_, addr)| addr));
     for hop in 0..MAX_HOPS {
         let Some(addr) = target.take() else {
             return Err(AskError::Transient("no leader known".into()));
         };
         if hop > 0 && addr == shared.config.me.group_addr {
             // A peer with stale knowledge sent us back to ourselves.
-            return Err(AskError::Transient(format!(
-                "the leader address {addr} is our own: waiting for a new leader"
-            )));
+            return Err(AskError::Transient(format!("the leader address {addr} is our own: waiting for a new leader")));
         }
-        match shared
-            .net
-            .call(&addr, None, req, shared.request_timeout())
-            .await
-        {
+        match shared.net.call(&addr, None, req, shared.request_timeout()).await {
             Ok((_, Response::Done)) => return Ok(()),
             Ok((_, Response::NotLeader { leader_addr })) => target = leader_addr,
             Ok((_, Response::Failed { reason })) => return Err(AskError::Refused(reason)),
-            Ok((_, _)) => {
-                return Err(AskError::Refused(format!(
-                    "{addr} sent an unexpected answer"
-                )))
-            }
+            Ok((_, _)) => return Err(AskError::Refused(format!("{addr} sent an unexpected answer"))),
             Err(CallError::Refused(e)) => return Err(AskError::Refused(e)),
             // Only the address we were asked to dial can be an alias of ours;
             // a redirect to ourselves is stale leader knowledge (our previous
@@ -101,9 +82,7 @@ pub async fn ask_leader(
             Err(e) => return Err(AskError::Transient(e.to_string())),
         }
     }
-    Err(AskError::Transient(
-        "too many redirects: leadership is changing".into(),
-    ))
+    Err(AskError::Transient("too many redirects: leadership is changing".into()))
 }
 
 /// Carries out a group request on the leader, locally when we lead.
@@ -115,16 +94,12 @@ pub async fn on_leader(shared: &Shared, req: &Request) -> Result<(), AskError> {
         Request::Join { member, info } => handle_join(shared, *member, info.clone()).await,
         Request::Promote { member } => handle_promote(shared, *member).await,
         Request::Leave { member } => handle_leave(shared, *member).await,
-        _ => Response::Failed {
-            reason: "not a group request".into(),
-        },
+        _ => Response::Failed { reason: "not a group request".into() },
     };
     match resp {
         Response::Done => Ok(()),
         Response::Failed { reason } => Err(AskError::Refused(reason)),
-        _ => Err(AskError::Transient(
-            "lost leadership while changing the membership".into(),
-        )),
+        _ => Err(AskError::Transient("lost leadership while changing the membership".into())),
     }
 }
 
@@ -165,10 +140,7 @@ pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) ->
         // new incarnation through the ordered stream).
         return Response::Done;
     }
-    info!(
-        "Member {member} ({}) at {} asks to join",
-        info.name, info.group_addr
-    );
+    info!("Member {member} ({}) at {} asks to join", info.name, info.group_addr);
     // A member listening where the joiner now listens is its previous
     // incarnation, dead since the joiner could bind that address: remove it
     // now rather than after the inactive timeout, so it is never picked as a
@@ -181,10 +153,7 @@ pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) ->
         .map(|(id, _)| *id)
         .collect();
     for old in stale {
-        info!(
-            "Member {old} at {} is replaced by its new incarnation {member}",
-            info.group_addr
-        );
+        info!("Member {old} at {} is replaced by its new incarnation {member}", info.group_addr);
         if let Response::Failed { reason } = remove_member(shared, old).await {
             warn!("Could not remove the previous incarnation {old}: {reason}");
         }
@@ -199,9 +168,7 @@ pub async fn handle_promote(shared: &Shared, member: MemberId) -> Response {
     let m = shared.metrics();
     let membership = m.membership_config.membership();
     if membership.get_node(&member).is_none() {
-        return Response::Failed {
-            reason: format!("member {member} is not in the group"),
-        };
+        return Response::Failed { reason: format!("member {member} is not in the group") };
     }
     if membership.voter_ids().any(|v| v == member) {
         return Response::Done;
@@ -222,42 +189,25 @@ pub async fn handle_leave(shared: &Shared, member: MemberId) -> Response {
 
 /// Removes a voter or a learner (graceful leave and eviction).
 pub async fn remove_member(shared: &Shared, member: MemberId) -> Response {
-    let voters: BTreeSet<MemberId> = shared
-        .metrics()
-        .membership_config
-        .membership()
-        .voter_ids()
-        .collect();
+    let voters: BTreeSet<MemberId> = shared.metrics().membership_config.membership().voter_ids().collect();
     if voters.len() == 1 && voters.contains(&member) {
-        return Response::Failed {
-            reason: "the last voter cannot be removed".into(),
-        };
+        return Response::Failed { reason: "the last voter cannot be removed".into() };
     }
     change_membership(shared, Change::Remove(member)).await
 }
 
-type WriteError =
-    RaftError<crate::raft::types::GroupTypes, ClientWriteError<crate::raft::types::GroupTypes>>;
+type WriteError = RaftError<crate::raft::types::GroupTypes, ClientWriteError<crate::raft::types::GroupTypes>>;
 
 async fn apply_change(shared: &Shared, change: &Change) -> Result<(), WriteError> {
     let raft = shared.raft();
     match change {
         Change::AddLearner(id, info) => raft.add_learner(*id, info.clone(), false).await.map(drop),
-        Change::Promote(id) => raft
-            .change_membership(ChangeMembers::AddVoterIds([*id].into()), false)
-            .await
-            .map(drop),
-        Change::SetInfo(id, info) => raft
-            .change_membership(ChangeMembers::SetNodes([(*id, info.clone())].into()), false)
-            .await
-            .map(drop),
+        Change::Promote(id) => raft.change_membership(ChangeMembers::AddVoterIds([*id].into()), false).await.map(drop),
+        Change::SetInfo(id, info) => {
+            raft.change_membership(ChangeMembers::SetNodes([(*id, info.clone())].into()), false).await.map(drop)
+        }
         Change::Remove(id) => {
-            let is_voter = shared
-                .metrics()
-                .membership_config
-                .membership()
-                .voter_ids()
-                .any(|v| v == *id);
+            let is_voter = shared.metrics().membership_config.membership().voter_ids().any(|v| v == *id);
             // `retain = false`: a removed voter leaves the node list too.
             let members = if is_voter {
                 ChangeMembers::RemoveVoters([*id].into())
@@ -280,28 +230,18 @@ pub(crate) async fn change_membership(shared: &Shared, change: Change) -> Respon
         let err = match attempt {
             Ok(Ok(())) => return Response::Done,
             Ok(Err(e)) => e,
-            Err(_) => {
-                return Response::Failed {
-                    reason: "the membership change did not commit in time".into(),
-                }
-            }
+            Err(_) => return Response::Failed { reason: "the membership change did not commit in time".into() },
         };
         match &err {
             RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-                return Response::NotLeader {
-                    leader_addr: f.leader_node.as_ref().map(|n| n.group_addr.clone()),
-                };
+                return Response::NotLeader { leader_addr: f.leader_node.as_ref().map(|n| n.group_addr.clone()) };
             }
             RaftError::APIError(ClientWriteError::ChangeMembershipError(e))
                 if is_transient(e) && tokio::time::Instant::now() < deadline =>
             {
                 tokio::time::sleep(shared.retry_pause()).await;
             }
-            _ => {
-                return Response::Failed {
-                    reason: err.to_string(),
-                }
-            }
+            _ => return Response::Failed { reason: err.to_string() },
         }
     }
 }
@@ -311,21 +251,13 @@ where
     CLID: openraft::vote::RaftCommittedLeaderId,
     NID: openraft::NodeId,
 {
-    matches!(
-        e,
-        ChangeMembershipError::InProgress(_) | ChangeMembershipError::UncommittedLeaderLog(_)
-    )
+    matches!(e, ChangeMembershipError::InProgress(_) | ChangeMembershipError::UncommittedLeaderLog(_))
 }
 
 // ---- joiner side ---------------------------------------------------------
 
 fn in_membership(shared: &Shared) -> bool {
-    shared
-        .metrics()
-        .membership_config
-        .membership()
-        .get_node(&shared.me)
-        .is_some()
+    shared.metrics().membership_config.membership().get_node(&shared.me).is_some()
 }
 
 /// Peer addresses to try, without our own (gcomm:// lists usually include it).
@@ -335,18 +267,9 @@ fn candidate_peers(shared: &Shared, local: &str) -> Vec<String> {
 
 /// The configured peers, without `local` or the addresses of `config.me`.
 pub(crate) fn configured_peers(config: &crate::GroupConfig, local: &str) -> Vec<String> {
-    let own = [
-        config.listen_addr.as_str(),
-        config.me.group_addr.as_str(),
-        local,
-    ];
+    let own = [config.listen_addr.as_str(), config.me.group_addr.as_str(), local];
     let mut peers: Vec<String> = Vec::new();
-    for p in config
-        .peers
-        .iter()
-        .map(|p| p.trim())
-        .filter(|p| !p.is_empty())
-    {
+    for p in config.peers.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
         if !own.contains(&p) && !peers.iter().any(|q| q == p) {
             peers.push(p.to_string());
         }
@@ -378,26 +301,16 @@ pub async fn join_loop(shared: Arc<Shared>, local: String) {
         "Member {} ({}) {} cluster '{}' via {peers:?}",
         shared.me,
         shared.config.me.name,
-        if shared.restored {
-            "rejoining"
-        } else {
-            "joining"
-        },
+        if shared.restored { "rejoining" } else { "joining" },
         shared.config.cluster_name
     );
-    let req = Request::Join {
-        member: shared.me,
-        info: shared.my_info(),
-    };
+    let req = Request::Join { member: shared.me, info: shared.my_info() };
     let mut pause = shared.retry_pause();
     let mut warned: Option<Instant> = None;
     loop {
         let member = in_membership(&shared);
         if shared.is_primary() || (member && !shared.restored) {
-            info!(
-                "Member {} ({}) is now part of the group",
-                shared.me, shared.config.me.name
-            );
+            info!("Member {} ({}) is now part of the group", shared.me, shared.config.me.name);
             return;
         }
         if peers.is_empty() {
@@ -445,11 +358,7 @@ pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
         }
         // Never primary yet: the join loop is at work. Isolated on purpose
         // (gmcast.isolate): asking would only fail.
-        if !shared
-            .ever_primary
-            .load(std::sync::atomic::Ordering::Acquire)
-            || shared.net.isolated()
-        {
+        if !shared.ever_primary.load(std::sync::atomic::Ordering::Acquire) || shared.net.isolated() {
             continue;
         }
         let since = *out_since.get_or_insert_with(Instant::now);
@@ -465,10 +374,7 @@ pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
                 since.elapsed()
             );
         }
-        let req = Request::Join {
-            member: shared.me,
-            info: shared.my_info(),
-        };
+        let req = Request::Join { member: shared.me, info: shared.my_info() };
         for addr in peers {
             if !in_our_group(&shared, &addr).await {
                 continue;
@@ -518,12 +424,7 @@ async fn in_our_group(shared: &Shared, addr: &str) -> bool {
 }
 
 /// One round of join requests to the peers.
-async fn ask_peers(
-    shared: &Shared,
-    peers: &mut Vec<String>,
-    req: &Request,
-    warned: &mut Option<Instant>,
-) {
+async fn ask_peers(shared: &Shared, peers: &mut Vec<String>, req: &Request, warned: &mut Option<Instant>) {
     for addr in peers.clone() {
         if !in_our_group(shared, &addr).await {
             continue;
@@ -600,17 +501,8 @@ const TRANSFER_TRY: Duration = Duration::from_millis(400);
 async fn hand_over_leadership(shared: &Shared, voters: &[MemberId]) {
     let me = shared.me;
     let m = shared.metrics();
-    let matched = |id: &MemberId| {
-        m.replication
-            .as_ref()
-            .and_then(|r| r.get(id).cloned().flatten())
-    };
-    let Some(successor) = voters
-        .iter()
-        .filter(|v| **v != me)
-        .max_by_key(|v| matched(v))
-        .copied()
-    else {
+    let matched = |id: &MemberId| m.replication.as_ref().and_then(|r| r.get(id).cloned().flatten());
+    let Some(successor) = voters.iter().filter(|v| **v != me).max_by_key(|v| matched(v)).copied() else {
         return;
     };
     // Before the others hear of it: the successor is elected with votes

@@ -25,19 +25,19 @@ mod on_caller;
 mod partition;
 mod raft;
 mod read;
+pub mod send_window;
 mod shared;
 mod store;
 mod submit;
-pub mod send_window;
 mod transport;
 mod weight;
 pub mod wire;
 
-pub use raft::{RaftGroup, RaftStarter};
-pub use wire::MAX_PAYLOAD_BYTES;
 pub use in_core::MAX_PAYLOADS as MAX_PAYLOADS_IN_CORE;
+pub use raft::{RaftGroup, RaftStarter};
 pub use store::inspect::{inspect as inspect_state, StateSummary};
 pub use transport::tls::{PeerNames, Tls, TlsError, TlsFiles, TlsPolicy};
+pub use wire::MAX_PAYLOAD_BYTES;
 
 /// Checks a `socket.ssl_cipher` list: `Err` says why it cannot be one.
 pub fn check_cipher_list(list: &str) -> Result<(), String> {
@@ -175,7 +175,10 @@ pub enum GroupError {
     Config(String),
     /// A payload larger than the group replicates in one piece
     /// ([`MAX_PAYLOAD_BYTES`]).
-    TooLarge { bytes: usize, limit: usize },
+    TooLarge {
+        bytes: usize,
+        limit: usize,
+    },
     Other(String),
 }
 
@@ -451,9 +454,7 @@ pub trait GroupChannel: Send + Sync + 'static {
     /// (it is carried in when this member is back).
     fn set_weight(&self, weight: u32) -> Result<(), GroupError> {
         let _ = weight;
-        Err(GroupError::Config(
-            "pc.weight cannot be changed on this group channel".into(),
-        ))
+        Err(GroupError::Config("pc.weight cannot be changed on this group channel".into()))
     }
     /// The sum of the weights of the members of the current membership
     /// (`wsrep_cluster_weight` while primary); `None` when not known.
@@ -468,9 +469,5 @@ pub trait GroupStarter: Send {
     fn identity(&self) -> Identity;
     /// Starts the member. `app` is carried in every membership as this
     /// member's `MemberInfo::app`.
-    fn start(
-        self: Box<Self>,
-        app: Vec<u8>,
-        replica: Box<dyn Replica>,
-    ) -> Result<Arc<dyn GroupChannel>, GroupError>;
+    fn start(self: Box<Self>, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<dyn GroupChannel>, GroupError>;
 }

@@ -42,11 +42,8 @@ impl Liveness {
 
     /// Members heard from within `window`, sorted.
     pub fn reachable(&self, window: Duration) -> Vec<MemberId> {
-        let mut ids: Vec<MemberId> = lock(&self.heard)
-            .iter()
-            .filter(|(_, at)| at.elapsed() <= window)
-            .map(|(id, _)| *id)
-            .collect();
+        let mut ids: Vec<MemberId> =
+            lock(&self.heard).iter().filter(|(_, at)| at.elapsed() <= window).map(|(id, _)| *id).collect();
         ids.sort_unstable();
         ids
     }

@@ -25,11 +25,7 @@ use crate::MemberId;
 
 /// Galera's `evs.keepalive_period` default; quicker with test timeouts.
 fn period(shared: &Shared) -> Duration {
-    shared
-        .config
-        .timeouts
-        .heartbeat
-        .clamp(Duration::from_millis(100), Duration::from_secs(1))
+    shared.config.timeouts.heartbeat.clamp(Duration::from_millis(100), Duration::from_secs(1))
 }
 
 /// How often the membership is looked at: a new member is greeted within
@@ -68,11 +64,7 @@ const WARM: usize = 3;
 /// takes an idle pooled one, or opens one).
 async fn keepalive(shared: Arc<Shared>, id: MemberId, addr: String) {
     let timeout = shared.request_timeout();
-    let calls = (0..WARM).map(|_| {
-        shared
-            .net
-            .call(&addr, Some(id), &Request::Keepalive, timeout)
-    });
+    let calls = (0..WARM).map(|_| shared.net.call(&addr, Some(id), &Request::Keepalive, timeout));
     for result in futures_util::future::join_all(calls).await {
         if let Err(e) = result {
             // Refusals are logged (rate-limited) where connections are made.
@@ -85,9 +77,5 @@ async fn keepalive(shared: Arc<Shared>, id: MemberId, addr: String) {
 fn members(shared: &Shared) -> Vec<(MemberId, String)> {
     let m = shared.metrics();
     let membership = m.membership_config.membership();
-    membership
-        .nodes()
-        .filter(|(id, _)| **id != shared.me)
-        .map(|(id, info)| (*id, info.group_addr.clone()))
-        .collect()
+    membership.nodes().filter(|(id, _)| **id != shared.me).map(|(id, info)| (*id, info.group_addr.clone())).collect()
 }

@@ -88,21 +88,13 @@ fn probe(config: &GroupConfig, member: MemberId, peers: &[String]) -> Vec<(Strin
     let Ok(tls) = TlsMode::load(config.tls.as_ref()) else {
         return vec![];
     };
-    let hello = Hello {
-        cluster: config.cluster_name.clone(),
-        member,
-        info: config.me.clone(),
-        group: None,
-    };
+    let hello = Hello { cluster: config.cluster_name.clone(), member, info: config.me.clone(), group: None };
     let net = Arc::new(NetCtx::new(hello, PROBE_TIME, tls, None));
     let peers = peers.to_vec();
     // On a thread of its own: the caller may stand inside an async context,
     // where a runtime can neither be started nor dropped.
     let asked = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .ok()?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
         let answers = runtime.block_on(async {
             let net = &net;
             // Each peer has its own deadline: one that hangs must not hide
@@ -120,10 +112,7 @@ fn probe(config: &GroupConfig, member: MemberId, peers: &[String]) -> Vec<(Strin
     .ok()
     .flatten()
     .unwrap_or_default();
-    asked
-        .into_iter()
-        .filter_map(|(addr, answer)| Some((addr, answer?.ok()??)))
-        .collect()
+    asked.into_iter().filter_map(|(addr, answer)| Some((addr, answer?.ok()??))).collect()
 }
 
 #[cfg(test)]

@@ -31,10 +31,7 @@ pub struct Gate {
 
 impl Default for Gate {
     fn default() -> Self {
-        Gate {
-            inside: AtomicUsize::new(0),
-            stopping: watch::Sender::new(false),
-        }
+        Gate { inside: AtomicUsize::new(0), stopping: watch::Sender::new(false) }
     }
 }
 
@@ -104,11 +101,7 @@ mod tests {
     use std::sync::Arc;
 
     fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime")
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime")
     }
 
     #[test]

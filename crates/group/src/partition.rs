@@ -54,11 +54,7 @@ pub fn standing(voters: &[(MemberId, u32)], reachable: &[MemberId]) -> Standing 
 /// The weight of the voters in `reachable`, and of all voters.
 pub fn weigh(voters: &[(MemberId, u32)], reachable: &[MemberId]) -> (u64, u64) {
     let weight = |(_, w): &(MemberId, u32)| u64::from(*w);
-    let here = voters
-        .iter()
-        .filter(|(id, _)| reachable.contains(id))
-        .map(weight)
-        .sum();
+    let here = voters.iter().filter(|(id, _)| reachable.contains(id)).map(weight).sum();
     (here, voters.iter().map(weight).sum())
 }
 
@@ -95,10 +91,7 @@ pub fn may_go_on(policy: PartitionPolicy, standing: Standing) -> Option<&'static
 /// nothing any of them holds is dropped; the lowest id among equals, so
 /// that every member picks the same one from the same answers.
 pub fn former(positions: &[(MemberId, Option<LogId>)]) -> Option<MemberId> {
-    positions
-        .iter()
-        .max_by(|(a_id, a_last), (b_id, b_last)| a_last.cmp(b_last).then(b_id.cmp(a_id)))
-        .map(|(id, _)| *id)
+    positions.iter().max_by(|(a_id, a_last), (b_id, b_last)| a_last.cmp(b_last).then(b_id.cmp(a_id))).map(|(id, _)| *id)
 }
 
 /// Run by the detector on each member of a component the policy lets go
@@ -110,10 +103,7 @@ pub async fn go_on(shared: Arc<Shared>, members: Vec<MemberId>, deadline: Instan
             Some(positions) => {
                 let chosen = former(&positions);
                 if chosen != Some(shared.me) {
-                    info!(
-                        "Member {:?} forms the new primary component of members {members:?}; waiting for it",
-                        chosen
-                    );
+                    info!("Member {:?} forms the new primary component of members {members:?}; waiting for it", chosen);
                     return;
                 }
                 let purpose = "a new primary component without a majority";
@@ -137,10 +127,7 @@ pub async fn go_on(shared: Arc<Shared>, members: Vec<MemberId>, deadline: Instan
 
 /// Each member's last log id (ours from our log); `None` when one of them
 /// did not answer.
-async fn positions(
-    shared: &Shared,
-    members: &[MemberId],
-) -> Option<Vec<(MemberId, Option<LogId>)>> {
+async fn positions(shared: &Shared, members: &[MemberId]) -> Option<Vec<(MemberId, Option<LogId>)>> {
     let membership = shared.metrics().membership_config.membership().clone();
     let others: Vec<(MemberId, MemberInfo)> = members
         .iter()
@@ -160,10 +147,7 @@ mod tests {
     use super::*;
 
     fn log_id(term: u64, index: u64) -> Option<LogId> {
-        Some(LogId::new(
-            openraft::impls::leader_id_adv::LeaderId { term, node_id: 1 },
-            index,
-        ))
+        Some(LogId::new(openraft::impls::leader_id_adv::LeaderId { term, node_id: 1 }, index))
     }
 
     fn ones(ids: &[MemberId]) -> Vec<(MemberId, u32)> {
@@ -174,18 +158,11 @@ mod tests {
     fn standing_counts_reachable_voters_against_all_voters() {
         assert_eq!(standing(&ones(&[1, 2, 3]), &[1, 2]), Standing::Majority);
         assert_eq!(standing(&ones(&[1, 2]), &[1]), Standing::SplitBrain);
-        assert_eq!(
-            standing(&ones(&[1, 2, 3, 4]), &[3, 4]),
-            Standing::SplitBrain
-        );
+        assert_eq!(standing(&ones(&[1, 2, 3, 4]), &[3, 4]), Standing::SplitBrain);
         assert_eq!(standing(&ones(&[1, 2, 3]), &[1]), Standing::Minority);
         // Learners and strangers heard from do not count.
         assert_eq!(standing(&ones(&[1, 2, 3]), &[1, 7, 8]), Standing::Minority);
-        for (voters, reachable) in [
-            (&[1, 2, 3][..], &[1, 2][..]),
-            (&[1, 2], &[2]),
-            (&[1, 2, 3], &[3]),
-        ] {
+        for (voters, reachable) in [(&[1, 2, 3][..], &[1, 2][..]), (&[1, 2], &[2]), (&[1, 2, 3], &[3])] {
             assert_eq!(
                 standing(&ones(voters), reachable),
                 heads(voters, reachable),
@@ -206,49 +183,26 @@ mod tests {
         assert_eq!(standing(&[(1, 2), (2, 1)], &[1]), Standing::Majority);
         assert_eq!(standing(&[(1, 2), (2, 1)], &[2]), Standing::Minority);
         // Exactly half of the weight is a split brain, whatever the heads.
-        assert_eq!(
-            standing(&[(1, 2), (2, 1), (3, 1)], &[1]),
-            Standing::SplitBrain
-        );
+        assert_eq!(standing(&[(1, 2), (2, 1), (3, 1)], &[1]), Standing::SplitBrain);
         // A member of weight 0 counts for nothing.
-        assert_eq!(
-            standing(&[(1, 1), (2, 1), (3, 0)], &[1, 3]),
-            Standing::SplitBrain
-        );
+        assert_eq!(standing(&[(1, 1), (2, 1), (3, 0)], &[1, 3]), Standing::SplitBrain);
         // All weights 0: the heads count.
-        assert_eq!(
-            standing(&[(1, 0), (2, 0), (3, 0)], &[1, 2]),
-            Standing::Majority
-        );
+        assert_eq!(standing(&[(1, 0), (2, 0), (3, 0)], &[1, 2]), Standing::Majority);
         assert_eq!(weigh(&w, &[1, 2]), (4, 5));
     }
 
     #[test]
     fn only_the_policy_lets_a_split_or_a_minority_go_on() {
         let none = PartitionPolicy::default();
-        let sb = PartitionPolicy {
-            ignore_split_brain: true,
-            ignore_quorum: false,
-        };
-        let quorum = PartitionPolicy {
-            ignore_split_brain: false,
-            ignore_quorum: true,
-        };
+        let sb = PartitionPolicy { ignore_split_brain: true, ignore_quorum: false };
+        let quorum = PartitionPolicy { ignore_split_brain: false, ignore_quorum: true };
         for policy in [none, sb, quorum] {
-            assert_eq!(
-                may_go_on(policy, Standing::Majority),
-                None,
-                "a majority needs no permission"
-            );
+            assert_eq!(may_go_on(policy, Standing::Majority), None, "a majority needs no permission");
         }
         assert_eq!(may_go_on(none, Standing::SplitBrain), None);
         assert_eq!(may_go_on(none, Standing::Minority), None);
         assert!(may_go_on(sb, Standing::SplitBrain).is_some_and(|w| w.contains("split-brain")));
-        assert_eq!(
-            may_go_on(sb, Standing::Minority),
-            None,
-            "ignore_sb is about exactly half"
-        );
+        assert_eq!(may_go_on(sb, Standing::Minority), None, "ignore_sb is about exactly half");
         assert!(may_go_on(quorum, Standing::SplitBrain).is_some());
         assert!(may_go_on(quorum, Standing::Minority).is_some_and(|w| w.contains("quorum")));
     }
@@ -256,10 +210,7 @@ mod tests {
     #[test]
     fn the_most_advanced_log_forms_and_ties_go_to_the_lowest_id() {
         assert_eq!(former(&[(3, log_id(2, 10)), (1, log_id(2, 9))]), Some(3));
-        assert_eq!(
-            former(&[(3, log_id(2, 10)), (1, log_id(2, 10)), (2, log_id(2, 10))]),
-            Some(1)
-        );
+        assert_eq!(former(&[(3, log_id(2, 10)), (1, log_id(2, 10)), (2, log_id(2, 10))]), Some(1));
         // A later term outranks a longer log of an earlier term.
         assert_eq!(former(&[(1, log_id(2, 50)), (2, log_id(3, 40))]), Some(2));
         assert_eq!(former(&[(5, None), (4, log_id(1, 1))]), Some(4));

@@ -150,12 +150,7 @@ async fn run_round(shared: &Arc<Shared>, waiting: Vec<Reader>) {
     // late one answers with an error the caller retries.
     let answer = tokio::time::timeout(shared.request_timeout(), read_index(shared))
         .await
-        .unwrap_or_else(|_| {
-            Err(GroupError::Other(format!(
-                "no read index within {:?}",
-                shared.request_timeout()
-            )))
-        });
+        .unwrap_or_else(|_| Err(GroupError::Other(format!("no read index within {:?}", shared.request_timeout()))));
     for reader in waiting {
         let _ = reader.send(answer.clone());
     }
@@ -175,33 +170,24 @@ pub async fn barrier(shared: &Arc<Shared>, timeout: Duration) -> Result<(), Grou
         match tokio::time::timeout_at(deadline, shared_read_index(shared)).await {
             Ok(Ok(index)) => break index,
             Ok(Err(e @ (GroupError::NonPrimary | GroupError::Closed))) => return Err(e),
-            Ok(Err(e)) if tokio::time::Instant::now() + shared.retry_pause() >= deadline => {
-                return Err(e)
-            }
+            Ok(Err(e)) if tokio::time::Instant::now() + shared.retry_pause() >= deadline => return Err(e),
             Ok(Err(e)) => {
                 log::debug!("Read barrier: {e}; trying again");
                 tokio::time::sleep(shared.retry_pause()).await;
             }
-            Err(_) => {
-                return Err(GroupError::Other(format!(
-                    "read barrier: no read index within {timeout:?}"
-                )))
-            }
+            Err(_) => return Err(GroupError::Other(format!("read barrier: no read index within {timeout:?}"))),
         }
     };
     // Our own state machine's applied index, published as each batch is
     // applied (openraft's metrics report it a little later).
     let mut applied = shared.sm.applied_index();
-    let reached = tokio::time::timeout_at(deadline, async {
-        applied.wait_for(|&at| at >= index).await.is_ok()
-    })
-    .await;
+    let reached = tokio::time::timeout_at(deadline, async { applied.wait_for(|&at| at >= index).await.is_ok() }).await;
     match reached {
         Ok(true) => Ok(()),
         Ok(false) => Err(GroupError::Closed),
-        Err(_) => Err(GroupError::Other(format!(
-            "read barrier: log index {index} not applied here within {timeout:?}"
-        ))),
+        Err(_) => {
+            Err(GroupError::Other(format!("read barrier: log index {index} not applied here within {timeout:?}")))
+        }
     }
 }
 
@@ -221,23 +207,10 @@ async fn read_index(shared: &Shared) -> Result<u64, GroupError> {
     // member grants for a later term is saved before it is sent, so no
     // such vote left here before this point (see `asker_completes_quorum`).
     let term = shared.log.vote_and_last().0.map_or(0, |v| v.leader_id.term);
-    match shared
-        .net
-        .call(
-            &addr,
-            Some(leader),
-            &Request::ReadIndex { term },
-            shared.request_timeout(),
-        )
-        .await
-    {
+    match shared.net.call(&addr, Some(leader), &Request::ReadIndex { term }, shared.request_timeout()).await {
         Ok((_, Response::ReadIndex { index })) => Ok(index),
-        Ok((_, other)) => Err(GroupError::Other(format!(
-            "leader {leader} gave no read index: {other:?}"
-        ))),
-        Err(e) => Err(GroupError::Other(format!(
-            "leader {leader} gave no read index: {e}"
-        ))),
+        Ok((_, other)) => Err(GroupError::Other(format!("leader {leader} gave no read index: {other:?}"))),
+        Err(e) => Err(GroupError::Other(format!("leader {leader} gave no read index: {e}"))),
     }
 }
 
@@ -347,9 +320,7 @@ pub async fn handle_read_index(shared: &Shared, asker: crate::MemberId, term: u6
     }
     match local_read_index(shared).await {
         Ok(index) => Response::ReadIndex { index },
-        Err(e) => Response::Failed {
-            reason: e.to_string(),
-        },
+        Err(e) => Response::Failed { reason: e.to_string() },
     }
 }
 
@@ -411,15 +382,7 @@ mod tests {
     /// Leader 1 in term 5, its commit at index 40 of its own term, and
     /// follower 2 asking from term 5, in a group of three voters.
     fn acknowledgement(configs: &[std::collections::BTreeSet<crate::MemberId>]) -> Acknowledgement<'_> {
-        Acknowledgement {
-            me: 1,
-            asker: 2,
-            asker_term: 5,
-            leading: true,
-            term: 5,
-            committed: Some((5, 40)),
-            configs,
-        }
+        Acknowledgement { me: 1, asker: 2, asker_term: 5, leading: true, term: 5, committed: Some((5, 40)), configs }
     }
 
     #[test]

@@ -41,9 +41,7 @@ pub fn must_hold(followers: impl IntoIterator<Item = Follower>, window: u64, liv
         return false;
     }
     let far = window.saturating_mul(FAR_WINDOWS);
-    followers
-        .into_iter()
-        .any(|f| f.heard.is_some_and(|h| h <= live) && f.behind > window && f.behind <= far)
+    followers.into_iter().any(|f| f.heard.is_some_and(|h| h <= live) && f.behind > window && f.behind <= far)
 }
 
 #[cfg(test)]

@@ -100,10 +100,7 @@ impl Shared {
     /// What this member tells the others about itself: its configuration,
     /// with the weight it was last given.
     pub fn my_info(&self) -> crate::MemberInfo {
-        crate::MemberInfo {
-            weight: self.weight.load(Ordering::Acquire),
-            ..self.config.me.clone()
-        }
+        crate::MemberInfo { weight: self.weight.load(Ordering::Acquire), ..self.config.me.clone() }
     }
 
     /// The current leader and its group address, as far as we know.
@@ -117,9 +114,7 @@ impl Shared {
 
     /// The answer to a leader-only request that reached a follower.
     pub fn not_leader(&self) -> Response {
-        Response::NotLeader {
-            leader_addr: self.leader().map(|(_, addr)| addr),
-        }
+        Response::NotLeader { leader_addr: self.leader().map(|(_, addr)| addr) }
     }
 
     /// Budget for one request of ours (join, forward, promote, leave): long
@@ -131,9 +126,6 @@ impl Shared {
 
     /// A short pause between retries, tied to the heartbeat.
     pub fn retry_pause(&self) -> Duration {
-        self.config
-            .timeouts
-            .heartbeat
-            .clamp(Duration::from_millis(10), Duration::from_millis(500))
+        self.config.timeouts.heartbeat.clamp(Duration::from_millis(10), Duration::from_millis(500))
     }
 }

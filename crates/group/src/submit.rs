@@ -24,11 +24,11 @@ use tokio::sync::mpsc;
 use crate::forward::{self, Sent};
 use crate::raft::types::AppPayload;
 use crate::send_window;
-use openraft::async_runtime::WatchReceiver;
-use openraft::Instant as _;
 use crate::shared::Shared;
 use crate::wire::{Response, APPEND_BUDGET_BYTES};
 use crate::GroupError;
+use openraft::async_runtime::WatchReceiver;
+use openraft::Instant as _;
 
 /// Queued payloads before `submit` blocks the caller (back-pressure).
 pub const QUEUE_CAPACITY: usize = 16 * 1024;
@@ -222,22 +222,15 @@ fn must_hold(shared: &Shared) -> bool {
 const HOLD_RECHECK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The other voters, as the leader sees them (none unless leader).
-fn followers(
-    m: &crate::raft::types::Metrics,
-    me: crate::MemberId,
-) -> impl Iterator<Item = send_window::Follower> + '_ {
+fn followers(m: &crate::raft::types::Metrics, me: crate::MemberId) -> impl Iterator<Item = send_window::Follower> + '_ {
     let last = m.last_log_index.unwrap_or(0);
     let seen = m.replication.as_ref().zip(m.heartbeat.as_ref());
-    m.membership_config
-        .membership()
-        .voter_ids()
-        .filter(move |id| *id != me)
-        .filter_map(move |id| {
-            let (replication, heartbeat) = seen?;
-            let acked = replication.get(&id).and_then(|l| l.as_ref()).map_or(0, |l| l.index);
-            let heard = heartbeat.get(&id).and_then(|t| t.as_ref()).map(|t| t.elapsed());
-            Some(send_window::Follower { behind: last.saturating_sub(acked), heard })
-        })
+    m.membership_config.membership().voter_ids().filter(move |id| *id != me).filter_map(move |id| {
+        let (replication, heartbeat) = seen?;
+        let acked = replication.get(&id).and_then(|l| l.as_ref()).map_or(0, |l| l.index);
+        let heard = heartbeat.get(&id).and_then(|t| t.as_ref()).map(|t| t.elapsed());
+        Some(send_window::Follower { behind: last.saturating_sub(acked), heard })
+    })
 }
 
 /// Leader side of `Forward`: answered only when not taken. A member that

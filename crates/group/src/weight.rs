@@ -58,13 +58,7 @@ impl From<MemberInfo> for MemberInfoWire {
             app.extend_from_slice(&info.weight.to_le_bytes());
             app.extend_from_slice(&WEIGHT_MARK);
         }
-        MemberInfoWire {
-            uuid: info.uuid,
-            name: info.name,
-            group_addr: info.group_addr,
-            incoming: info.incoming,
-            app,
-        }
+        MemberInfoWire { uuid: info.uuid, name: info.name, group_addr: info.group_addr, incoming: info.incoming, app }
     }
 }
 
@@ -92,10 +86,7 @@ impl From<MemberInfoWire> for MemberInfo {
 pub fn voter_weights(shared: &Shared) -> Vec<(MemberId, u32)> {
     let m = shared.metrics();
     let membership = m.membership_config.membership();
-    membership
-        .voter_ids()
-        .map(|id| (id, membership.get_node(&id).map_or(1, |n| n.weight)))
-        .collect()
+    membership.voter_ids().map(|id| (id, membership.get_node(&id).map_or(1, |n| n.weight))).collect()
 }
 
 /// Every voter weighs the same: Raft's head count is the weighted rule.
@@ -110,32 +101,20 @@ pub async fn handle_set_weight(shared: &Shared, member: MemberId, weight: u32) -
     }
     let m = shared.metrics();
     let Some(info) = m.membership_config.membership().get_node(&member) else {
-        return Response::Failed {
-            reason: format!("member {member} is not in the group"),
-        };
+        return Response::Failed { reason: format!("member {member} is not in the group") };
     };
     if info.weight == weight {
         return Response::Done;
     }
-    let info = MemberInfo {
-        weight,
-        ..info.clone()
-    };
-    info!(
-        "Member {member} ({}) now weighs {weight} in the quorum",
-        info.name
-    );
+    let info = MemberInfo { weight, ..info.clone() };
+    info!("Member {member} ({}) now weighs {weight} in the quorum", info.name);
     join::change_membership(shared, Change::SetInfo(member, info)).await
 }
 
 /// The weight the membership gives this member, if it holds it.
 fn weight_in_membership(shared: &Shared) -> Option<u32> {
     let m = shared.metrics();
-    let w = m
-        .membership_config
-        .membership()
-        .get_node(&shared.me)?
-        .weight;
+    let w = m.membership_config.membership().get_node(&shared.me)?.weight;
     Some(w)
 }
 
@@ -146,10 +125,7 @@ async fn carry_in(shared: &Shared) -> Result<bool, String> {
     if weight_in_membership(shared).is_none_or(|w| w == wanted) {
         return Ok(true);
     }
-    let req = Request::SetWeight {
-        member: shared.me,
-        weight: wanted,
-    };
+    let req = Request::SetWeight { member: shared.me, weight: wanted };
     if shared.raft().is_leader() {
         return match handle_set_weight(shared, shared.me, wanted).await {
             Response::Done => Ok(false),
@@ -157,10 +133,7 @@ async fn carry_in(shared: &Shared) -> Result<bool, String> {
             _ => Err("leadership moved".into()),
         };
     }
-    ask_leader(shared, None, &req)
-        .await
-        .map(|()| false)
-        .map_err(|e| e.to_string())
+    ask_leader(shared, None, &req).await.map(|()| false).map_err(|e| e.to_string())
 }
 
 /// `pc.weight=N` at runtime: waits (up to `within`) until the membership
@@ -180,9 +153,7 @@ pub async fn set(shared: &Shared, weight: u32, within: Duration) -> Result<(), S
             Err(e) => debug!("pc.weight={weight} not in the membership yet: {e}"),
         }
         if Instant::now() >= deadline {
-            return Err(format!(
-                "pc.weight={weight} did not reach the membership within {within:?}"
-            ));
+            return Err(format!("pc.weight={weight} did not reach the membership within {within:?}"));
         }
         tokio::time::sleep(shared.retry_pause()).await;
     }
@@ -248,10 +219,7 @@ mod tests {
                 let bytes = bincode::serialize(&i).unwrap();
                 assert_eq!(bincode::deserialize::<MemberInfo>(&bytes).unwrap(), i);
                 let before: Before = bincode::deserialize(&bytes).unwrap();
-                assert!(
-                    before.app.starts_with(app),
-                    "an old build reads the app data first"
-                );
+                assert!(before.app.starts_with(app), "an old build reads the app data first");
             }
         }
     }

@@ -18,8 +18,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::raft::types::{GroupTypes, LogId, SnapshotMeta, Vote};
 pub use crate::raft::types::{AppPayload, Bytes};
+use crate::raft::types::{GroupTypes, LogId, SnapshotMeta, Vote};
 use crate::{MemberId, MemberInfo};
 
 pub const MAGIC: [u8; 4] = *b"TNDM";
@@ -115,7 +115,9 @@ pub enum Request {
     /// `term`: the term of the asker's own vote when it asked, which lets the
     /// leader count the request as the asker's acknowledgement of its
     /// leadership (`read::asker_completes_quorum`).
-    ReadIndex { term: u64 },
+    ReadIndex {
+        term: u64,
+    },
     /// `pc.weight`: a member asks the leader to record its new weight.
     SetWeight {
         member: MemberId,
@@ -127,17 +129,13 @@ impl Request {
     /// The bytes of data the request carries (snapshot, write-sets), which
     /// is most of its frame.
     pub fn data_bytes(&self) -> usize {
-        let payloads = |ps: &mut dyn Iterator<Item = &AppPayload>| -> usize {
-            ps.map(|p| p.bytes.0.len()).sum()
-        };
+        let payloads = |ps: &mut dyn Iterator<Item = &AppPayload>| -> usize { ps.map(|p| p.bytes.0.len()).sum() };
         match self {
             Request::Snapshot { data, .. } => data.len(),
             Request::Forward { payloads: ps } => payloads(&mut ps.iter()),
-            Request::AppendEntries(rpc) => payloads(&mut rpc.entries.iter().filter_map(|e| {
-                match &e.payload {
-                    openraft::EntryPayload::Normal(p) => Some(p),
-                    _ => None,
-                }
+            Request::AppendEntries(rpc) => payloads(&mut rpc.entries.iter().filter_map(|e| match &e.payload {
+                openraft::EntryPayload::Normal(p) => Some(p),
+                _ => None,
             })),
             _ => 0,
         }
@@ -314,10 +312,7 @@ pub mod byte_vecs {
 /// The one bincode configuration both ends use. The limit makes decoding
 /// refuse length prefixes that point past the frame.
 fn codec() -> impl Options {
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .allow_trailing_bytes()
-        .with_limit(MAX_FRAME_BYTES as u64)
+    bincode::DefaultOptions::new().with_fixint_encoding().allow_trailing_bytes().with_limit(MAX_FRAME_BYTES as u64)
 }
 
 /// Frames from this size up are encoded and decoded in a blocking section:
@@ -351,12 +346,10 @@ pub fn encode_frame<T: Serialize>(value: &T) -> Result<Vec<u8>, WireError> {
 fn encode_frame_sized<T: Serialize>(value: &T, capacity: usize) -> Result<Vec<u8>, WireError> {
     let mut buf = Vec::with_capacity(capacity.min(MAX_FRAME_BYTES + 4));
     buf.extend_from_slice(&[0u8; 4]);
-    codec()
-        .serialize_into(&mut buf, value)
-        .map_err(|e| match *e {
-            bincode::ErrorKind::SizeLimit => WireError::TooLarge(MAX_FRAME_BYTES + 1),
-            other => WireError::Malformed(other.to_string()),
-        })?;
+    codec().serialize_into(&mut buf, value).map_err(|e| match *e {
+        bincode::ErrorKind::SizeLimit => WireError::TooLarge(MAX_FRAME_BYTES + 1),
+        other => WireError::Malformed(other.to_string()),
+    })?;
     let len = buf.len() - 4;
     if len > MAX_FRAME_BYTES {
         return Err(WireError::TooLarge(len));
@@ -436,9 +429,7 @@ async fn read_body<R: AsyncRead + Unpin>(r: &mut R, len: usize) -> Result<Vec<u8
 }
 
 pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> Result<T, WireError> {
-    codec()
-        .deserialize(buf)
-        .map_err(|e| WireError::Malformed(e.to_string()))
+    codec().deserialize(buf).map_err(|e| WireError::Malformed(e.to_string()))
 }
 
 /// What the first eight bytes of a connection said.
@@ -467,9 +458,7 @@ pub async fn read_preamble<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Preamb
     }
     let mut version = [0u8; 4];
     r.read_exact(&mut version).await?;
-    Ok(Preamble::Tandem {
-        version: u32::from_be_bytes(version),
-    })
+    Ok(Preamble::Tandem { version: u32::from_be_bytes(version) })
 }
 
 #[cfg(test)]
@@ -477,20 +466,12 @@ mod tests {
     use super::*;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(f)
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
     }
 
     #[test]
     fn frame_round_trip() {
-        let hello = Hello {
-            cluster: "c".into(),
-            member: 42,
-            info: MemberInfo::default(),
-            group: Some([7; 16]),
-        };
+        let hello = Hello { cluster: "c".into(), member: 42, info: MemberInfo::default(), group: Some([7; 16]) };
         let buf = encode_frame(&hello).unwrap();
         let back: Hello = block_on(read_frame(&mut &buf[..])).unwrap();
         assert_eq!(back.member, 42);
@@ -545,10 +526,7 @@ mod tests {
     fn oversized_length_is_refused_before_allocating() {
         let buf = (u32::MAX).to_be_bytes();
         let err = block_on(read_frame::<_, Hello>(&mut &buf[..])).unwrap_err();
-        assert!(
-            matches!(err, WireError::TooLarge(n) if n == u32::MAX as usize),
-            "{err}"
-        );
+        assert!(matches!(err, WireError::TooLarge(n) if n == u32::MAX as usize), "{err}");
     }
 
     /// A frame larger than the old 64 MiB cap (a snapshot after a bulk
@@ -568,28 +546,16 @@ mod tests {
     fn bulk_requests_encode_alike_on_and_off_the_runtime() {
         use crate::raft::types::Bytes;
         let data: Vec<u8> = (0..BULK_FRAME_BYTES + 5).map(|i| (i % 251) as u8).collect();
-        let snapshot = Request::Snapshot {
-            vote: Vote::new(3, 7),
-            meta: SnapshotMeta::default(),
-            data: data.clone(),
-        };
+        let snapshot = Request::Snapshot { vote: Vote::new(3, 7), meta: SnapshotMeta::default(), data: data.clone() };
         assert_eq!(snapshot.data_bytes(), data.len());
         let forward = Request::Forward {
-            payloads: (0..3)
-                .map(|i| AppPayload {
-                    origin: i,
-                    bytes: Bytes::from(vec![0u8; 10]),
-                })
-                .collect(),
+            payloads: (0..3).map(|i| AppPayload { origin: i, bytes: Bytes::from(vec![0u8; 10]) }).collect(),
         };
         assert_eq!(forward.data_bytes(), 30);
         assert_eq!(Request::Keepalive.data_bytes(), 0);
 
         let plain = encode_frame(&snapshot).unwrap();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .build()
-            .unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
         let (on_runtime, back) = runtime.block_on(async {
             // On a worker, as the transport runs: the blocking section.
             tokio::spawn(async move {
@@ -630,11 +596,7 @@ mod tests {
         struct AsBytes(#[serde(with = "byte_vecs")] Vec<Vec<u8>>);
         #[derive(Serialize, Deserialize, PartialEq, Debug)]
         struct AsSeq(Vec<Vec<u8>>);
-        for data in [
-            vec![],
-            vec![vec![]],
-            vec![b"db".to_vec(), b"t1".to_vec(), vec![0, 1, 255, 7]],
-        ] {
+        for data in [vec![], vec![vec![]], vec![b"db".to_vec(), b"t1".to_vec(), vec![0, 1, 255, 7]]] {
             let bytes = encode_frame(&AsBytes(data.clone())).unwrap();
             assert_eq!(bytes, encode_frame(&AsSeq(data.clone())).unwrap());
             let back: AsBytes = block_on(read_frame(&mut &bytes[..])).unwrap();
@@ -657,11 +619,7 @@ mod tests {
     #[test]
     fn handshake_frames_have_a_small_limit() {
         let buf = ((MAX_HELLO_BYTES + 1) as u32).to_be_bytes();
-        let err = block_on(read_frame_limited::<_, Hello>(
-            &mut &buf[..],
-            MAX_HELLO_BYTES,
-        ))
-        .unwrap_err();
+        let err = block_on(read_frame_limited::<_, Hello>(&mut &buf[..], MAX_HELLO_BYTES)).unwrap_err();
         assert!(matches!(err, WireError::TooLarge(_)), "{err}");
     }
 
@@ -697,11 +655,6 @@ mod tests {
         let mut ours = Vec::new();
         block_on(write_preamble(&mut ours)).unwrap();
         let got = block_on(read_preamble(&mut &ours[..])).unwrap();
-        assert_eq!(
-            got,
-            Preamble::Tandem {
-                version: PROTOCOL_VERSION
-            }
-        );
+        assert_eq!(got, Preamble::Tandem { version: PROTOCOL_VERSION });
     }
 }

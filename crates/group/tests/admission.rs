@@ -23,10 +23,7 @@ fn hello_with_group(m: &Member, group: Option<[u8; 16]>) -> Vec<u8> {
     let hello = Hello {
         cluster: CLUSTER.into(),
         member: 777,
-        info: MemberInfo {
-            name: "prober".into(),
-            ..Default::default()
-        },
+        info: MemberInfo { name: "prober".into(), ..Default::default() },
         group,
     };
     s.write_all(b"TNDM").unwrap();
@@ -44,9 +41,7 @@ fn hello_with_group(m: &Member, group: Option<[u8; 16]>) -> Vec<u8> {
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|w| w == needle.as_bytes())
+    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
 #[test]
@@ -57,19 +52,11 @@ fn a_member_of_another_live_group_is_refused_and_a_groupless_one_is_not() {
     m1.group.announce_group(Some([1; 16]));
 
     let refused = hello_with_group(&m1, Some([2; 16]));
-    assert!(
-        contains(&refused, "group mismatch"),
-        "told why: {refused:?}"
-    );
-    wait_until("the group mismatch logged", || {
-        logged(&["Refusing member 777", "02020202-0202", "01010101-0101"])
-    });
+    assert!(contains(&refused, "group mismatch"), "told why: {refused:?}");
+    wait_until("the group mismatch logged", || logged(&["Refusing member 777", "02020202-0202", "01010101-0101"]));
 
     let accepted = hello_with_group(&m1, None);
-    assert!(
-        !contains(&accepted, "mismatch"),
-        "a member in no group yet may join"
-    );
+    assert!(!contains(&accepted, "mismatch"), "a member in no group yet may join");
     let same = hello_with_group(&m1, Some([1; 16]));
     assert!(!contains(&same, "mismatch"), "nor a member of this group");
 

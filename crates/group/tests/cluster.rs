@@ -49,17 +49,11 @@ fn single_member_bootstraps_and_orders() {
     wait_delivered(&[&m], &msg("solo", 19));
 
     let events = m.rec.events();
-    let Event::View(first) = &events[0] else {
-        panic!("first event should be the bootstrap view: {events:?}")
-    };
+    let Event::View(first) = &events[0] else { panic!("first event should be the bootstrap view: {events:?}") };
     assert_eq!(first.voters, vec![m.id()]);
     assert!(first.learners.is_empty());
     let expected: Vec<(u64, Vec<u8>)> = (0..20).map(|i| (m.id(), msg("solo", i))).collect();
-    assert_eq!(
-        m.rec.messages(),
-        expected,
-        "own submissions keep their order"
-    );
+    assert_eq!(m.rec.messages(), expected, "own submissions keep their order");
     assert_eq!(m.rec.connectivity(), vec![Connectivity::Primary]);
     assert_eq!(m.group.status().leader, Some(m.id()));
     assert_eq!(m.group.status().leader_name.as_deref(), Some("solo"));
@@ -70,10 +64,7 @@ fn single_member_bootstraps_and_orders() {
 fn joiner_without_group_is_non_primary() {
     let _serial = serial();
     let lonely = start(config("lonely", CLUSTER, false, vec!["127.0.0.1:9".into()]));
-    assert_eq!(
-        lonely.group.submit(b"x".to_vec()),
-        Err(GroupError::NonPrimary)
-    );
+    assert_eq!(lonely.group.submit(b"x".to_vec()), Err(GroupError::NonPrimary));
     assert!(!lonely.group.status().primary);
     lonely.group.shutdown();
     assert_eq!(lonely.group.submit(b"x".to_vec()), Err(GroupError::Closed));
@@ -89,12 +80,7 @@ fn three_members_see_the_same_order() {
     let m2 = join("m2", &m1);
     // gcomm:// lists name every member, this one included (under an alias).
     let port = free_port();
-    let mut c3 = config(
-        "m3",
-        CLUSTER,
-        false,
-        vec![format!("localhost:{port}"), m1.addr()],
-    );
+    let mut c3 = config("m3", CLUSTER, false, vec![format!("localhost:{port}"), m1.addr()]);
     c3.listen_addr = format!("127.0.0.1:{port}");
     let m3 = start(c3);
     for m in [&m1, &m2, &m3] {
@@ -119,38 +105,17 @@ fn three_members_see_the_same_order() {
     assert_eq!(view.members[&m2.id()].name, "m2");
     assert!(!view.members[&m2.id()].group_addr.is_empty());
     for m in all {
-        let own: Vec<Vec<u8>> = m
-            .rec
-            .messages()
-            .into_iter()
-            .filter(|(o, _)| *o == m.id())
-            .map(|(_, p)| p)
-            .collect();
-        assert_eq!(
-            own,
-            (0..30).map(|i| msg(&m.name, i)).collect::<Vec<_>>(),
-            "{}'s payloads in order",
-            m.name
-        );
+        let own: Vec<Vec<u8>> = m.rec.messages().into_iter().filter(|(o, _)| *o == m.id()).map(|(_, p)| p).collect();
+        assert_eq!(own, (0..30).map(|i| msg(&m.name, i)).collect::<Vec<_>>(), "{}'s payloads in order", m.name);
     }
-    assert_eq!(
-        history
-            .iter()
-            .filter(|e| matches!(e, Event::Message { .. }))
-            .count(),
-        90
-    );
+    assert_eq!(history.iter().filter(|e| matches!(e, Event::Message { .. })).count(), 90);
 
     // A learner leaves gracefully too.
-    m3.group
-        .leave(Duration::from_secs(10))
-        .expect("learner leaves");
+    m3.group.leave(Duration::from_secs(10)).expect("learner leaves");
     wait_until("m3 gone from the views of m1 and m2", || {
-        [&m1, &m2].iter().all(|m| {
-            m.rec
-                .last_view()
-                .is_some_and(|v| !v.contains(m3.id()) && v.learners == vec![m2.id()])
-        })
+        [&m1, &m2]
+            .iter()
+            .all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m3.id()) && v.learners == vec![m2.id()]))
     });
 }
 
@@ -178,13 +143,9 @@ fn three_voters_reading(lease: bool) -> (Member, Member, Member) {
     wait_primary(&m2);
     wait_primary(&m3);
     m2.group.promote(m2.id()).expect("promote v2");
-    m3.group
-        .promote(m3.id())
-        .expect("promote v3 (asked by itself via the leader)");
+    m3.group.promote(m3.id()).expect("promote v3 (asked by itself via the leader)");
     wait_until("three voters everywhere", || {
-        [&m1, &m2, &m3]
-            .iter()
-            .all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
+        [&m1, &m2, &m3].iter().all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
     });
     (m1, m2, m3)
 }
@@ -197,13 +158,8 @@ fn promoted_learners_count_for_quorum() {
     let (m1, m2, m3) = three_voters();
     let view = m2.rec.last_view().unwrap();
     assert!(view.learners.is_empty());
-    assert!(
-        matches!(m1.group.promote(12345), Err(GroupError::Other(_))),
-        "unknown members cannot be promoted"
-    );
-    m2.group
-        .promote(m2.id())
-        .expect("promoting a voter again is a no-op");
+    assert!(matches!(m1.group.promote(12345), Err(GroupError::Other(_))), "unknown members cannot be promoted");
+    m2.group.promote(m2.id()).expect("promoting a voter again is a no-op");
     m1.group.shutdown();
     wait_until("a new leader among the promoted members", || {
         let leader = m2.group.status().leader;
@@ -212,9 +168,7 @@ fn promoted_learners_count_for_quorum() {
     // Both survivors name the same new leader, by its node name.
     let name = m2.group.status().leader_name.expect("the leader's name");
     assert!(name == "v2" || name == "v3", "leader named {name}");
-    wait_until("m3 names the same leader", || {
-        m3.group.status().leader_name.as_deref() == Some(name.as_str())
-    });
+    wait_until("m3 names the same leader", || m3.group.status().leader_name.as_deref() == Some(name.as_str()));
     submit_until_ordered(&m2, b"after-crash-2");
     submit_until_ordered(&m3, b"after-crash-3");
     wait_delivered(&[&m2, &m3], b"after-crash-3");
@@ -259,10 +213,7 @@ fn read_barriers_see_every_earlier_order(lease: bool) {
         submit(writer, payload.as_bytes());
         wait_delivered(&[writer], payload.as_bytes()); // acknowledged where written
         for reader in [&m1, &m2, &m3] {
-            reader
-                .group
-                .read_barrier(Duration::from_secs(10))
-                .expect("read barrier");
+            reader.group.read_barrier(Duration::from_secs(10)).expect("read barrier");
             assert!(
                 reader.rec.has_message(payload.as_bytes()),
                 "{} reads {payload} after its barrier (lease: {lease})",
@@ -272,22 +223,13 @@ fn read_barriers_see_every_earlier_order(lease: bool) {
     }
     let logs = |ms: [&Member; 3]| ms.map(|m| m.group.cache().bytes);
     let before = logs([&m1, &m2, &m3]);
-    assert!(
-        before.iter().all(|&b| b > 0),
-        "the logs hold the payloads: {before:?}"
-    );
+    assert!(before.iter().all(|&b| b > 0), "the logs hold the payloads: {before:?}");
     for _ in 0..50 {
         for m in [&m1, &m2, &m3] {
-            m.group
-                .read_barrier(Duration::from_secs(10))
-                .expect("read barrier");
+            m.group.read_barrier(Duration::from_secs(10)).expect("read barrier");
         }
     }
-    assert_eq!(
-        logs([&m1, &m2, &m3]),
-        before,
-        "150 barriers wrote nothing to the logs"
-    );
+    assert_eq!(logs([&m1, &m2, &m3]), before, "150 barriers wrote nothing to the logs");
     for m in [&m3, &m2, &m1] {
         m.group.shutdown();
     }
@@ -297,16 +239,10 @@ fn read_barriers_see_every_earlier_order(lease: bool) {
 /// the others have it (committed: a majority has it) and the follower not.
 fn held_follower<'a>(members: [&'a Member; 3], payload: &[u8]) -> &'a Member {
     let leader = members[0].group.status().leader.expect("a leader");
-    let follower = members
-        .into_iter()
-        .find(|m| m.id() != leader)
-        .expect("a follower");
+    let follower = members.into_iter().find(|m| m.id() != leader).expect("a follower");
     follower.rec.journal().held = true;
     submit(members[0], payload);
-    let others: Vec<&Member> = members
-        .into_iter()
-        .filter(|m| m.id() != follower.id())
-        .collect();
+    let others: Vec<&Member> = members.into_iter().filter(|m| m.id() != follower.id()).collect();
     wait_delivered(&others, payload);
     assert!(!follower.rec.has_message(payload), "held back");
     follower
@@ -331,14 +267,8 @@ fn a_read_barrier_waits_for_a_lagging_follower_reading(lease: bool) {
         std::thread::sleep(Duration::from_millis(300));
         rec.journal().held = false;
     });
-    follower
-        .group
-        .read_barrier(Duration::from_secs(10))
-        .expect("read barrier");
-    assert!(
-        follower.rec.has_message(b"while-held"),
-        "the barrier returned only after the apply"
-    );
+    follower.group.read_barrier(Duration::from_secs(10)).expect("read barrier");
+    assert!(follower.rec.has_message(b"while-held"), "the barrier returned only after the apply");
     release.join().unwrap();
     for m in [&m3, &m2, &m1] {
         m.group.shutdown();
@@ -378,35 +308,19 @@ fn a_read_waiting_when_its_member_shuts_down_ends_with_closed() {
 fn graceful_leave_shrinks_the_membership() {
     let _serial = serial();
     let (m1, m2, m3) = three_voters();
-    m3.group
-        .leave(Duration::from_secs(10))
-        .expect("follower leaves");
+    m3.group.leave(Duration::from_secs(10)).expect("follower leaves");
     wait_until("v3 gone from the views of v1 and v2", || {
-        [&m1, &m2].iter().all(|m| {
-            m.rec
-                .last_view()
-                .is_some_and(|v| !v.contains(m3.id()) && v.voters.len() == 2)
-        })
+        [&m1, &m2].iter().all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m3.id()) && v.voters.len() == 2))
     });
     m3.group.shutdown();
     submit(&m1, b"two-left");
     wait_delivered(&[&m1, &m2], b"two-left");
 
-    let leader = if m1.group.status().leader == Some(m1.id()) {
-        &m1
-    } else {
-        &m2
-    };
+    let leader = if m1.group.status().leader == Some(m1.id()) { &m1 } else { &m2 };
     let other = if leader.id() == m1.id() { &m2 } else { &m1 };
-    leader
-        .group
-        .leave(Duration::from_secs(10))
-        .expect("leader leaves");
+    leader.group.leave(Duration::from_secs(10)).expect("leader leaves");
     wait_until("the remaining member alone in its view", || {
-        other
-            .rec
-            .last_view()
-            .is_some_and(|v| v.voters == vec![other.id()] && v.members.len() == 1)
+        other.rec.last_view().is_some_and(|v| v.voters == vec![other.id()] && v.members.len() == 1)
     });
     leader.group.shutdown();
     wait_primary(other);
@@ -424,22 +338,11 @@ fn a_leaving_leader_hands_over_without_a_non_primary_moment() {
     let (m1, m2, m3) = three_voters();
     let all = [&m1, &m2, &m3];
     let leader = leader_of(&all);
-    let stay: Vec<&Member> = all
-        .iter()
-        .copied()
-        .filter(|m| m.id() != leader.id())
-        .collect();
+    let stay: Vec<&Member> = all.iter().copied().filter(|m| m.id() != leader.id()).collect();
     let seen_before: Vec<usize> = stay.iter().map(|m| m.rec.connectivity().len()).collect();
-    leader
-        .group
-        .leave(Duration::from_secs(10))
-        .expect("leader leaves");
+    leader.group.leave(Duration::from_secs(10)).expect("leader leaves");
     wait_until("the leaver gone from both views", || {
-        stay.iter().all(|m| {
-            m.rec
-                .last_view()
-                .is_some_and(|v| !v.contains(leader.id()) && v.voters.len() == 2)
-        })
+        stay.iter().all(|m| m.rec.last_view().is_some_and(|v| !v.contains(leader.id()) && v.voters.len() == 2))
     });
     leader.group.shutdown();
     submit(stay[0], b"after-hand-over");
@@ -452,10 +355,7 @@ fn a_leaving_leader_hands_over_without_a_non_primary_moment() {
             m.name
         );
     }
-    assert!(
-        logged(&["handed the leadership over"]),
-        "the hand-over is logged"
-    );
+    assert!(logged(&["handed the leadership over"]), "the hand-over is logged");
 }
 
 /// (e) A crashed member is evicted after the inactive timeout and the rest
@@ -466,38 +366,23 @@ fn crashed_members_are_evicted_then_quorum_is_lost() {
     let (m1, m2, m3) = three_voters();
     let evictions_before = count_logged(&["silent for", "evicting it"]);
     m3.group.shutdown();
-    wait_until("v3 evicted", || {
-        [&m1, &m2]
-            .iter()
-            .all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m3.id())))
-    });
+    wait_until("v3 evicted", || [&m1, &m2].iter().all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m3.id()))));
     // The leader's decision, logged before the removal: the line after it
     // depends on the answer, which a leadership change meanwhile (a loaded
     // machine) can take while the removal still commits.
-    assert!(
-        count_logged(&["silent for", "evicting it"]) > evictions_before,
-        "the eviction is logged"
-    );
+    assert!(count_logged(&["silent for", "evicting it"]) > evictions_before, "the eviction is logged");
     submit(&m1, b"after-eviction");
     wait_delivered(&[&m1, &m2], b"after-eviction");
     same_history(&[&m1, &m2]);
 
     m2.group.shutdown();
     wait_until("v1 non-primary", || !m1.group.status().primary);
-    assert_eq!(
-        m1.group.submit(b"lost".to_vec()),
-        Err(GroupError::NonPrimary)
-    );
+    assert_eq!(m1.group.submit(b"lost".to_vec()), Err(GroupError::NonPrimary));
     wait_until("v1's replica told it is non-primary", || {
-        matches!(
-            m1.rec.connectivity().last(),
-            Some(Connectivity::NonPrimary { .. })
-        )
+        matches!(m1.rec.connectivity().last(), Some(Connectivity::NonPrimary { .. }))
     });
     let last = m1.rec.connectivity().last().cloned();
-    let Some(Connectivity::NonPrimary { reachable }) = last else {
-        panic!("expected NonPrimary, got {last:?}")
-    };
+    let Some(Connectivity::NonPrimary { reachable }) = last else { panic!("expected NonPrimary, got {last:?}") };
     assert!(reachable.contains(&m1.id()));
     assert!(!reachable.contains(&m2.id()));
 }
@@ -531,33 +416,21 @@ fn strangers_are_refused_and_the_group_keeps_working() {
     let reply = drain_until_closed(s);
     assert_eq!(&reply[..4], b"TNDM", "the refusal names us");
     assert_eq!(reply[4..8], PROTOCOL_VERSION.to_be_bytes());
-    wait_until("version mismatch logged", || {
-        logged(&["version 99", &format!("version {PROTOCOL_VERSION}")])
-    });
+    wait_until("version mismatch logged", || logged(&["version 99", &format!("version {PROTOCOL_VERSION}")]));
 
     let mut s = raw_connect(&m1);
-    let hello = Hello {
-        cluster: CLUSTER.into(),
-        member: 4242,
-        info: MemberInfo::default(),
-        group: None,
-    };
+    let hello = Hello { cluster: CLUSTER.into(), member: 4242, info: MemberInfo::default(), group: None };
     s.write_all(b"TNDM").unwrap();
     s.write_all(&PROTOCOL_VERSION.to_be_bytes()).unwrap();
     s.write_all(&wire::encode_frame(&hello).unwrap()).unwrap();
     s.write_all(&u32::MAX.to_be_bytes()).unwrap();
     drain_until_closed(s);
-    wait_until("oversized frame logged", || {
-        logged(&["member 4242", "exceeds"])
-    });
+    wait_until("oversized frame logged", || logged(&["member 4242", "exceeds"]));
 
     let stranger = start(config("stranger", "other-cluster", false, vec![m1.addr()]));
     wait_until("the cluster mismatch is logged on both sides", || {
-        logged(&[
-            "Refusing member",
-            "'other-cluster'",
-            &format!("'{CLUSTER}'"),
-        ]) && logged(&["refused our connection", "cluster name mismatch"])
+        logged(&["Refusing member", "'other-cluster'", &format!("'{CLUSTER}'")])
+            && logged(&["refused our connection", "cluster name mismatch"])
     });
     assert!(!stranger.group.status().primary);
     stranger.group.shutdown();
@@ -578,10 +451,7 @@ fn late_joiner_after_a_purge(log: LogSettings, messages: &[Vec<u8>]) -> (Member,
     // The hard limit on a joiner that is heard but busy restoring (`evict`),
     // well above a restore on a loaded machine; the suspect timeout, which
     // evicts a member not heard at all, stays the tests' 500 ms.
-    let timeouts = Timeouts {
-        inactive: Duration::from_secs(10),
-        ..test_timeouts()
-    };
+    let timeouts = Timeouts { inactive: Duration::from_secs(10), ..test_timeouts() };
     let mut c1 = config("g1", CLUSTER, true, vec![]);
     c1.timeouts = timeouts.clone();
     c1.log = log.clone();
@@ -600,10 +470,7 @@ fn late_joiner_after_a_purge(log: LogSettings, messages: &[Vec<u8>]) -> (Member,
     c2.log = log;
     let m2 = start(c2);
     wait_primary(&m2);
-    assert!(
-        m2.rec.journal().restores >= 1,
-        "the late joiner restored a snapshot"
-    );
+    assert!(m2.rec.journal().restores >= 1, "the late joiner restored a snapshot");
     (m1, m2)
 }
 
@@ -611,11 +478,7 @@ fn late_joiner_after_a_purge(log: LogSettings, messages: &[Vec<u8>]) -> (Member,
 fn late_joiner_gets_a_snapshot_then_the_log() {
     let _serial = serial();
     // A tiny cache: the log is purged once the application releases it.
-    let small = LogSettings {
-        cache_bytes: 32 << 10,
-        segment_bytes: 4 << 10,
-        ..LogSettings::default()
-    };
+    let small = LogSettings { cache_bytes: 32 << 10, segment_bytes: 4 << 10, ..LogSettings::default() };
     let big = |i| [msg("early", i), vec![b'.'; 1000]].concat();
     let (m1, m2) = late_joiner_after_a_purge(small, &(0..100).map(big).collect::<Vec<_>>());
     for i in 0..10 {
@@ -623,10 +486,7 @@ fn late_joiner_gets_a_snapshot_then_the_log() {
     }
     wait_delivered(&[&m1, &m2], &msg("late", 9));
     let history = same_history(&[&m1, &m2]);
-    assert!(history.contains(&Event::Message {
-        origin: m1.id(),
-        payload: big(0)
-    }));
+    assert!(history.contains(&Event::Message { origin: m1.id(), payload: big(0) }));
 }
 
 /// (g2) A snapshot larger than one ordinary frame (64 MiB) still reaches a
@@ -636,26 +496,16 @@ fn late_joiner_gets_a_snapshot_then_the_log() {
 /// the 72 MiB too slowly for the snapshot timeout: `make test-cluster`
 /// runs it with `--release`.
 #[test]
-#[cfg_attr(
-    debug_assertions,
-    ignore = "needs an optimised build: cargo test --release"
-)]
+#[cfg_attr(debug_assertions, ignore = "needs an optimised build: cargo test --release")]
 fn late_joiner_gets_a_snapshot_larger_than_a_frame() {
     let _serial = serial();
-    let small = LogSettings {
-        cache_bytes: 1 << 20,
-        segment_bytes: 256 << 10,
-        ..LogSettings::default()
-    };
+    let small = LogSettings { cache_bytes: 1 << 20, segment_bytes: 256 << 10, ..LogSettings::default() };
     // Three messages of 24 MiB: the history (the recorder's snapshot) is
     // over 72 MiB.
     let big = |i| [msg("bulk", i), vec![b'x'; 24 << 20]].concat();
     let evicted_before = count_logged(&["(g2) silent for"]);
     let (m1, m2) = late_joiner_after_a_purge(small, &(0..3).map(big).collect::<Vec<_>>());
-    assert!(
-        m2.rec.has_message(&big(0)),
-        "the snapshot carried the history"
-    );
+    assert!(m2.rec.has_message(&big(0)), "the snapshot carried the history");
     // Submitted once: a member evicted meanwhile would have its forward
     // refused, and this would time out.
     submit(&m2, &msg("late", 0));
@@ -679,10 +529,7 @@ fn large_payloads_are_ordered_and_oversized_ones_refused() {
     let members = common::three_voters(["w1", "w2", "w3"]);
     let big = [msg("large", 0), vec![b'r'; 40 << 20]].concat();
     // Not the leader: the 40 MiB travel in a forward, then in appends.
-    let follower = members
-        .iter()
-        .find(|m| m.group.status().leader != Some(m.id()))
-        .expect("a follower");
+    let follower = members.iter().find(|m| m.group.status().leader != Some(m.id())).expect("a follower");
     submit(follower, &big);
     wait_delivered(&members.iter().collect::<Vec<_>>(), &big);
 
@@ -726,19 +573,13 @@ fn shutdown_leaves_no_threads() {
 #[test]
 fn usable_from_inside_another_tokio_runtime() {
     let _serial = serial();
-    let outer = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let outer = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     outer.block_on(async {
         let m = bootstrap("nested");
         wait_primary(&m);
         submit(&m, b"from-async");
         wait_delivered(&[&m], b"from-async");
-        assert!(
-            matches!(m.group.leave(Duration::from_secs(1)), Ok(())),
-            "last voter leaves at once"
-        );
+        assert!(matches!(m.group.leave(Duration::from_secs(1)), Ok(())), "last voter leaves at once");
         m.group.shutdown();
         assert_eq!(m.group.submit(b"x".to_vec()), Err(GroupError::Closed));
     });

@@ -25,14 +25,7 @@ fn free_port() -> u16 {
 }
 
 fn seats(root: &tempfile::TempDir, names: &[&'static str]) -> Vec<Seat> {
-    names
-        .iter()
-        .map(|&name| Seat {
-            name,
-            port: free_port(),
-            dir: root.path().join(name),
-        })
-        .collect()
+    names.iter().map(|&name| Seat { name, port: free_port(), dir: root.path().join(name) }).collect()
 }
 
 fn addr(s: &Seat) -> String {
@@ -43,10 +36,7 @@ fn durable(seat: &Seat, bootstrap: bool, all: &[Seat]) -> GroupConfig {
     let peers = all.iter().map(addr).collect();
     let mut c = config(seat.name, CLUSTER, bootstrap, peers);
     c.listen_addr = addr(seat);
-    c.log = LogSettings {
-        dir: Some(seat.dir.clone()),
-        ..LogSettings::default()
-    };
+    c.log = LogSettings { dir: Some(seat.dir.clone()), ..LogSettings::default() };
     c
 }
 
@@ -66,12 +56,7 @@ fn durable_voters(all: &[Seat], writes: usize) -> Vec<Member> {
         m.group.promote(m.id()).expect("promote");
         members.push(m);
     }
-    wait_until("all voters", || {
-        members[0]
-            .rec
-            .last_view()
-            .is_some_and(|v| v.voters.len() == all.len())
-    });
+    wait_until("all voters", || members[0].rec.last_view().is_some_and(|v| v.voters.len() == all.len()));
     for i in 0..writes {
         submit(&members[0], &msg(i));
     }
@@ -107,10 +92,7 @@ fn a_restarted_member_comes_back_as_itself_and_catches_up() {
     wait_primary(&back);
     wait_delivered(&[&back], &msg(49));
     let history = same_history(&[&members[0], &back]);
-    assert!(history.contains(&Event::Message {
-        origin: members[0].id(),
-        payload: msg(0)
-    }));
+    assert!(history.contains(&Event::Message { origin: members[0].id(), payload: msg(0) }));
 }
 
 #[test]
@@ -129,13 +111,7 @@ fn a_whole_group_restarted_without_bootstrap_forms_again_by_itself() {
     submit(&back[1], b"after the restart");
     wait_delivered(&[&back[0], &back[1], &back[2]], b"after the restart");
     let history = same_history(&[&back[0], &back[1], &back[2]]);
-    assert!(
-        history.contains(&Event::Message {
-            origin: ids[0],
-            payload: msg(9)
-        }),
-        "nothing ordered was lost"
-    );
+    assert!(history.contains(&Event::Message { origin: ids[0], payload: msg(9) }), "nothing ordered was lost");
 }
 
 #[test]
@@ -149,18 +125,9 @@ fn a_minority_waits_and_names_the_missing_members() {
     });
     let alone = start(durable(&all[0], false, &all));
     wait_until("the wait is reported", || {
-        logged(&[
-            "Waiting for the primary component",
-            "1 of the 3 voters",
-            "q2",
-            "q3",
-            "pc.bootstrap=YES",
-        ])
+        logged(&["Waiting for the primary component", "1 of the 3 voters", "q2", "q3", "pc.bootstrap=YES"])
     });
-    assert!(
-        !alone.group.status().primary,
-        "one of three is not a majority"
-    );
+    assert!(!alone.group.status().primary, "one of three is not a majority");
     // A second member back makes a majority: it forms by itself.
     let second = start(durable(&all[1], false, &all));
     wait_primary(&alone);
@@ -177,11 +144,7 @@ fn bootstrapping_from_durable_state_keeps_the_history_and_this_member_alone() {
     let alone = start(durable(&all[1], true, &all));
     wait_primary(&alone);
     assert_eq!(alone.id(), ids[1]);
-    assert_eq!(
-        alone.group.membership().voters,
-        vec![ids[1]],
-        "the only voter"
-    );
+    assert_eq!(alone.group.membership().voters, vec![ids[1]], "the only voter");
     submit(&alone, b"on its own");
     wait_delivered(&[&alone], b"on its own");
     assert!(alone.rec.has_message(&msg(4)), "the history before is kept");
@@ -196,14 +159,9 @@ fn pc_bootstrap_re_forms_the_group_around_a_lone_member_and_keeps_its_history() 
     let _serial = serial();
     let root = tempfile::tempdir().unwrap();
     let all = seats(&root, &["p1", "p2", "p3"]);
-    let ids: Vec<u64> = three_durable_voters(&all, 4)
-        .into_iter()
-        .map(crash)
-        .collect();
+    let ids: Vec<u64> = three_durable_voters(&all, 4).into_iter().map(crash).collect();
     let alone = start(durable(&all[0], false, &all));
-    wait_until("it waits for a majority", || {
-        logged(&["Waiting for the primary component", "p2"])
-    });
+    wait_until("it waits for a majority", || logged(&["Waiting for the primary component", "p2"]));
     assert!(!alone.group.status().primary);
     alone.group.bootstrap().expect("pc.bootstrap");
     wait_primary(&alone);
@@ -238,9 +196,7 @@ fn pc_bootstrap_refuses_a_member_behind_one_it_can_reach() {
     let refused = r5.group.bootstrap().expect_err("r2 is more advanced");
     assert!(refused.to_string().contains("more advanced"), "{refused}");
     assert!(!r5.group.status().primary);
-    r2.group
-        .bootstrap()
-        .expect("the most advanced may bootstrap");
+    r2.group.bootstrap().expect("the most advanced may bootstrap");
     wait_primary(&r2);
     wait_primary(&r5);
     wait_delivered(&[&r5], &msg(5));
@@ -265,10 +221,7 @@ fn in_fsync_mode_a_member_orders_restarts_as_itself_and_leaves_no_thread() {
     }
     wait_delivered(&[&m], &msg(49));
     let id = crash(m);
-    wait_until(
-        "no tandem-group-* thread left, the flusher included",
-        || group_threads() == 0,
-    );
+    wait_until("no tandem-group-* thread left, the flusher included", || group_threads() == 0);
     let back = start(fsync(&all[0]));
     assert_eq!(back.id(), id);
     wait_primary(&back);
@@ -279,21 +232,11 @@ fn in_fsync_mode_a_member_orders_restarts_as_itself_and_leaves_no_thread() {
 
 // ---- pc.ignore_sb / pc.ignore_quorum ---------------------------------------
 
-const IGNORE_SB: PartitionPolicy = PartitionPolicy {
-    ignore_split_brain: true,
-    ignore_quorum: false,
-};
-const IGNORE_QUORUM: PartitionPolicy = PartitionPolicy {
-    ignore_split_brain: false,
-    ignore_quorum: true,
-};
+const IGNORE_SB: PartitionPolicy = PartitionPolicy { ignore_split_brain: true, ignore_quorum: false };
+const IGNORE_QUORUM: PartitionPolicy = PartitionPolicy { ignore_split_brain: false, ignore_quorum: true };
 
 fn non_primary_reports(m: &Member) -> usize {
-    m.rec
-        .connectivity()
-        .iter()
-        .filter(|c| matches!(c, Connectivity::NonPrimary { .. }))
-        .count()
+    m.rec.connectivity().iter().filter(|c| matches!(c, Connectivity::NonPrimary { .. })).count()
 }
 
 /// Durable voters, one for each seat, all with `pc.ignore_sb`, after
@@ -320,9 +263,7 @@ fn ignore_sb_keeps_the_survivor_of_two_primary_whichever_one_led() {
         let gone = if crash_leader { 0 } else { 1 };
         let crashed = crash(members.remove(gone));
         let survivor = &members[0];
-        wait_until("the survivor is the only voter", || {
-            survivor.group.membership().voters == vec![survivor.id()]
-        });
+        wait_until("the survivor is the only voter", || survivor.group.membership().voters == vec![survivor.id()]);
         wait_primary(survivor);
         submit(survivor, b"alone");
         wait_delivered(&[survivor], b"alone");
@@ -331,10 +272,7 @@ fn ignore_sb_keeps_the_survivor_of_two_primary_whichever_one_led() {
             before[1 - gone],
             "the survivor was never told it lost the primary component (leader crashed: {crash_leader})"
         );
-        assert!(
-            survivor.rec.has_message(&msg(4)),
-            "the history before is kept"
-        );
+        assert!(survivor.rec.has_message(&msg(4)), "the history before is kept");
         assert!(logged(&["Ignoring possible split-brain"]));
         let back = start(durable(&all[gone], false, &all));
         assert_eq!(back.id(), crashed);
@@ -360,17 +298,9 @@ fn ignore_sb_a_causal_read_across_the_re_forming_succeeds() {
         crash(members.remove(gone));
         let survivor = &members[0];
         let read = survivor.group.read_barrier(PATIENCE);
-        assert!(
-            read.is_ok(),
-            "the causal read waits for the new component (leader crashed: {crash_leader}): {read:?}"
-        );
-        wait_until("the survivor is the only voter", || {
-            survivor.group.membership().voters == vec![survivor.id()]
-        });
-        assert!(
-            survivor.rec.has_message(&msg(2)),
-            "the history before is kept"
-        );
+        assert!(read.is_ok(), "the causal read waits for the new component (leader crashed: {crash_leader}): {read:?}");
+        wait_until("the survivor is the only voter", || survivor.group.membership().voters == vec![survivor.id()]);
+        assert!(survivor.rec.has_message(&msg(2)), "the history before is kept");
     }
 }
 
@@ -389,17 +319,13 @@ fn ignore_sb_leaves_a_minority_waiting_and_ignore_quorum_does_not() {
         crash(members.pop().unwrap());
         let alone = &members[0];
         if goes_on {
-            wait_until("a component of one", || {
-                alone.group.membership().voters == vec![alone.id()]
-            });
+            wait_until("a component of one", || alone.group.membership().voters == vec![alone.id()]);
             wait_primary(alone);
             submit(alone, b"a minority with ignore_quorum");
             wait_delivered(&[alone], b"a minority with ignore_quorum");
             assert_eq!(non_primary_reports(alone), before);
         } else {
-            wait_until("the minority is non-primary", || {
-                non_primary_reports(alone) > before
-            });
+            wait_until("the minority is non-primary", || non_primary_reports(alone) > before);
             assert!(!alone.group.status().primary);
             assert_eq!(alone.group.membership().voters.len(), 3);
         }
@@ -424,9 +350,7 @@ fn ignore_sb_lets_half_of_four_go_on_together() {
         ids
     };
     for m in &members {
-        wait_until("a component of the two left", || {
-            m.group.membership().voters == ids && m.group.status().primary
-        });
+        wait_until("a component of the two left", || m.group.membership().voters == ids && m.group.status().primary);
     }
     submit(&members[0], b"from h3");
     submit(&members[1], b"from h4");
@@ -451,20 +375,14 @@ fn a_member_whose_cluster_moved_on_to_a_new_history_joins_it_anew_after_a_restar
     let (old_history, new_history) = ([1u8; 16], [2u8; 16]);
     let members = durable_voters(&all, 3);
     // The engine announces the group uuid of each primary view.
-    members
-        .iter()
-        .for_each(|m| m.group.announce_group(Some(old_history)));
+    members.iter().for_each(|m| m.group.announce_group(Some(old_history)));
     let old_ids: Vec<u64> = members.into_iter().map(crash).collect();
 
     // No history from the local data (as with grastate.dat removed): the
     // group recorded beside the state when it was announced decides.
     let restored = || durable(&all[1], false, &all);
     let waiting = start(restored());
-    assert_eq!(
-        waiting.id(),
-        old_ids[1],
-        "restored as itself: its peer is not up yet"
-    );
+    assert_eq!(waiting.id(), old_ids[1], "restored as itself: its peer is not up yet");
     let mut anew = durable(&all[0], true, &all);
     anew.start_anew = Some("a new history".into());
     let founder = start(anew);
@@ -472,9 +390,7 @@ fn a_member_whose_cluster_moved_on_to_a_new_history_joins_it_anew_after_a_restar
     founder.group.announce_group(Some(new_history));
     assert_ne!(founder.id(), old_ids[0]);
 
-    wait_until("the refusal is logged", || {
-        logged(&["Cannot rejoin", "Restart this node"])
-    });
+    wait_until("the refusal is logged", || logged(&["Cannot rejoin", "Restart this node"]));
     // Its join loop asks again within two seconds: none gets it taken in.
     std::thread::sleep(std::time::Duration::from_secs(3));
     let seen_by_founder = founder.rec.views();
@@ -486,18 +402,9 @@ fn a_member_whose_cluster_moved_on_to_a_new_history_joins_it_anew_after_a_restar
 
     crash(waiting);
     let back = start(restored());
-    assert_ne!(
-        back.id(),
-        old_ids[1],
-        "its old state was set aside: a new member"
-    );
+    assert_ne!(back.id(), old_ids[1], "its old state was set aside: a new member");
     wait_primary(&back);
-    wait_until("the founder sees the new member", || {
-        founder
-            .rec
-            .last_view()
-            .is_some_and(|v| v.contains(back.id()))
-    });
+    wait_until("the founder sees the new member", || founder.rec.last_view().is_some_and(|v| v.contains(back.id())));
     submit(&founder, b"in the new history");
     wait_delivered(&[&back], b"in the new history");
 }
@@ -513,9 +420,7 @@ fn a_peer_that_never_answers_does_not_hide_one_that_moved_on() {
     let root = tempfile::tempdir().unwrap();
     let all = seats(&root, &["m1", "m2"]);
     let members = durable_voters(&all, 3);
-    members
-        .iter()
-        .for_each(|m| m.group.announce_group(Some([5u8; 16])));
+    members.iter().for_each(|m| m.group.announce_group(Some([5u8; 16])));
     let old_ids: Vec<u64> = members.into_iter().map(crash).collect();
 
     let mut anew = durable(&all[0], true, &all);
@@ -527,15 +432,9 @@ fn a_peer_that_never_answers_does_not_hide_one_that_moved_on() {
     // Takes connections (the kernel completes them) and never says a word.
     let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut restored = durable(&all[1], false, &all);
-    restored
-        .peers
-        .insert(0, hung.local_addr().unwrap().to_string());
+    restored.peers.insert(0, hung.local_addr().unwrap().to_string());
     let back = start(restored);
-    assert_ne!(
-        back.id(),
-        old_ids[1],
-        "the founder's answer set the old state aside"
-    );
+    assert_ne!(back.id(), old_ids[1], "the founder's answer set the old state aside");
     wait_primary(&back);
     submit(&founder, b"past the hung peer");
     wait_delivered(&[&back], b"past the hung peer");
@@ -551,9 +450,7 @@ fn a_member_restarted_into_its_own_live_group_keeps_its_state() {
     let all = seats(&root, &["k1", "k2", "k3"]);
     let history = [3u8; 16];
     let mut members = three_durable_voters(&all, 3);
-    members
-        .iter()
-        .for_each(|m| m.group.announce_group(Some(history)));
+    members.iter().for_each(|m| m.group.announce_group(Some(history)));
     let old_id = crash(members.pop().unwrap());
     let mut c = durable(&all[2], false, &all);
     c.history = Some(history);
@@ -576,17 +473,11 @@ fn a_member_that_formed_a_component_alone_joins_the_group_after_a_restart() {
     let all = seats(&root, &["f1", "f2", "f3"]);
     let history = [7u8; 16];
     let mut members = three_durable_voters(&all, 3);
-    members
-        .iter()
-        .for_each(|m| m.group.announce_group(Some(history)));
+    members.iter().for_each(|m| m.group.announce_group(Some(history)));
     let cut = members.pop().unwrap();
     cut.group.set_partition_policy(IGNORE_QUORUM);
-    cut.group
-        .isolate(tandem_group::Isolation::Isolated)
-        .expect("isolate");
-    wait_until("a component of one", || {
-        cut.group.membership().voters == vec![cut.id()] && cut.group.status().primary
-    });
+    cut.group.isolate(tandem_group::Isolation::Isolated).expect("isolate");
+    wait_until("a component of one", || cut.group.membership().voters == vec![cut.id()] && cut.group.status().primary);
     cut.group.announce_group(Some(history));
     submit(&members[0], b"the group goes on");
     wait_delivered(&[&members[0], &members[1]], b"the group goes on");
@@ -595,19 +486,10 @@ fn a_member_that_formed_a_component_alone_joins_the_group_after_a_restart() {
     let mut c = durable(&all[2], false, &all);
     c.history = Some(history);
     let back = start(c);
-    assert_ne!(
-        back.id(),
-        old_id,
-        "its state of a component of its own was set aside: a new member"
-    );
+    assert_ne!(back.id(), old_id, "its state of a component of its own was set aside: a new member");
     assert!(logged(&["the group went on without this member"]));
     wait_primary(&back);
-    wait_until("the group sees the new member", || {
-        members[0]
-            .rec
-            .last_view()
-            .is_some_and(|v| v.contains(back.id()))
-    });
+    wait_until("the group sees the new member", || members[0].rec.last_view().is_some_and(|v| v.contains(back.id())));
     submit(&members[0], b"one history");
     wait_delivered(&[&back], b"one history");
     assert!(

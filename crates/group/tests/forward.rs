@@ -10,13 +10,7 @@ use common::*;
 use tandem_group::wire;
 
 fn payloads(origin: u64, texts: &[&str]) -> Vec<wire::AppPayload> {
-    texts
-        .iter()
-        .map(|t| wire::AppPayload {
-            origin,
-            bytes: wire::Bytes::from(t.as_bytes().to_vec()),
-        })
-        .collect()
+    texts.iter().map(|t| wire::AppPayload { origin, bytes: wire::Bytes::from(t.as_bytes().to_vec()) }).collect()
 }
 
 /// Forwarded payloads are answered only when not taken: the leader appends
@@ -36,10 +30,8 @@ fn forwards_are_answered_only_when_handed_back_by_a_member_that_does_not_lead() 
 
     let mut s = connect_as(leader, sender);
     let taken = payloads(sender, &["taken-1", "taken-2"]);
-    s.write_all(&wire::encode_request(&wire::Request::Forward { payloads: taken }).unwrap())
-        .unwrap();
-    s.write_all(&wire::encode_request(&wire::Request::Keepalive).unwrap())
-        .unwrap();
+    s.write_all(&wire::encode_request(&wire::Request::Forward { payloads: taken }).unwrap()).unwrap();
+    s.write_all(&wire::encode_request(&wire::Request::Keepalive).unwrap()).unwrap();
     let answer: wire::Response = read_frame(&mut s);
     assert!(
         matches!(answer, wire::Response::Done),
@@ -50,13 +42,7 @@ fn forwards_are_answered_only_when_handed_back_by_a_member_that_does_not_lead() 
 
     let mut s = connect_as(followers[1], sender);
     let sent = payloads(sender, &["back-1", "back-2", "back-3"]);
-    s.write_all(
-        &wire::encode_request(&wire::Request::Forward {
-            payloads: sent.clone(),
-        })
-        .unwrap(),
-    )
-    .unwrap();
+    s.write_all(&wire::encode_request(&wire::Request::Forward { payloads: sent.clone() }).unwrap()).unwrap();
     let answer: wire::Response = read_frame(&mut s);
     let wire::Response::Returned { payloads: back } = answer else {
         panic!("a follower hands forwarded payloads back: {answer:?}");
@@ -85,8 +71,7 @@ fn a_refused_forward_is_handed_back_not_failed() {
     assert!(all.iter().all(|m| m.id() != stranger));
     let mut s = connect_as(leader, stranger);
     let sent = payloads(stranger, &["refused-1", "refused-2"]);
-    s.write_all(&wire::encode_request(&wire::Request::Forward { payloads: sent.clone() }).unwrap())
-        .unwrap();
+    s.write_all(&wire::encode_request(&wire::Request::Forward { payloads: sent.clone() }).unwrap()).unwrap();
     let answer: wire::Response = read_frame(&mut s);
     let wire::Response::Returned { payloads: back } = answer else {
         panic!("a refused forward is handed back: {answer:?}");

@@ -35,26 +35,14 @@ fn an_isolated_member_of_two_leaves_the_primary_component_and_both_come_back_unc
     let m2 = join("i2", &m1);
     wait_primary(&m2);
     m2.group.promote(m2.id()).expect("promote");
-    wait_until("two voters", || {
-        m1.rec.last_view().is_some_and(|v| v.voters.len() == 2)
-    });
+    wait_until("two voters", || m1.rec.last_view().is_some_and(|v| v.voters.len() == 2));
     submit(&m1, &msg(0));
     wait_delivered(&[&m1, &m2], &msg(0));
-    let views_before = m1
-        .rec
-        .events()
-        .iter()
-        .filter(|e| matches!(e, Event::View(_)))
-        .count();
+    let views_before = m1.rec.events().iter().filter(|e| matches!(e, Event::View(_))).count();
 
     m2.group.isolate(Isolation::Isolated).expect("isolate");
-    wait_until("both are told they are non-primary", || {
-        told_non_primary(&m1) && told_non_primary(&m2)
-    });
-    assert_eq!(
-        m2.group.submit(b"while isolated".to_vec()),
-        Err(GroupError::NonPrimary)
-    );
+    wait_until("both are told they are non-primary", || told_non_primary(&m1) && told_non_primary(&m2));
+    assert_eq!(m2.group.submit(b"while isolated".to_vec()), Err(GroupError::NonPrimary));
     assert!(closed_at_once(&m2), "an isolated member answers nobody");
 
     m2.group.isolate(Isolation::Off).expect("back");
@@ -63,10 +51,7 @@ fn an_isolated_member_of_two_leaves_the_primary_component_and_both_come_back_unc
     submit(&m2, &msg(1));
     wait_delivered(&[&m1, &m2], &msg(1));
     let history = same_history(&[&m1, &m2]);
-    let views_after = history
-        .iter()
-        .filter(|e| matches!(e, Event::View(_)))
-        .count();
+    let views_after = history.iter().filter(|e| matches!(e, Event::View(_))).count();
     assert_eq!(views_after, views_before, "no membership change");
 }
 
@@ -75,11 +60,7 @@ fn an_isolated_leader_is_removed_then_taken_back_without_a_restart() {
     let _serial = serial();
     let members = three_voters(["r1", "r2", "r3"]);
     let (m1, m2, m3) = (&members[0], &members[1], &members[2]);
-    assert_eq!(
-        m1.group.status().leader,
-        Some(m1.id()),
-        "r1 bootstrapped and leads"
-    );
+    assert_eq!(m1.group.status().leader, Some(m1.id()), "r1 bootstrapped and leads");
     submit(m2, &msg(0));
     wait_delivered(&[m1, m2, m3], &msg(0));
 
@@ -88,9 +69,7 @@ fn an_isolated_leader_is_removed_then_taken_back_without_a_restart() {
     m1.group.isolate(Isolation::Isolated).expect("isolate");
     wait_until("r1 is told it is non-primary", || told_non_primary(m1));
     wait_until("r2 and r3 remove r1", || {
-        [m2, m3]
-            .iter()
-            .all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m1.id())))
+        [m2, m3].iter().all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m1.id())))
     });
     for i in 1..20 {
         submit(m2, &msg(i));
@@ -99,9 +78,7 @@ fn an_isolated_leader_is_removed_then_taken_back_without_a_restart() {
 
     m1.group.isolate(Isolation::Off).expect("back");
     wait_until("r1 is a member again, everywhere", || {
-        [m1, m2, m3]
-            .iter()
-            .all(|m| m.rec.last_view().is_some_and(|v| v.contains(m1.id())))
+        [m1, m2, m3].iter().all(|m| m.rec.last_view().is_some_and(|v| v.contains(m1.id())))
     });
     wait_primary(m1);
     wait_delivered(&[m1], &msg(19));
@@ -133,10 +110,7 @@ fn a_terminated_group_connection_stays_terminated() {
     m2.group.isolate(Isolation::Terminated).expect("terminate");
     assert!(logged(&["gmcast.isolate=2"]));
     let undo = m2.group.isolate(Isolation::Off);
-    assert!(
-        matches!(&undo, Err(GroupError::Config(why)) if why.contains("restart")),
-        "{undo:?}"
-    );
+    assert!(matches!(&undo, Err(GroupError::Config(why)) if why.contains("restart")), "{undo:?}");
     wait_until("t2 is told it is non-primary", || told_non_primary(&m2));
     assert!(closed_at_once(&m2));
 }

@@ -22,9 +22,7 @@ fn per_thread(m: &Member) -> BTreeMap<usize, Vec<usize>> {
     for (_, p) in m.rec.messages() {
         let text = String::from_utf8(p).expect("a test payload");
         let (thread, n) = text.split_once(':').expect("thread:n");
-        seen.entry(thread.parse().unwrap())
-            .or_default()
-            .push(n.parse().unwrap());
+        seen.entry(thread.parse().unwrap()).or_default().push(n.parse().unwrap());
     }
     seen
 }
@@ -76,23 +74,15 @@ fn a_followers_payloads_keep_their_order_whichever_way_each_takes() {
 /// Submits on `m` from one thread, a third of the payloads from inside a
 /// runtime; `observer` must apply them all, each once, in order.
 fn one_thread_in_order(m: &Member, observer: &Member) {
-    let inside = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let inside = tokio::runtime::Builder::new_current_thread().build().unwrap();
     const N: usize = 600;
     for n in 0..N {
         let p = payload(0, n);
-        let sent = if n % 3 == 0 {
-            inside.block_on(async { m.group.submit(p) })
-        } else {
-            m.group.submit(p)
-        };
+        let sent = if n % 3 == 0 { inside.block_on(async { m.group.submit(p) }) } else { m.group.submit(p) };
         sent.unwrap_or_else(|e| panic!("payload {n} refused: {e}"));
     }
     wait_delivered(&[m, observer], &payload(0, N - 1));
-    wait_until("every payload applied", || {
-        m.rec.messages().len() == N && observer.rec.messages().len() == N
-    });
+    wait_until("every payload applied", || m.rec.messages().len() == N && observer.rec.messages().len() == N);
     assert_eq!(per_thread(observer)[&0], (0..N).collect::<Vec<_>>());
 }
 
@@ -118,31 +108,19 @@ fn concurrent_in_order(m: &Member, observer: &Member) {
     std::thread::scope(|s| {
         for t in 0..THREADS {
             s.spawn(move || {
-                let inside = tokio::runtime::Builder::new_current_thread()
-                    .build()
-                    .unwrap();
+                let inside = tokio::runtime::Builder::new_current_thread().build().unwrap();
                 for n in 0..N {
                     let p = payload(t, n);
-                    let sent = if t == 0 {
-                        inside.block_on(async { m.group.submit(p) })
-                    } else {
-                        m.group.submit(p)
-                    };
+                    let sent = if t == 0 { inside.block_on(async { m.group.submit(p) }) } else { m.group.submit(p) };
                     sent.unwrap_or_else(|e| panic!("payload {t}:{n} refused: {e}"));
                 }
             });
         }
     });
-    wait_until("every payload applied", || {
-        observer.rec.messages().len() == THREADS * N
-    });
+    wait_until("every payload applied", || observer.rec.messages().len() == THREADS * N);
     let seen = per_thread(observer);
     for t in 0..THREADS {
-        assert_eq!(
-            seen[&t],
-            (0..N).collect::<Vec<_>>(),
-            "thread {t}'s payloads"
-        );
+        assert_eq!(seen[&t], (0..N).collect::<Vec<_>>(), "thread {t}'s payloads");
     }
 }
 
@@ -168,9 +146,7 @@ fn a_followers_payloads_stay_in_order_across_a_leader_hand_over() {
             }
             n
         });
-        wait_until("payloads applied before the hand-over", || {
-            submitter.rec.messages().len() >= 500
-        });
+        wait_until("payloads applied before the hand-over", || submitter.rec.messages().len() >= 500);
         leader.group.leave(std::time::Duration::from_secs(10)).expect("the leader leaves");
         let after = submitter.rec.messages().len();
         wait_until("payloads applied after the hand-over", || {
@@ -182,15 +158,9 @@ fn a_followers_payloads_stay_in_order_across_a_leader_hand_over() {
     leader.group.shutdown();
     submit(submitter, b"9:0");
     for m in &stay {
-        wait_until(&format!("{} applied the last payload", m.name), || {
-            m.rec.has_message(b"9:0")
-        });
+        wait_until(&format!("{} applied the last payload", m.name), || m.rec.has_message(b"9:0"));
         let seen = per_thread(m)[&0].clone();
-        let gaps: Vec<(usize, usize)> = seen
-            .windows(2)
-            .filter(|w| w[1] != w[0] + 1)
-            .map(|w| (w[0], w[1]))
-            .collect();
+        let gaps: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] != w[0] + 1).map(|w| (w[0], w[1])).collect();
         assert!(
             seen[0] == 0 && gaps.is_empty() && seen.len() == submitted,
             "{}: every payload once, in submission order; {} of {submitted}, first {}, breaks after/before {gaps:?}",

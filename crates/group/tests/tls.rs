@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use common::version1_cert::{self, Version1};
 use common::*;
 use rcgen::{
-    date_time_ymd, BasicConstraints, CertificateParams, CertifiedIssuer, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+    date_time_ymd, BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
 };
 use tandem_group::{GroupChannel, PeerNames, Tls, TlsFiles, TlsSettings};
 
@@ -38,22 +38,12 @@ impl Ca {
             params.not_after = date_time_ymd(2020, 1, 1);
         }
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, format!("{name} test CA"));
+        params.distinguished_name.push(DnType::CommonName, format!("{name} test CA"));
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
         std::fs::write(dir.join(format!("{name}-ca.pem")), issuer.pem()).unwrap();
-        std::fs::write(
-            dir.join(format!("{name}-ca-key.pem")),
-            issuer.key().serialize_pem(),
-        )
-        .unwrap();
-        Ca {
-            issuer,
-            dir: dir.to_path_buf(),
-            name: name.to_string(),
-        }
+        std::fs::write(dir.join(format!("{name}-ca-key.pem")), issuer.key().serialize_pem()).unwrap();
+        Ca { issuer, dir: dir.to_path_buf(), name: name.to_string() }
     }
 
     fn ca_file(&self) -> PathBuf {
@@ -63,11 +53,7 @@ impl Ca {
     /// The CA's own certificate and key as a member's identity, the CA file
     /// being that certificate (MariaDB's galera_ssl test does this).
     fn as_member(&self) -> TlsFiles {
-        TlsFiles {
-            cert: self.ca_file(),
-            key: self.dir.join(format!("{}-ca-key.pem", self.name)),
-            ca: self.ca_file(),
-        }
+        TlsFiles { cert: self.ca_file(), key: self.dir.join(format!("{}-ca-key.pem", self.name)), ca: self.ca_file() }
     }
 
     /// A member certificate valid now (or, `expired`, only in 2020).
@@ -80,10 +66,7 @@ impl Ca {
         let names = names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
         let mut params = CertificateParams::new(names).unwrap();
         params.distinguished_name.push(DnType::CommonName, member);
-        params.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
         if expired {
             params.not_before = date_time_ymd(2019, 1, 1);
             params.not_after = date_time_ymd(2020, 1, 1);
@@ -130,10 +113,7 @@ fn with_tls_names(
     peer_names: PeerNames,
 ) -> tandem_group::GroupConfig {
     config.tls = Some(TlsSettings {
-        policy: tandem_group::TlsPolicy {
-            peer_names,
-            ciphers: String::new(),
-        },
+        policy: tandem_group::TlsPolicy { peer_names, ciphers: String::new() },
         files,
         dynamic: false,
     });
@@ -145,22 +125,13 @@ fn members_with_the_groups_ca_order_together_and_strangers_are_refused() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "group");
-    let m1 = start(with_tls(
-        config("t1", CLUSTER, true, vec![]),
-        ca.member("t1", false),
-    ));
+    let m1 = start(with_tls(config("t1", CLUSTER, true, vec![]), ca.member("t1", false)));
     wait_primary(&m1);
-    let m2 = start(with_tls(
-        config("t2", CLUSTER, false, vec![m1.addr()]),
-        ca.member("t2", false),
-    ));
+    let m2 = start(with_tls(config("t2", CLUSTER, false, vec![m1.addr()]), ca.member("t2", false)));
     wait_primary(&m2);
     submit(&m2, b"over-tls");
     wait_delivered(&[&m1, &m2], b"over-tls");
-    assert!(
-        logged(&["The group channel is encrypted with TLS"]),
-        "the encryption is logged"
-    );
+    assert!(logged(&["The group channel is encrypted with TLS"]), "the encryption is logged");
 
     // A plaintext member: refused, and told why.
     let plain = start(config("plain", CLUSTER, false, vec![m1.addr()]));
@@ -168,48 +139,29 @@ fn members_with_the_groups_ca_order_together_and_strangers_are_refused() {
         logged(&["did not start a TLS handshake", "requires TLS"])
             && logged(&["refused our connection", "requires TLS"])
     });
-    assert!(
-        !plain.group.status().primary,
-        "the plaintext member never joined"
-    );
+    assert!(!plain.group.status().primary, "the plaintext member never joined");
     plain.group.shutdown();
 
     // Another CA, and our CA's expired certificate: the handshake fails.
     let other = Ca::new(dir.path(), "other");
-    let foreign = start(with_tls(
-        config("foreign", CLUSTER, false, vec![m1.addr()]),
-        other.member("foreign", false),
-    ));
+    let foreign = start(with_tls(config("foreign", CLUSTER, false, vec![m1.addr()]), other.member("foreign", false)));
     let mut expired_files = ca.member("late", true);
     expired_files.ca = ca.ca_file();
-    let expired = start(with_tls(
-        config("late", CLUSTER, false, vec![m1.addr()]),
-        expired_files,
-    ));
+    let expired = start(with_tls(config("late", CLUSTER, false, vec![m1.addr()]), expired_files));
     let dialled = format!("TLS handshake with {} failed", m1.addr());
     wait_until("both refused, with the reason", || {
         logged(&[&dialled, "UnknownIssuer"])
             && logged(&["TLS handshake with", "certificate expired"])
-            && logged(&[
-                &format!("Member at {} refused our TLS certificate", m1.addr()),
-                "CertificateExpired",
-            ])
+            && logged(&[&format!("Member at {} refused our TLS certificate", m1.addr()), "CertificateExpired"])
     });
-    assert!(
-        !foreign.group.status().primary && !expired.group.status().primary,
-        "neither joined"
-    );
+    assert!(!foreign.group.status().primary && !expired.group.status().primary, "neither joined");
     foreign.group.shutdown();
     expired.group.shutdown();
 
     submit(&m1, b"still-working");
     wait_delivered(&[&m1, &m2], b"still-working");
     let view = m1.rec.last_view().expect("a view");
-    assert_eq!(
-        view.members.len(),
-        2,
-        "only the two members with the group's certificates: {view:?}"
-    );
+    assert_eq!(view.members.len(), 2, "only the two members with the group's certificates: {view:?}");
     m2.group.shutdown();
     m1.group.shutdown();
 }
@@ -220,40 +172,18 @@ fn a_wrong_file_is_named_and_a_reload_keeps_the_identity_in_use() {
     let ca = Ca::new(dir.path(), "reload");
     let files = ca.member("r1", false);
 
-    let missing = TlsFiles {
-        key: dir.path().join("no-such-key.pem"),
-        ..files.clone()
-    };
+    let missing = TlsFiles { key: dir.path().join("no-such-key.pem"), ..files.clone() };
     let err = Tls::load(&missing).unwrap_err().to_string();
-    assert!(
-        err.contains("socket.ssl_key") && err.contains("no-such-key.pem"),
-        "{err}"
-    );
+    assert!(err.contains("socket.ssl_key") && err.contains("no-such-key.pem"), "{err}");
 
     let not_pem = dir.path().join("garbage.pem");
     std::fs::write(&not_pem, b"not a certificate").unwrap();
-    let err = Tls::load(&TlsFiles {
-        cert: not_pem.clone(),
-        ..files.clone()
-    })
-    .unwrap_err()
-    .to_string();
-    assert!(
-        err.contains("socket.ssl_cert") && err.contains("garbage.pem"),
-        "{err}"
-    );
+    let err = Tls::load(&TlsFiles { cert: not_pem.clone(), ..files.clone() }).unwrap_err().to_string();
+    assert!(err.contains("socket.ssl_cert") && err.contains("garbage.pem"), "{err}");
 
     let other = ca.member("r2", false);
-    let err = Tls::load(&TlsFiles {
-        key: other.key.clone(),
-        ..files.clone()
-    })
-    .unwrap_err()
-    .to_string();
-    assert!(
-        err.contains("does not go with"),
-        "a key of another certificate: {err}"
-    );
+    let err = Tls::load(&TlsFiles { key: other.key.clone(), ..files.clone() }).unwrap_err().to_string();
+    assert!(err.contains("does not go with"), "a key of another certificate: {err}");
 
     let tls = Tls::load(&files).expect("a good identity loads");
     std::fs::write(&files.key, b"broken during a rotation").unwrap();
@@ -269,15 +199,9 @@ fn a_self_signed_certificate_in_the_ca_file_is_an_identity_but_not_when_expired(
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "pinned");
-    let m1 = start(with_tls(
-        config("p1", CLUSTER, true, vec![]),
-        ca.as_member(),
-    ));
+    let m1 = start(with_tls(config("p1", CLUSTER, true, vec![]), ca.as_member()));
     wait_primary(&m1);
-    let m2 = start(with_tls(
-        config("p2", CLUSTER, false, vec![m1.addr()]),
-        ca.as_member(),
-    ));
+    let m2 = start(with_tls(config("p2", CLUSTER, false, vec![m1.addr()]), ca.as_member()));
     wait_primary(&m2);
     submit(&m2, b"pinned");
     wait_delivered(&[&m1, &m2], b"pinned");
@@ -286,21 +210,12 @@ fn a_self_signed_certificate_in_the_ca_file_is_an_identity_but_not_when_expired(
     let stale = Ca::valid(dir.path(), "stale", true);
     let mut files = stale.as_member();
     files.ca = ca.ca_file();
-    let both = [ca.ca_file(), stale.ca_file()]
-        .iter()
-        .map(|f| std::fs::read_to_string(f).unwrap())
-        .collect::<String>();
+    let both = [ca.ca_file(), stale.ca_file()].iter().map(|f| std::fs::read_to_string(f).unwrap()).collect::<String>();
     std::fs::write(dir.path().join("both.pem"), both).unwrap();
     files.ca = dir.path().join("both.pem");
-    let late = start(with_tls(
-        config("p3", CLUSTER, false, vec![m1.addr()]),
-        files,
-    ));
+    let late = start(with_tls(config("p3", CLUSTER, false, vec![m1.addr()]), files));
     wait_until("the expired self-signed member refused", || {
-        logged(&[
-            &format!("Member at {} refused our TLS certificate", m1.addr()),
-            "CertificateExpired",
-        ])
+        logged(&[&format!("Member at {} refused our TLS certificate", m1.addr()), "CertificateExpired"])
     });
     assert!(!late.group.status().primary, "it never joined");
     late.group.shutdown();
@@ -314,15 +229,9 @@ fn peer_names_are_checked_only_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "names");
     // m1's certificate names another address than the one it listens at.
-    let m1 = start(with_tls(
-        config("n1", CLUSTER, true, vec![]),
-        ca.member_for("n1", &["10.9.9.9"], false),
-    ));
+    let m1 = start(with_tls(config("n1", CLUSTER, true, vec![]), ca.member_for("n1", &["10.9.9.9"], false)));
     wait_primary(&m1);
-    let lenient = start(with_tls(
-        config("n2", CLUSTER, false, vec![m1.addr()]),
-        ca.member("n2", false),
-    ));
+    let lenient = start(with_tls(config("n2", CLUSTER, false, vec![m1.addr()]), ca.member("n2", false)));
     wait_primary(&lenient);
     lenient.group.shutdown();
 
@@ -332,9 +241,7 @@ fn peer_names_are_checked_only_when_asked() {
         PeerNames::Verified,
     ));
     let dialled = format!("TLS handshake with {} failed", m1.addr());
-    wait_until("the strict member refuses the misnamed certificate", || {
-        logged(&[&dialled, "not valid for name"])
-    });
+    wait_until("the strict member refuses the misnamed certificate", || logged(&[&dialled, "not valid for name"]));
     assert!(!strict.group.status().primary, "it never joined");
     strict.group.shutdown();
     m1.group.shutdown();
@@ -345,28 +252,17 @@ fn version_1_certificates_of_the_groups_ca_are_identities_as_with_galera() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "v1");
-    let m1 = start(with_tls(
-        config("v1a", CLUSTER, true, vec![]),
-        ca.member_v1("v1a", version1_cert::VALID_NOW),
-    ));
+    let m1 = start(with_tls(config("v1a", CLUSTER, true, vec![]), ca.member_v1("v1a", version1_cert::VALID_NOW)));
     wait_primary(&m1);
     // One member with a version 3 certificate beside them: both kinds mix.
-    let m2 = start(with_tls(
-        config("v1b", CLUSTER, false, vec![m1.addr()]),
-        ca.member("v1b", false),
-    ));
-    let m3 = start(with_tls(
-        config("v1c", CLUSTER, false, vec![m1.addr()]),
-        ca.member_v1("v1c", version1_cert::VALID_NOW),
-    ));
+    let m2 = start(with_tls(config("v1b", CLUSTER, false, vec![m1.addr()]), ca.member("v1b", false)));
+    let m3 =
+        start(with_tls(config("v1c", CLUSTER, false, vec![m1.addr()]), ca.member_v1("v1c", version1_cert::VALID_NOW)));
     wait_primary(&m2);
     wait_primary(&m3);
     submit(&m3, b"v1-over-tls");
     wait_delivered(&[&m1, &m2, &m3], b"v1-over-tls");
-    assert!(
-        logged(&["is an X.509 version 1 certificate", "v1a-v1-cert.pem"]),
-        "the Note on loading one"
-    );
+    assert!(logged(&["is an X.509 version 1 certificate", "v1a-v1-cert.pem"]), "the Note on loading one");
 
     // Version 1 from another CA, or expired: refused, with the reason.
     let other = Ca::new(dir.path(), "v1-other");
@@ -389,9 +285,7 @@ fn version_1_certificates_of_the_groups_ca_are_identities_as_with_galera() {
         ca.member("v1-strict", false),
         PeerNames::Verified,
     ));
-    wait_until("the strict member refuses the nameless certificate", || {
-        logged(&[&dialled, "not valid for name"])
-    });
+    wait_until("the strict member refuses the nameless certificate", || logged(&[&dialled, "not valid for name"]));
     for outsider in [&foreign, &late, &strict] {
         assert!(!outsider.group.status().primary, "{} joined", outsider.name);
     }
@@ -412,11 +306,7 @@ fn openssl(dir: &Path, args: &str) {
         .current_dir(dir)
         .output()
         .expect("openssl (make deps installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "openssl {args}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// The recipe of Galera's and MariaDB's TLS guides: a CA from `req -x509`,
@@ -427,18 +317,10 @@ fn certificates_made_the_way_galeras_guides_say_are_identities() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     openssl(d, "genrsa -out ca-key.pem 2048");
-    openssl(
-        d,
-        "req -new -x509 -nodes -days 3650 -key ca-key.pem -out ca-cert.pem -subj /CN=guide-ca",
-    );
+    openssl(d, "req -new -x509 -nodes -days 3650 -key ca-key.pem -out ca-cert.pem -subj /CN=guide-ca");
     let mut members = Vec::new();
     for name in ["guide1", "guide2"] {
-        openssl(
-            d,
-            &format!(
-                "req -newkey rsa:2048 -nodes -keyout {name}-key.pem -out {name}-req.pem -subj /CN={name}"
-            ),
-        );
+        openssl(d, &format!("req -newkey rsa:2048 -nodes -keyout {name}-key.pem -out {name}-req.pem -subj /CN={name}"));
         openssl(
             d,
             &format!(
@@ -454,10 +336,7 @@ fn certificates_made_the_way_galeras_guides_say_are_identities() {
     }
     use rustls::pki_types::pem::PemObject;
     let pem = std::fs::read(&members[0].cert).unwrap();
-    let der = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
-        .next()
-        .unwrap()
-        .unwrap();
+    let der = rustls::pki_types::CertificateDer::pem_slice_iter(&pem).next().unwrap().unwrap();
     {
         use x509_parser::prelude::{FromDer, X509Certificate, X509Version};
         let (_, cert) = X509Certificate::from_der(der.as_ref()).unwrap();
@@ -467,15 +346,9 @@ fn certificates_made_the_way_galeras_guides_say_are_identities() {
             "this OpenSSL issues version 3 here: the test no longer covers version 1"
         );
     }
-    let m1 = start(with_tls(
-        config("guide1", CLUSTER, true, vec![]),
-        members[0].clone(),
-    ));
+    let m1 = start(with_tls(config("guide1", CLUSTER, true, vec![]), members[0].clone()));
     wait_primary(&m1);
-    let m2 = start(with_tls(
-        config("guide2", CLUSTER, false, vec![m1.addr()]),
-        members[1].clone(),
-    ));
+    let m2 = start(with_tls(config("guide2", CLUSTER, false, vec![m1.addr()]), members[1].clone()));
     wait_primary(&m2);
     submit(&m2, b"as-the-guide-says");
     wait_delivered(&[&m1, &m2], b"as-the-guide-says");

@@ -14,9 +14,7 @@ fn msg(n: usize) -> Vec<u8> {
 }
 
 fn weight_everywhere(members: &[&Member], weight: u64) -> bool {
-    members
-        .iter()
-        .all(|m| m.group.cluster_weight() == Some(weight))
+    members.iter().all(|m| m.group.cluster_weight() == Some(weight))
 }
 
 #[test]
@@ -27,22 +25,11 @@ fn a_weight_change_is_agreed_by_every_member_before_set_returns_on_the_leader() 
     assert_eq!(members[0].group.cluster_weight(), Some(3));
     // Set on a follower: it goes through the leader.
     members[1].group.set_weight(4).expect("set on a follower");
-    assert_eq!(
-        members[1].group.cluster_weight(),
-        Some(6),
-        "the membership carries it when set returns"
-    );
-    wait_until("every member weighs the group at 6", || {
-        weight_everywhere(&all, 6)
-    });
-    assert!(matches!(
-        members[0].group.set_weight(256),
-        Err(GroupError::Config(_))
-    ));
+    assert_eq!(members[1].group.cluster_weight(), Some(6), "the membership carries it when set returns");
+    wait_until("every member weighs the group at 6", || weight_everywhere(&all, 6));
+    assert!(matches!(members[0].group.set_weight(256), Err(GroupError::Config(_))));
     members[1].group.set_weight(1).expect("back to 1");
-    wait_until("every member weighs the group at 3", || {
-        weight_everywhere(&all, 3)
-    });
+    wait_until("every member weighs the group at 3", || weight_everywhere(&all, 3));
     let view = members[0].rec.last_view().expect("a view");
     assert_eq!(view.voters.len(), 3, "weights change no member's role");
 }
@@ -54,22 +41,16 @@ fn a_heavy_member_cut_from_two_light_ones_goes_on_alone_and_they_wait_for_it() {
     let (m1, m2, m3) = (&members[0], &members[1], &members[2]);
     m1.group.set_weight(3).expect("weigh 3");
     assert_eq!(m1.group.cluster_weight(), Some(5));
-    wait_until("the light members know h1 weighs 3", || {
-        weight_everywhere(&[m2, m3], 5)
-    });
+    wait_until("the light members know h1 weighs 3", || weight_everywhere(&[m2, m3], 5));
     submit(m2, &msg(0));
     wait_delivered(&[m1, m2, m3], &msg(0));
     let light_before = m2.rec.events();
 
     // galera_pc_weight's shape: 3 against 1 + 1.
     m1.group.isolate(Isolation::Isolated).expect("isolate");
-    wait_until("h2 and h3 are told they are non-primary", || {
-        told_non_primary(m2) && told_non_primary(m3)
-    });
+    wait_until("h2 and h3 are told they are non-primary", || told_non_primary(m2) && told_non_primary(m3));
     wait_until("h1 forms a primary component alone", || {
-        m1.rec
-            .last_view()
-            .is_some_and(|v| v.voters == vec![m1.id()] && v.members.len() == 1)
+        m1.rec.last_view().is_some_and(|v| v.voters == vec![m1.id()] && v.members.len() == 1)
             && m1.group.status().primary
     });
     assert!(logged(&["Weighted quorum (pc.weight) holds"]));
@@ -79,34 +60,19 @@ fn a_heavy_member_cut_from_two_light_ones_goes_on_alone_and_they_wait_for_it() {
     wait_delivered(&[m1], &msg(10));
     for m in [m2, m3] {
         assert!(!m.group.status().primary, "{} is on the light side", m.name);
-        assert_eq!(
-            m.group.submit(b"light side".to_vec()),
-            Err(GroupError::NonPrimary)
-        );
+        assert_eq!(m.group.submit(b"light side".to_vec()), Err(GroupError::NonPrimary));
     }
     // Two heads of three, but not enough weight: they ordered nothing, not
     // even the removal of h1 (an eviction needs the primary component).
-    assert_eq!(
-        m2.rec.events(),
-        light_before,
-        "h2 applied nothing while cut"
-    );
-    assert_eq!(
-        m3.rec.events(),
-        light_before,
-        "h3 applied nothing while cut"
-    );
+    assert_eq!(m2.rec.events(), light_before, "h2 applied nothing while cut");
+    assert_eq!(m3.rec.events(), light_before, "h3 applied nothing while cut");
 
     m1.group.set_weight(1).expect("weigh 1, alone");
     assert_eq!(m1.group.cluster_weight(), Some(1));
 
     m1.group.isolate(Isolation::Off).expect("back");
     wait_until("h2 and h3 are members of h1's group again", || {
-        [m1, m2, m3].iter().all(|m| {
-            m.rec
-                .last_view()
-                .is_some_and(|v| v.contains(m2.id()) && v.contains(m3.id()))
-        })
+        [m1, m2, m3].iter().all(|m| m.rec.last_view().is_some_and(|v| v.contains(m2.id()) && v.contains(m3.id())))
     });
     wait_primary(m2);
     wait_primary(m3);
@@ -117,17 +83,10 @@ fn a_heavy_member_cut_from_two_light_ones_goes_on_alone_and_they_wait_for_it() {
     wait_delivered(&[m1, m2, m3], &msg(11));
     let history = same_history(&[m1, m2, m3]);
     let delivered: Vec<usize> = (0..=11)
-        .map(|i| {
-            history
-                .iter()
-                .filter(|e| matches!(e, Event::Message { payload, .. } if *payload == msg(i)))
-                .count()
-        })
+        .map(|i| history.iter().filter(|e| matches!(e, Event::Message { payload, .. } if *payload == msg(i))).count())
         .collect();
     assert_eq!(delivered, vec![1; 12], "each write once, in one history");
-    wait_until("the group weighs 3 again everywhere", || {
-        weight_everywhere(&[m1, m2, m3], 3)
-    });
+    wait_until("the group weighs 3 again everywhere", || weight_everywhere(&[m1, m2, m3], 3));
 }
 
 #[test]
@@ -139,17 +98,9 @@ fn with_equal_weights_a_single_member_does_not_go_on() {
     m1.group.isolate(Isolation::Isolated).expect("isolate");
     wait_until("e1 is told it is non-primary", || told_non_primary(m1));
     wait_until("e2 and e3 go on without e1", || {
-        [m2, m3]
-            .iter()
-            .all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m1.id())))
+        [m2, m3].iter().all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m1.id())))
     });
     assert!(!m1.group.status().primary);
-    assert_eq!(
-        m1.group.submit(b"alone".to_vec()),
-        Err(GroupError::NonPrimary)
-    );
-    assert_eq!(
-        count_logged(&["Weighted quorum (pc.weight) holds"]),
-        weighted
-    );
+    assert_eq!(m1.group.submit(b"alone".to_vec()), Err(GroupError::NonPrimary));
+    assert_eq!(count_logged(&["Weighted quorum (pc.weight) holds"]), weighted);
 }

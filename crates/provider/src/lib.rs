@@ -4,13 +4,13 @@
 //! lives in this crate.
 
 mod convert;
+mod group;
 mod guard;
 mod health;
 mod logger;
 mod recover;
 mod server_app;
 mod slots;
-mod group;
 
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};

@@ -58,11 +58,7 @@ pub fn recover_position(data_dir: &Path) -> Result<Gtid, String> {
             );
             Ok(position)
         }
-        None => Err(format!(
-            "{} --wsrep-recover ({status}) printed no position; see {}",
-            exe.display(),
-            log.display()
-        )),
+        None => Err(format!("{} --wsrep-recover ({status}) printed no position; see {}", exe.display(), log.display())),
     }
 }
 

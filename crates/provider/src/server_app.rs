@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use tandem_engine::app::{Applied, Application, ApplyJob};
+use tandem_engine::app::{Application, Applied, ApplyJob};
 use tandem_engine::types::Gtid;
 use tandem_engine::view::{View, ViewStatus};
 use wsrep_abi::*;
@@ -76,7 +76,9 @@ impl Application for ServerApp {
         let mut buf = ViewBuffer::new(view);
         let Some(cb) = self.view_cb else { return true };
         // SAFETY: as above; the server ignores state/state_len.
-        unsafe { cb(self.app_ctx as *mut c_void, recv_ctx as *mut c_void, buf.ptr(), std::ptr::null(), 0) == WSREP_CB_SUCCESS }
+        unsafe {
+            cb(self.app_ctx as *mut c_void, recv_ctx as *mut c_void, buf.ptr(), std::ptr::null(), 0) == WSREP_CB_SUCCESS
+        }
     }
 
     fn sst_request(&self) -> Option<Vec<u8>> {
@@ -120,7 +122,10 @@ impl Application for ServerApp {
         let msg = wsrep_buf_t { ptr: request.as_ptr() as *const c_void, len: request.len() };
         let gtid = gtid_to_c(state);
         // SAFETY: locals outlive the call; `state` may be NULL per the contract.
-        unsafe { cb(self.app_ctx as *mut c_void, recv_ctx as *mut c_void, &msg, &gtid, std::ptr::null(), bypass) == WSREP_CB_SUCCESS }
+        unsafe {
+            cb(self.app_ctx as *mut c_void, recv_ctx as *mut c_void, &msg, &gtid, std::ptr::null(), bypass)
+                == WSREP_CB_SUCCESS
+        }
     }
 
     fn synced(&self) -> bool {

@@ -145,7 +145,13 @@ unsafe extern "C" fn init(w: *mut wsrep_t, args: *const wsrep_init_args) -> wsre
             sst_donate_cb: a.sst_donate_cb,
             synced_cb: a.synced_cb,
         };
-        log::info!("Tandem {} initializing: node '{}' at '{}', data dir '{}'", env!("CARGO_PKG_VERSION"), config.name, config.node_address, config.data_dir.display());
+        log::info!(
+            "Tandem {} initializing: node '{}' at '{}', data dir '{}'",
+            env!("CARGO_PKG_VERSION"),
+            config.name,
+            config.node_address,
+            config.data_dir.display()
+        );
         match Node::new(Arc::new(app), config, group_factory()) {
             Ok(node) => {
                 let health = match crate::health::start(&node) {
@@ -224,7 +230,13 @@ unsafe extern "C" fn enc_set_key(_w: *mut wsrep_t, _key: *const wsrep_enc_key_t)
     WSREP_NOT_IMPLEMENTED
 }
 
-unsafe extern "C" fn connect(w: *mut wsrep_t, name: *const c_char, url: *const c_char, donor: *const c_char, bootstrap: wsrep_bool_t) -> wsrep_status_t {
+unsafe extern "C" fn connect(
+    w: *mut wsrep_t,
+    name: *const c_char,
+    url: *const c_char,
+    donor: *const c_char,
+    bootstrap: wsrep_bool_t,
+) -> wsrep_status_t {
     with_node!(w, "connect", WSREP_NODE_FAIL, |node| {
         let (name, url, donor) = unsafe { (string(name), string(url), string(donor)) };
         match node.connect(&name, &url, &donor, bootstrap) {
@@ -269,11 +281,21 @@ unsafe extern "C" fn recv(w: *mut wsrep_t, ctx: *mut c_void) -> wsrep_status_t {
     })
 }
 
-unsafe extern "C" fn assign_read_view(_w: *mut wsrep_t, _h: *mut wsrep_ws_handle_t, _rv: *const wsrep_gtid_t) -> wsrep_status_t {
+unsafe extern "C" fn assign_read_view(
+    _w: *mut wsrep_t,
+    _h: *mut wsrep_ws_handle_t,
+    _rv: *const wsrep_gtid_t,
+) -> wsrep_status_t {
     WSREP_NOT_IMPLEMENTED
 }
 
-unsafe extern "C" fn certify(w: *mut wsrep_t, conn_id: wsrep_conn_id_t, handle: *mut wsrep_ws_handle_t, flags: u32, meta: *mut wsrep_trx_meta_t) -> wsrep_status_t {
+unsafe extern "C" fn certify(
+    w: *mut wsrep_t,
+    conn_id: wsrep_conn_id_t,
+    handle: *mut wsrep_ws_handle_t,
+    flags: u32,
+    meta: *mut wsrep_trx_meta_t,
+) -> wsrep_status_t {
     with_node!(w, "certify", WSREP_NODE_FAIL, |node| unsafe {
         if handle.is_null() {
             return WSREP_NODE_FAIL;
@@ -297,7 +319,11 @@ unsafe fn fill_meta(meta: *mut wsrep_trx_meta_t, o: tandem_engine::client::Order
     (*meta).depends_on = o.depends_on;
 }
 
-unsafe extern "C" fn commit_order_enter(w: *mut wsrep_t, handle: *const wsrep_ws_handle_t, meta: *const wsrep_trx_meta_t) -> wsrep_status_t {
+unsafe extern "C" fn commit_order_enter(
+    w: *mut wsrep_t,
+    handle: *const wsrep_ws_handle_t,
+    meta: *const wsrep_trx_meta_t,
+) -> wsrep_status_t {
     with_node!(w, "commit_order_enter", WSREP_NODE_FAIL, |node| unsafe {
         if handle.is_null() || meta.is_null() {
             return WSREP_NODE_FAIL;
@@ -307,7 +333,12 @@ unsafe extern "C" fn commit_order_enter(w: *mut wsrep_t, handle: *const wsrep_ws
     })
 }
 
-unsafe extern "C" fn commit_order_leave(w: *mut wsrep_t, _handle: *const wsrep_ws_handle_t, meta: *const wsrep_trx_meta_t, error: *const wsrep_buf_t) -> wsrep_status_t {
+unsafe extern "C" fn commit_order_leave(
+    w: *mut wsrep_t,
+    _handle: *const wsrep_ws_handle_t,
+    meta: *const wsrep_trx_meta_t,
+    error: *const wsrep_buf_t,
+) -> wsrep_status_t {
     with_node!(w, "commit_order_leave", WSREP_NODE_FAIL, |node| unsafe {
         if meta.is_null() {
             return WSREP_NODE_FAIL;
@@ -327,7 +358,11 @@ unsafe extern "C" fn release(w: *mut wsrep_t, handle: *mut wsrep_ws_handle_t) ->
     })
 }
 
-unsafe extern "C" fn replay_trx(w: *mut wsrep_t, handle: *const wsrep_ws_handle_t, trx_ctx: *mut c_void) -> wsrep_status_t {
+unsafe extern "C" fn replay_trx(
+    w: *mut wsrep_t,
+    handle: *const wsrep_ws_handle_t,
+    trx_ctx: *mut c_void,
+) -> wsrep_status_t {
     with_node!(w, "replay_trx", WSREP_NODE_FAIL, |node| unsafe {
         if handle.is_null() {
             return WSREP_NODE_FAIL;
@@ -336,7 +371,12 @@ unsafe extern "C" fn replay_trx(w: *mut wsrep_t, handle: *const wsrep_ws_handle_
     })
 }
 
-unsafe extern "C" fn abort_certification(w: *mut wsrep_t, bf_seqno: wsrep_seqno_t, victim: wsrep_trx_id_t, victim_seqno: *mut wsrep_seqno_t) -> wsrep_status_t {
+unsafe extern "C" fn abort_certification(
+    w: *mut wsrep_t,
+    bf_seqno: wsrep_seqno_t,
+    victim: wsrep_trx_id_t,
+    victim_seqno: *mut wsrep_seqno_t,
+) -> wsrep_status_t {
     with_node!(w, "abort_certification", WSREP_OK, |node| unsafe {
         let (status, seqno) = node.abort_certification(bf_seqno, victim);
         if !victim_seqno.is_null() {
@@ -353,7 +393,14 @@ unsafe extern "C" fn rollback(w: *mut wsrep_t, trx: wsrep_trx_id_t, _data: *cons
     with_node!(w, "rollback", WSREP_NODE_FAIL, |node| crate::convert::status(node.rollback_stream(trx)))
 }
 
-unsafe extern "C" fn append_key(w: *mut wsrep_t, handle: *mut wsrep_ws_handle_t, keys: *const wsrep_key_t, count: usize, key_type: wsrep_key_type_t, _copy: wsrep_bool_t) -> wsrep_status_t {
+unsafe extern "C" fn append_key(
+    w: *mut wsrep_t,
+    handle: *mut wsrep_ws_handle_t,
+    keys: *const wsrep_key_t,
+    count: usize,
+    key_type: wsrep_key_type_t,
+    _copy: wsrep_bool_t,
+) -> wsrep_status_t {
     with_node!(w, "append_key", WSREP_NODE_FAIL, |node| unsafe {
         let Some(kind) = KeyType::from_wsrep(key_type) else { return WSREP_NODE_FAIL };
         if handle.is_null() || (keys.is_null() && count > 0) {
@@ -367,7 +414,14 @@ unsafe extern "C" fn append_key(w: *mut wsrep_t, handle: *mut wsrep_ws_handle_t,
     })
 }
 
-unsafe extern "C" fn append_data(w: *mut wsrep_t, handle: *mut wsrep_ws_handle_t, data: *const wsrep_buf_t, count: usize, _data_type: wsrep_data_type_t, _copy: wsrep_bool_t) -> wsrep_status_t {
+unsafe extern "C" fn append_data(
+    w: *mut wsrep_t,
+    handle: *mut wsrep_ws_handle_t,
+    data: *const wsrep_buf_t,
+    count: usize,
+    _data_type: wsrep_data_type_t,
+    _copy: wsrep_bool_t,
+) -> wsrep_status_t {
     with_node!(w, "append_data", WSREP_NODE_FAIL, |node| unsafe {
         if handle.is_null() {
             return WSREP_NODE_FAIL;
@@ -380,7 +434,12 @@ unsafe extern "C" fn append_data(w: *mut wsrep_t, handle: *mut wsrep_ws_handle_t
     })
 }
 
-unsafe extern "C" fn sync_wait(w: *mut wsrep_t, upto: *mut wsrep_gtid_t, tout: c_int, gtid: *mut wsrep_gtid_t) -> wsrep_status_t {
+unsafe extern "C" fn sync_wait(
+    w: *mut wsrep_t,
+    upto: *mut wsrep_gtid_t,
+    tout: c_int,
+    gtid: *mut wsrep_gtid_t,
+) -> wsrep_status_t {
     with_node!(w, "sync_wait", WSREP_NODE_FAIL, |node| unsafe {
         let upto = if upto.is_null() { None } else { Some(gtid_from_c(upto)) };
         let timeout = match tout {
@@ -413,7 +472,16 @@ unsafe extern "C" fn free_connection(_w: *mut wsrep_t, _conn: wsrep_conn_id_t) -
     WSREP_OK
 }
 
-unsafe extern "C" fn to_execute_start(w: *mut wsrep_t, conn_id: wsrep_conn_id_t, keys: *const wsrep_key_t, keys_num: usize, action: *const wsrep_buf_t, count: usize, flags: u32, meta: *mut wsrep_trx_meta_t) -> wsrep_status_t {
+unsafe extern "C" fn to_execute_start(
+    w: *mut wsrep_t,
+    conn_id: wsrep_conn_id_t,
+    keys: *const wsrep_key_t,
+    keys_num: usize,
+    action: *const wsrep_buf_t,
+    count: usize,
+    flags: u32,
+    meta: *mut wsrep_trx_meta_t,
+) -> wsrep_status_t {
     with_node!(w, "to_execute_start", WSREP_NODE_FAIL, |node| unsafe {
         let keys = if keys.is_null() { vec![] } else { (0..keys_num).map(|i| key_parts(keys.add(i))).collect() };
         let data = buffers(action, count);
@@ -423,17 +491,34 @@ unsafe extern "C" fn to_execute_start(w: *mut wsrep_t, conn_id: wsrep_conn_id_t,
     })
 }
 
-unsafe extern "C" fn to_execute_end(w: *mut wsrep_t, conn_id: wsrep_conn_id_t, error: *const wsrep_buf_t) -> wsrep_status_t {
+unsafe extern "C" fn to_execute_end(
+    w: *mut wsrep_t,
+    conn_id: wsrep_conn_id_t,
+    error: *const wsrep_buf_t,
+) -> wsrep_status_t {
     with_node!(w, "to_execute_end", WSREP_NODE_FAIL, |node| unsafe {
         crate::convert::status(node.to_execute_end(conn_id, bytes(error)))
     })
 }
 
-unsafe extern "C" fn preordered_collect(_w: *mut wsrep_t, _h: *mut wsrep_po_handle_t, _d: *const wsrep_buf_t, _c: usize, _copy: wsrep_bool_t) -> wsrep_status_t {
+unsafe extern "C" fn preordered_collect(
+    _w: *mut wsrep_t,
+    _h: *mut wsrep_po_handle_t,
+    _d: *const wsrep_buf_t,
+    _c: usize,
+    _copy: wsrep_bool_t,
+) -> wsrep_status_t {
     WSREP_NOT_IMPLEMENTED
 }
 
-unsafe extern "C" fn preordered_commit(_w: *mut wsrep_t, _h: *mut wsrep_po_handle_t, _src: *const wsrep_uuid_t, _f: u32, _r: c_int, _c: wsrep_bool_t) -> wsrep_status_t {
+unsafe extern "C" fn preordered_commit(
+    _w: *mut wsrep_t,
+    _h: *mut wsrep_po_handle_t,
+    _src: *const wsrep_uuid_t,
+    _f: u32,
+    _r: c_int,
+    _c: wsrep_bool_t,
+) -> wsrep_status_t {
     WSREP_NOT_IMPLEMENTED
 }
 
@@ -444,7 +529,12 @@ unsafe extern "C" fn sst_sent(w: *mut wsrep_t, state_id: *const wsrep_gtid_t, rc
     })
 }
 
-unsafe extern "C" fn sst_received(w: *mut wsrep_t, state_id: *const wsrep_gtid_t, _state: *const wsrep_buf_t, rcode: c_int) -> wsrep_status_t {
+unsafe extern "C" fn sst_received(
+    w: *mut wsrep_t,
+    state_id: *const wsrep_gtid_t,
+    _state: *const wsrep_buf_t,
+    rcode: c_int,
+) -> wsrep_status_t {
     with_node!(w, "sst_received", WSREP_OK, |node| {
         node.sst_received(unsafe { gtid_from_c(state_id) }, rcode);
         WSREP_OK
@@ -458,7 +548,8 @@ unsafe extern "C" fn snapshot(_w: *mut wsrep_t, _msg: *const wsrep_buf_t, _donor
 unsafe extern "C" fn stats_get(w: *mut wsrep_t) -> *mut wsrep_stats_var {
     guard("stats_get", std::ptr::null_mut(), || {
         let Some(p) = (unsafe { provider(w) }) else { return std::ptr::null_mut() };
-        let mut array = build_stats(p.node.status().into_iter().filter(|(name, _)| !SERVER_REPORTS.contains(name)).collect());
+        let mut array =
+            build_stats(p.node.status().into_iter().filter(|(name, _)| !SERVER_REPORTS.contains(name)).collect());
         let ptr = array.vars.as_mut_ptr();
         p.stats.lock().unwrap_or_else(|e| e.into_inner()).insert(ptr as usize, array);
         ptr
@@ -489,7 +580,11 @@ fn build_stats(values: Vec<(&'static str, StatValue)>) -> StatsArray {
         vars.push(wsrep_stats_var { name: cname.as_ptr(), type_, value: v });
         strings.push(cname);
     }
-    vars.push(wsrep_stats_var { name: std::ptr::null(), type_: WSREP_VAR_INT64, value: wsrep_stats_value { _int64: 0 } });
+    vars.push(wsrep_stats_var {
+        name: std::ptr::null(),
+        type_: WSREP_VAR_INT64,
+        value: wsrep_stats_value { _int64: 0 },
+    });
     StatsArray { vars, _strings: strings }
 }
 
@@ -532,7 +627,12 @@ unsafe extern "C" fn unlock(_w: *mut wsrep_t, _n: *const c_char, _o: u64) -> wsr
     WSREP_OK
 }
 
-unsafe extern "C" fn is_locked(_w: *mut wsrep_t, _n: *const c_char, _c: *mut u64, _node: *mut wsrep_uuid_t) -> wsrep_bool_t {
+unsafe extern "C" fn is_locked(
+    _w: *mut wsrep_t,
+    _n: *const c_char,
+    _c: *mut u64,
+    _node: *mut wsrep_uuid_t,
+) -> wsrep_bool_t {
     false
 }
 

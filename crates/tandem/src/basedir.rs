@@ -27,7 +27,8 @@ pub fn current() -> Option<PathBuf> {
 /// What a relocated tree must hold, checked before anything starts.
 pub fn check(dir: &Path) -> Result<PathBuf> {
     let dir = std::path::absolute(dir).with_context(|| format!("--basedir {}", dir.display()))?;
-    for needed in ["bin/mariadbd", "bin/mariadb", "bin/mariadb-install-db", "lib/libgalera_smm.so", "share/mysql/charsets"]
+    for needed in
+        ["bin/mariadbd", "bin/mariadb", "bin/mariadb-install-db", "lib/libgalera_smm.so", "share/mysql/charsets"]
     {
         if !dir.join(needed).exists() {
             bail!(

@@ -1,20 +1,16 @@
 //! The `tandem` command line. Each subcommand is a thin layer over the library.
 
 use crate::cluster::{self, Cluster, ClusterSpec, ClusterState, ProviderKind};
-use node::LoginArgs;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
+use node::LoginArgs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "tandem",
-    version,
-    about = "Tandem: a wsrep provider for MariaDB, and tools around it"
-)]
+#[command(name = "tandem", version, about = "Tandem: a wsrep provider for MariaDB, and tools around it")]
 pub struct Cli {
     /// Run MariaDB, Galera and sysbench from this relocated tree (unpacked
     /// from ../shared/tools/relocatable-bundle.sh) instead of the installed ones
@@ -296,17 +292,16 @@ fn up_summary(state: &ClusterState, took: Duration) -> String {
             node.error_log.display()
         );
         if let (Some(health), Some(agent)) = (node.health_addr(), node.agent_addr()) {
-            out += &format!("    health check http://{health}/health, metrics http://{health}/metrics, agent check {agent}\n");
+            out += &format!(
+                "    health check http://{health}/health, metrics http://{health}/metrics, agent check {agent}\n"
+            );
         }
     }
     out += "connect with:\n";
     for node in &state.nodes {
         out += &format!("  {}\n", node.connect_hint());
     }
-    out += &format!(
-        "stop with: tandem cluster down --dir {}",
-        state.dir.display()
-    );
+    out += &format!("stop with: tandem cluster down --dir {}", state.dir.display());
     out
 }
 
@@ -316,11 +311,7 @@ fn status(args: StatusArgs) -> Result<()> {
         return remote_status(&args.remote, &args.login.login()?);
     }
     let cluster = Cluster::open(&args.dir.dir)?;
-    say!(
-        "cluster in {} (provider {})",
-        cluster.dir().display(),
-        cluster.state().provider
-    );
+    say!("cluster in {} (provider {})", cluster.dir().display(), cluster.state().provider);
     out(&status_table(&cluster));
     if let Some(rows) = cluster::endpoints::table_rows(cluster.nodes()) {
         out(&format_table(&cluster::endpoints::TABLE_HEADER, &rows));
@@ -361,7 +352,9 @@ fn remote_status(nodes: &[String], login: &crate::remote::Login) -> Result<()> {
         match crate::remote::statuses(&client, at, login) {
             Ok(status) => {
                 row.push("yes".into());
-                row.extend(STATUS_FIELDS.iter().map(|(var, _)| status.get(*var).cloned().unwrap_or_else(|| "?".into())));
+                row.extend(
+                    STATUS_FIELDS.iter().map(|(var, _)| status.get(*var).cloned().unwrap_or_else(|| "?".into())),
+                );
             }
             Err(e) => {
                 row.push("no".into());
@@ -389,17 +382,8 @@ fn status_table(cluster: &Cluster) -> String {
 fn status_row(node: &cluster::Node) -> Vec<String> {
     let alive = node.is_running();
     let pid = node.pid.map_or("-".to_string(), |p| p.to_string());
-    let mut row = vec![
-        node.name.clone(),
-        pid,
-        yes_no(alive),
-        node.sql_port.to_string(),
-    ];
-    let status = if alive {
-        node.statuses("wsrep_%").ok()
-    } else {
-        None
-    };
+    let mut row = vec![node.name.clone(), pid, yes_no(alive), node.sql_port.to_string()];
+    let status = if alive { node.statuses("wsrep_%").ok() } else { None };
     for (var, _) in STATUS_FIELDS {
         let value = match &status {
             Some(map) => map.get(var).cloned().unwrap_or_else(|| "?".into()),
@@ -424,27 +408,17 @@ fn row_count_table(cluster: &Cluster) -> Result<String> {
     )?;
     let mut header = vec!["TABLE".to_string()];
     header.extend(running.iter().map(|n| n.name.clone()));
-    let rows = tables
-        .iter()
-        .map(|t| count_row(&running, &t[0], &t[1]))
-        .collect::<Vec<_>>();
+    let rows = tables.iter().map(|t| count_row(&running, &t[0], &t[1])).collect::<Vec<_>>();
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     Ok(format_table(&header, &rows))
 }
 
 fn count_row(nodes: &[&cluster::Node], schema: &str, table: &str) -> Vec<String> {
     use cluster::mysql::quote_ident;
-    let query = format!(
-        "SELECT COUNT(*) FROM {}.{}",
-        quote_ident(schema),
-        quote_ident(table)
-    );
+    let query = format!("SELECT COUNT(*) FROM {}.{}", quote_ident(schema), quote_ident(table));
     let mut row = vec![format!("{schema}.{table}")];
     for node in nodes {
-        let count = node
-            .sql(&query)
-            .ok()
-            .and_then(|r| r.first()?.first().cloned());
+        let count = node.sql(&query).ok().and_then(|r| r.first()?.first().cloned());
         row.push(count.unwrap_or_else(|| "error".into()));
     }
     row
@@ -457,26 +431,10 @@ fn down(args: DownArgs) -> Result<()> {
         return purge_leftovers(dir, args.purge);
     }
     let cluster = Cluster::open(dir)?;
-    let names: Vec<String> = cluster
-        .nodes()
-        .iter()
-        .filter(|n| n.is_running())
-        .map(|n| n.name.clone())
-        .collect();
+    let names: Vec<String> = cluster.nodes().iter().filter(|n| n.is_running()).map(|n| n.name.clone()).collect();
     cluster.down(args.purge)?;
-    let stopped = if names.is_empty() {
-        "none was running".to_string()
-    } else {
-        names.join(", ")
-    };
-    say!(
-        "stopped: {stopped}{}",
-        if args.purge {
-            "; data removed"
-        } else {
-            "; data kept"
-        }
-    );
+    let stopped = if names.is_empty() { "none was running".to_string() } else { names.join(", ") };
+    say!("stopped: {stopped}{}", if args.purge { "; data removed" } else { "; data kept" });
     Ok(())
 }
 
@@ -487,11 +445,7 @@ fn purge_leftovers(dir: &Path, purge: bool) -> Result<()> {
     }
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        if path.join("my.cnf").is_file()
-            && path
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("node"))
-        {
+        if path.join("my.cnf").is_file() && path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("node")) {
             std::fs::remove_dir_all(&path)?;
             say!("removed {}", path.display());
         }
@@ -513,12 +467,7 @@ fn start_node(args: StartNodeArgs) -> Result<()> {
     // Even on timeout the server keeps running: the user decides what to do with it.
     cluster.keep_running();
     result?;
-    say!(
-        "{} is Synced after {:.1} s (pid {})",
-        node.name,
-        started.elapsed().as_secs_f64(),
-        node.pid.unwrap_or(0)
-    );
+    say!("{} is Synced after {:.1} s (pid {})", node.name, started.elapsed().as_secs_f64(), node.pid.unwrap_or(0));
     say!("  {}", node.connect_hint());
     Ok(())
 }
@@ -612,11 +561,7 @@ fn stop_node(args: StopNodeArgs) -> Result<()> {
     } else {
         cluster.stop(args.node)?;
     }
-    let how = if args.kill {
-        "killed (SIGKILL)"
-    } else {
-        "stopped"
-    };
+    let how = if args.kill { "killed (SIGKILL)" } else { "stopped" };
     say!("{} (pid {}) {how}", node.name, node.pid.unwrap_or(0));
     Ok(())
 }
@@ -634,18 +579,11 @@ pub fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
         }
     }
     let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
         padded.join("  ").trim_end().to_string()
     };
     let mut out = vec![line(header.to_vec())];
-    out.extend(
-        rows.iter()
-            .map(|r| line(r.iter().map(String::as_str).collect())),
-    );
+    out.extend(rows.iter().map(|r| line(r.iter().map(String::as_str).collect())));
     out.join("\n")
 }
 
@@ -679,16 +617,11 @@ mod tests {
             "gcache.size=32M",
         ])
         .unwrap();
-        let Command::Cluster(ClusterCommand::Up(args)) = cli.command else {
-            panic!("not up")
-        };
+        let Command::Cluster(ClusterCommand::Up(args)) = cli.command else { panic!("not up") };
         assert_eq!(args.nodes, 2);
         assert_eq!(args.provider, ProviderKind::Galera);
         assert_eq!(args.extra_options.len(), 2);
-        assert_eq!(
-            args.provider_options[0],
-            ("gcache.size".into(), "32M".into())
-        );
+        assert_eq!(args.provider_options[0], ("gcache.size".into(), "32M".into()));
         assert_eq!(args.dir.dir, PathBuf::from("/tmp/x"));
     }
 
@@ -700,10 +633,7 @@ mod tests {
 
     #[test]
     fn table_is_aligned() {
-        let rows = vec![
-            vec!["node1".into(), "12345".into()],
-            vec!["n2".into(), "1".into()],
-        ];
+        let rows = vec![vec!["node1".into(), "12345".into()], vec!["n2".into(), "1".into()]];
         let table = format_table(&["NODE", "PID"], &rows);
         assert_eq!(table, "NODE   PID\nnode1  12345\nn2     1");
     }
@@ -711,14 +641,7 @@ mod tests {
     #[test]
     fn status_on_missing_cluster_is_an_error_not_a_panic() {
         let tmp = tempfile::tempdir().unwrap();
-        let cli = Cli::try_parse_from([
-            "tandem",
-            "cluster",
-            "status",
-            "--dir",
-            tmp.path().to_str().unwrap(),
-        ])
-        .unwrap();
+        let cli = Cli::try_parse_from(["tandem", "cluster", "status", "--dir", tmp.path().to_str().unwrap()]).unwrap();
         let err = run(cli).unwrap_err();
         assert!(err.to_string().contains("no cluster recorded"), "{err}");
     }

@@ -17,13 +17,7 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(total: usize) -> Progress {
-        Progress {
-            total,
-            done: 0,
-            started: Instant::now(),
-            terminal: std::io::stderr().is_terminal(),
-            drawn: 0,
-        }
+        Progress { total, done: 0, started: Instant::now(), terminal: std::io::stderr().is_terminal(), drawn: 0 }
     }
 
     /// Shows what is running now. A log gets a line too: when a step hangs,
@@ -64,16 +58,10 @@ impl Progress {
 
     fn line(&self, what: &str) -> String {
         let elapsed = self.started.elapsed();
-        let left = remaining(elapsed, self.done, self.total)
-            .map(|d| format!(", ~{} left", clock(d)))
-            .unwrap_or_default();
+        let left =
+            remaining(elapsed, self.done, self.total).map(|d| format!(", ~{} left", clock(d))).unwrap_or_default();
         let width = self.total.to_string().len();
-        format!(
-            "[{:>width$}/{}] {what}  ({} elapsed{left})",
-            self.done,
-            self.total,
-            clock(elapsed)
-        )
+        format!("[{:>width$}/{}] {what}  ({} elapsed{left})", self.done, self.total, clock(elapsed))
     }
 
     fn draw(&mut self, line: &str) {
@@ -129,10 +117,7 @@ mod tests {
         p.terminal = false;
         p.done = 3;
         let line = p.line("galera oltp_write_only");
-        assert!(
-            line.starts_with("[ 3/12] galera oltp_write_only  ("),
-            "{line}"
-        );
+        assert!(line.starts_with("[ 3/12] galera oltp_write_only  ("), "{line}");
         assert!(line.contains("left)"), "{line}");
     }
 }

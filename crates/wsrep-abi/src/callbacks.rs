@@ -10,13 +10,11 @@ use crate::consts::*;
 use crate::types::*;
 
 /// Log sink; any thread.
-pub type wsrep_log_cb_t =
-    Option<unsafe extern "C" fn(level: wsrep_log_level_t, msg: *const c_char)>;
+pub type wsrep_log_cb_t = Option<unsafe extern "C" fn(level: wsrep_log_level_t, msg: *const c_char)>;
 
 /// First primary view after (re)connect; `view.my_idx` must be valid.
-pub type wsrep_connected_cb_t = Option<
-    unsafe extern "C" fn(app_ctx: *mut c_void, view: *const wsrep_view_info_t) -> wsrep_cb_status_t,
->;
+pub type wsrep_connected_cb_t =
+    Option<unsafe extern "C" fn(app_ctx: *mut c_void, view: *const wsrep_view_info_t) -> wsrep_cb_status_t>;
 
 /// Every ordered view change, from a thread inside `recv()` with its `recv_ctx`.
 pub type wsrep_view_cb_t = Option<
@@ -32,11 +30,7 @@ pub type wsrep_view_cb_t = Option<
 /// Joiner asks the server for its SST request; the returned buffer is libc-`malloc`ed and the
 /// provider must `free()` it.
 pub type wsrep_sst_request_cb_t = Option<
-    unsafe extern "C" fn(
-        app_ctx: *mut c_void,
-        sst_req: *mut *mut c_void,
-        sst_req_len: *mut usize,
-    ) -> wsrep_cb_status_t,
+    unsafe extern "C" fn(app_ctx: *mut c_void, sst_req: *mut *mut c_void, sst_req_len: *mut usize) -> wsrep_cb_status_t,
 >;
 
 /// Encryption service hook; never installed by MariaDB 10.11. Returns a plain int.
@@ -64,9 +58,8 @@ pub type wsrep_apply_cb_t = Option<
 >;
 
 /// Unordered data; NULL in MariaDB 10.11, never call it.
-pub type wsrep_unordered_cb_t = Option<
-    unsafe extern "C" fn(recv_ctx: *mut c_void, data: *const wsrep_buf_t) -> wsrep_cb_status_t,
->;
+pub type wsrep_unordered_cb_t =
+    Option<unsafe extern "C" fn(recv_ctx: *mut c_void, data: *const wsrep_buf_t) -> wsrep_cb_status_t>;
 
 /// Donor side of SST/IST; the server starts the donor script and returns quickly.
 pub type wsrep_sst_donate_cb_t = Option<
@@ -81,8 +74,7 @@ pub type wsrep_sst_donate_cb_t = Option<
 >;
 
 /// Node is synced: the server becomes ready for clients only after this.
-pub type wsrep_synced_cb_t =
-    Option<unsafe extern "C" fn(app_ctx: *mut c_void) -> wsrep_cb_status_t>;
+pub type wsrep_synced_cb_t = Option<unsafe extern "C" fn(app_ctx: *mut c_void) -> wsrep_cb_status_t>;
 
 /// Arguments of `init()`. A stack object of the server: copy out everything you keep,
 /// including the strings and `*state_id`.

@@ -81,34 +81,11 @@ fn strings_are_nul_terminated_c_strings() {
 
 #[test]
 fn enum_values_match_contract() {
-    assert_eq!(
-        [
-            WSREP_OK,
-            WSREP_WARNING,
-            WSREP_TRX_MISSING,
-            WSREP_TRX_FAIL,
-            WSREP_BF_ABORT
-        ],
-        [0, 1, 2, 3, 4]
-    );
-    assert_eq!(
-        [
-            WSREP_SIZE_EXCEEDED,
-            WSREP_CONN_FAIL,
-            WSREP_NODE_FAIL,
-            WSREP_FATAL
-        ],
-        [5, 6, 7, 8]
-    );
+    assert_eq!([WSREP_OK, WSREP_WARNING, WSREP_TRX_MISSING, WSREP_TRX_FAIL, WSREP_BF_ABORT], [0, 1, 2, 3, 4]);
+    assert_eq!([WSREP_SIZE_EXCEEDED, WSREP_CONN_FAIL, WSREP_NODE_FAIL, WSREP_FATAL], [5, 6, 7, 8]);
     assert_eq!([WSREP_NOT_IMPLEMENTED, WSREP_NOT_ALLOWED], [9, 10]);
-    assert_eq!(
-        [WSREP_MEMBER_UNDEFINED, WSREP_MEMBER_ERROR, WSREP_MEMBER_MAX],
-        [0, 5, 6]
-    );
-    assert_eq!(
-        [WSREP_VIEW_PRIMARY, WSREP_VIEW_DISCONNECTED, WSREP_VIEW_MAX],
-        [0, 2, 3]
-    );
+    assert_eq!([WSREP_MEMBER_UNDEFINED, WSREP_MEMBER_ERROR, WSREP_MEMBER_MAX], [0, 5, 6]);
+    assert_eq!([WSREP_VIEW_PRIMARY, WSREP_VIEW_DISCONNECTED, WSREP_VIEW_MAX], [0, 2, 3]);
     assert_eq!([WSREP_KEY_SHARED, WSREP_KEY_EXCLUSIVE], [0, 3]);
     assert_eq!([WSREP_LOG_FATAL, WSREP_LOG_DEBUG], [0, 4]);
     assert_eq!([WSREP_ALLOWLIST_KEY_IP, WSREP_ALLOWLIST_KEY_SSL], [0, 1]);

@@ -25,10 +25,8 @@ pub struct wsrep_gtid_t {
 }
 assert_layout!(wsrep_gtid_t, size = 24, align = 8, uuid @ 0, seqno @ 16);
 
-pub const WSREP_GTID_UNDEFINED: wsrep_gtid_t = wsrep_gtid_t {
-    uuid: WSREP_UUID_UNDEFINED,
-    seqno: WSREP_SEQNO_UNDEFINED,
-};
+pub const WSREP_GTID_UNDEFINED: wsrep_gtid_t =
+    wsrep_gtid_t { uuid: WSREP_UUID_UNDEFINED, seqno: WSREP_SEQNO_UNDEFINED };
 
 /// Source transaction id: which node, which transaction, which client connection.
 #[repr(C)]
@@ -127,8 +125,7 @@ assert_layout!(
 /// `members[1]` is always backed by memory (also for the 0-member final view).
 #[must_use]
 pub const fn wsrep_view_info_size(memb_num: usize) -> usize {
-    let needed =
-        offset_of!(wsrep_view_info_t, members) + memb_num * size_of::<wsrep_member_info_t>();
+    let needed = offset_of!(wsrep_view_info_t, members) + memb_num * size_of::<wsrep_member_info_t>();
     let declared = size_of::<wsrep_view_info_t>();
     if needed > declared {
         needed

@@ -18,17 +18,12 @@ use crate::types::*;
 pub struct wsrep_st {
     /// Must point to [`WSREP_INTERFACE_VERSION`].
     pub version: *const c_char,
-    pub init: Option<
-        unsafe extern "C" fn(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> wsrep_status_t,
-    >,
+    pub init: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, args: *const wsrep_init_args) -> wsrep_status_t>,
     pub capabilities: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t) -> wsrep_cap_t>,
-    pub options_set:
-        Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, conf: *const c_char) -> wsrep_status_t>,
+    pub options_set: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, conf: *const c_char) -> wsrep_status_t>,
     /// Result is libc-`malloc`ed; the server `free()`s it.
     pub options_get: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t) -> *mut c_char>,
-    pub enc_set_key: Option<
-        unsafe extern "C" fn(wsrep: *mut wsrep_t, key: *const wsrep_enc_key_t) -> wsrep_status_t,
-    >,
+    pub enc_set_key: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, key: *const wsrep_enc_key_t) -> wsrep_status_t>,
     pub connect: Option<
         unsafe extern "C" fn(
             wsrep: *mut wsrep_t,
@@ -39,8 +34,7 @@ pub struct wsrep_st {
         ) -> wsrep_status_t,
     >,
     pub disconnect: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t) -> wsrep_status_t>,
-    pub recv:
-        Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, recv_ctx: *mut c_void) -> wsrep_status_t>,
+    pub recv: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, recv_ctx: *mut c_void) -> wsrep_status_t>,
     pub assign_read_view: Option<
         unsafe extern "C" fn(
             wsrep: *mut wsrep_t,
@@ -72,12 +66,7 @@ pub struct wsrep_st {
             error: *const wsrep_buf_t,
         ) -> wsrep_status_t,
     >,
-    pub release: Option<
-        unsafe extern "C" fn(
-            wsrep: *mut wsrep_t,
-            ws_handle: *mut wsrep_ws_handle_t,
-        ) -> wsrep_status_t,
-    >,
+    pub release: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, ws_handle: *mut wsrep_ws_handle_t) -> wsrep_status_t>,
     pub replay_trx: Option<
         unsafe extern "C" fn(
             wsrep: *mut wsrep_t,
@@ -94,11 +83,7 @@ pub struct wsrep_st {
         ) -> wsrep_status_t,
     >,
     pub rollback: Option<
-        unsafe extern "C" fn(
-            wsrep: *mut wsrep_t,
-            trx: wsrep_trx_id_t,
-            data: *const wsrep_buf_t,
-        ) -> wsrep_status_t,
+        unsafe extern "C" fn(wsrep: *mut wsrep_t, trx: wsrep_trx_id_t, data: *const wsrep_buf_t) -> wsrep_status_t,
     >,
     pub append_key: Option<
         unsafe extern "C" fn(
@@ -128,12 +113,8 @@ pub struct wsrep_st {
             gtid: *mut wsrep_gtid_t,
         ) -> wsrep_status_t,
     >,
-    pub last_committed_id: Option<
-        unsafe extern "C" fn(wsrep: *mut wsrep_t, gtid: *mut wsrep_gtid_t) -> wsrep_status_t,
-    >,
-    pub free_connection: Option<
-        unsafe extern "C" fn(wsrep: *mut wsrep_t, conn_id: wsrep_conn_id_t) -> wsrep_status_t,
-    >,
+    pub last_committed_id: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, gtid: *mut wsrep_gtid_t) -> wsrep_status_t>,
+    pub free_connection: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, conn_id: wsrep_conn_id_t) -> wsrep_status_t>,
     pub to_execute_start: Option<
         unsafe extern "C" fn(
             wsrep: *mut wsrep_t,
@@ -173,11 +154,7 @@ pub struct wsrep_st {
         ) -> wsrep_status_t,
     >,
     pub sst_sent: Option<
-        unsafe extern "C" fn(
-            wsrep: *mut wsrep_t,
-            state_id: *const wsrep_gtid_t,
-            rcode: c_int,
-        ) -> wsrep_status_t,
+        unsafe extern "C" fn(wsrep: *mut wsrep_t, state_id: *const wsrep_gtid_t, rcode: c_int) -> wsrep_status_t,
     >,
     pub sst_received: Option<
         unsafe extern "C" fn(
@@ -188,16 +165,11 @@ pub struct wsrep_st {
         ) -> wsrep_status_t,
     >,
     pub snapshot: Option<
-        unsafe extern "C" fn(
-            wsrep: *mut wsrep_t,
-            msg: *const wsrep_buf_t,
-            donor_spec: *const c_char,
-        ) -> wsrep_status_t,
+        unsafe extern "C" fn(wsrep: *mut wsrep_t, msg: *const wsrep_buf_t, donor_spec: *const c_char) -> wsrep_status_t,
     >,
     /// NULL-`name`-terminated array, provider-owned until `stats_free`.
     pub stats_get: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t) -> *mut wsrep_stats_var>,
-    pub stats_free:
-        Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, var_array: *mut wsrep_stats_var)>,
+    pub stats_free: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, var_array: *mut wsrep_stats_var)>,
     pub stats_reset: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t)>,
     /// Returns the paused seqno; exactly −1 means failure to wsrep-lib.
     pub pause: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t) -> wsrep_seqno_t>,
@@ -213,13 +185,7 @@ pub struct wsrep_st {
             tout: i64,
         ) -> wsrep_status_t,
     >,
-    pub unlock: Option<
-        unsafe extern "C" fn(
-            wsrep: *mut wsrep_t,
-            name: *const c_char,
-            owner: u64,
-        ) -> wsrep_status_t,
-    >,
+    pub unlock: Option<unsafe extern "C" fn(wsrep: *mut wsrep_t, name: *const c_char, owner: u64) -> wsrep_status_t>,
     pub is_locked: Option<
         unsafe extern "C" fn(
             wsrep: *mut wsrep_t,

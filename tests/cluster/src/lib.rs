@@ -39,9 +39,9 @@ impl std::ops::DerefMut for TestCluster {
 }
 
 pub fn provider_path() -> PathBuf {
-    std::env::var_os("TANDEM_PROVIDER").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/libtandem.so")
-    })
+    std::env::var_os("TANDEM_PROVIDER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/libtandem.so"))
 }
 
 /// Timeouts short enough that failure tests finish quickly, long enough for a
@@ -50,10 +50,8 @@ pub fn spec(dir: &TempDir, nodes: usize) -> ClusterSpec {
     let mut spec = ClusterSpec::new(dir.path().join("c"), nodes, ProviderKind::Tandem);
     spec.provider_path = Some(provider_path());
     spec.sync_timeout = Duration::from_secs(240);
-    spec.provider_options = vec![
-        ("evs.suspect_timeout".into(), "PT3S".into()),
-        ("evs.inactive_timeout".into(), "PT8S".into()),
-    ];
+    spec.provider_options =
+        vec![("evs.suspect_timeout".into(), "PT3S".into()), ("evs.inactive_timeout".into(), "PT8S".into())];
     // Our own SST method: a joiner is Synced in about a second instead of
     // mariabackup's ten and more (its script sleeps 10 s). Tests about
     // mariabackup's transfer name it.
@@ -216,7 +214,11 @@ pub fn recovered_seqno(node: &Node) -> Result<i64> {
     const MARK: &str = "WSREP: Recovered position: ";
     let path = node.dir.join("recover.log");
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let line = text.lines().rev().find(|l| l.contains(MARK)).with_context(|| format!("no recovered position in {}", path.display()))?;
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.contains(MARK))
+        .with_context(|| format!("no recovered position in {}", path.display()))?;
     let seqno = line.rsplit(':').next().unwrap_or_default().trim();
     seqno.parse().with_context(|| format!("recovered position in {line:?}"))
 }

@@ -117,7 +117,12 @@ impl WriteLoad {
                     let threads = format!("--threads={threads}");
                     let mut runs = 0;
                     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        let args = [&LOAD_TABLES[..], &[&threads, "--time=3", "--mysql-ignore-errors=all"], &["oltp_write_only", "run"]].concat();
+                        let args = [
+                            &LOAD_TABLES[..],
+                            &[&threads, "--time=3", "--mysql-ignore-errors=all"],
+                            &["oltp_write_only", "run"],
+                        ]
+                        .concat();
                         match crate::sysbench(&node, &args) {
                             Ok(_) => runs += 1,
                             Err(_) => std::thread::sleep(Duration::from_millis(500)),

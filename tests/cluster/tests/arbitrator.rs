@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use tandem::cluster::{certs, ports};
 use tandem::cluster::state::Node;
+use tandem::cluster::{certs, ports};
 use tandem_cluster_tests::*;
 
 const TABLE: &str = "arb.t";
@@ -85,7 +85,11 @@ impl Arbitrator {
         let Some(mut child) = self.child.take() else { return Ok(()) };
         tandem::cluster::process::signal(child.id(), tandem::cluster::process::Signal::TERM)?;
         let status = child.wait()?;
-        anyhow::ensure!(status.success(), "the arbitrator exited with {status} on SIGTERM:\n{}", tail(&self.log_text()));
+        anyhow::ensure!(
+            status.success(),
+            "the arbitrator exited with {status} on SIGTERM:\n{}",
+            tail(&self.log_text())
+        );
         Ok(())
     }
 
@@ -127,8 +131,10 @@ fn two_data_nodes_and_an_arbitrator_survive_the_loss_of_any_one() -> anyhow::Res
         let node = c.node(i).clone();
         wait_for("the arbitrator in the view", Duration::from_secs(120), || cluster_size_is(&node, 3))?;
     }
-    wait_for("the arbitrator synced", Duration::from_secs(60), || Ok(arb.log_text().contains("Arbitrator synced with the group")))
-        .map_err(|e| anyhow::anyhow!("{e}\n{}", tail(&arb.log_text())))?;
+    wait_for("the arbitrator synced", Duration::from_secs(60), || {
+        Ok(arb.log_text().contains("Arbitrator synced with the group"))
+    })
+    .map_err(|e| anyhow::anyhow!("{e}\n{}", tail(&arb.log_text())))?;
     assert!(arb.log_text().contains("The group channel is encrypted with TLS"), "{}", tail(&arb.log_text()));
     sql(c.node(1), &format!("CREATE DATABASE arb; CREATE TABLE {TABLE} (node INT, seq INT, PRIMARY KEY (node, seq))"))
         .map_err(anyhow::Error::msg)?;
@@ -151,7 +157,11 @@ fn two_data_nodes_and_an_arbitrator_survive_the_loss_of_any_one() -> anyhow::Res
     c.kill(1)?;
     takes_writes(c.node(2), 3, "node1 was killed")?;
     let arbitrator_log = arb.log_text();
-    assert!(!arbitrator_log.contains("Asked to donate"), "nobody asks an arbitrator for data:\n{}", tail(&arbitrator_log));
+    assert!(
+        !arbitrator_log.contains("Asked to donate"),
+        "nobody asks an arbitrator for data:\n{}",
+        tail(&arbitrator_log)
+    );
 
     // Node 1 rejoins; then node 2 dies, and node 1 carries on with the arbitrator.
     c.start(1)?;

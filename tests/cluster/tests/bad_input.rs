@@ -49,7 +49,8 @@ fn bad_options_garbage_and_foreign_peers_are_refused_and_the_cluster_works_on() 
     // The cluster still works.
     sql(&n1, "CREATE DATABASE still; CREATE TABLE still.t (id INT PRIMARY KEY); INSERT INTO still.t VALUES (1)")
         .map_err(anyhow::Error::msg)?;
-    let v = sql(c.node(2), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM still.t").map_err(anyhow::Error::msg)?;
+    let v =
+        sql(c.node(2), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM still.t").map_err(anyhow::Error::msg)?;
     assert_eq!(v, "1");
     assert_eq!(status(c.node(2), "wsrep_cluster_size")?, "2");
     Ok(())
@@ -152,7 +153,8 @@ fn an_address_outside_wsrep_allowlist_is_refused() -> anyhow::Result<()> {
 
     sql(&n1, "CREATE DATABASE listed; CREATE TABLE listed.t (id INT PRIMARY KEY); INSERT INTO listed.t VALUES (1)")
         .map_err(anyhow::Error::msg)?;
-    let v = sql(c.node(2), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM listed.t").map_err(anyhow::Error::msg)?;
+    let v =
+        sql(c.node(2), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM listed.t").map_err(anyhow::Error::msg)?;
     assert_eq!(v, "1");
     Ok(())
 }

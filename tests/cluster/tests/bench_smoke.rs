@@ -18,12 +18,7 @@ use tandem_cluster_tests::provider_path;
 fn tandem_bin() -> PathBuf {
     std::env::var_os("TANDEM_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            provider_path()
-                .parent()
-                .expect("provider path has a directory")
-                .join("tandem")
-        })
+        .unwrap_or_else(|| provider_path().parent().expect("provider path has a directory").join("tandem"))
 }
 
 #[test]
@@ -45,41 +40,21 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
     run_bench(bench, tmp.path(), Duration::from_secs(15 * 60))?;
 
     let results: Results = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
-    let targets = [
-        ProviderKind::Tandem,
-        ProviderKind::Galera,
-        ProviderKind::Standalone,
-    ];
-    assert_eq!(
-        results.cells.len(),
-        2,
-        "2 workloads x 1 thread count, node 1 only"
-    );
+    let targets = [ProviderKind::Tandem, ProviderKind::Galera, ProviderKind::Standalone];
+    assert_eq!(results.cells.len(), 2, "2 workloads x 1 thread count, node 1 only");
     for cell in &results.cells {
         for target in targets {
-            let m = cell.of(target).unwrap_or_else(|| {
-                panic!("{target} has no successful run of {}", cell.cell.label())
-            });
-            assert!(
-                m.transactions > 0 && m.tps > 0.0,
-                "{target} {}: {m:?}",
-                cell.cell.label()
-            );
+            let m =
+                cell.of(target).unwrap_or_else(|| panic!("{target} has no successful run of {}", cell.cell.label()));
+            assert!(m.transactions > 0 && m.tps > 0.0, "{target} {}: {m:?}", cell.cell.label());
             assert!(m.p95_ms.is_some_and(|p| p > 0.0), "{target}: {m:?}");
             assert_eq!(m.rounds, 2, "{target} {}: {m:?}", cell.cell.label());
-            assert_eq!(
-                m.cert_failures.is_some(),
-                target != ProviderKind::Standalone
-            );
+            assert_eq!(m.cert_failures.is_some(), target != ProviderKind::Standalone);
         }
         assert!(cell.tps_ratio().is_some());
     }
     for target in targets {
-        let r = results
-            .resources
-            .iter()
-            .find(|r| r.target == target)
-            .expect("resources");
+        let r = results.resources.iter().find(|r| r.target == target).expect("resources");
         assert_eq!(r.peak_rss_mib.len(), 1);
         assert!(r.peak_rss_mib[0] > 10.0, "{target}: {r:?}");
         assert!(r.cpu_per_1000().is_some(), "{target}: {r:?}");
@@ -88,10 +63,7 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
     // The report shows what was measured, in the documented table layout.
     let md = std::fs::read_to_string(&doc)?;
     for cell in &results.cells {
-        let (t, g) = (
-            cell.of(ProviderKind::Tandem).unwrap(),
-            cell.of(ProviderKind::Galera).unwrap(),
-        );
+        let (t, g) = (cell.of(ProviderKind::Tandem).unwrap(), cell.of(ProviderKind::Galera).unwrap());
         let row = format!(
             "| node 1 | {} | {:.0} | {:.0} | {:.0} | {:.2} |",
             cell.cell.threads,
@@ -102,16 +74,16 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
         );
         assert!(md.contains(&row), "missing row {row} in\n{md}");
     }
-    assert!(
-        md.contains("tandem bench --quick --nodes 1"),
-        "the report names its command"
-    );
+    assert!(md.contains("tandem bench --quick --nodes 1"), "the report names its command");
 
     // One node: no node to take away and bring back, and the report says so.
     let rejoin = results.rejoin.as_ref().expect("the rejoin section is on by default");
     assert!(rejoin.runs.is_empty(), "{rejoin:?}");
     assert!(rejoin.skipped.as_deref().is_some_and(|s| s.contains("3 or more nodes")), "{rejoin:?}");
-    assert!(md.contains("## Rejoin: a node restarted after missing write-sets\n\nNot run: needs 3 or more nodes"), "{md}");
+    assert!(
+        md.contains("## Rejoin: a node restarted after missing write-sets\n\nNot run: needs 3 or more nodes"),
+        "{md}"
+    );
     // The 1-node cell runs on the (already) one-node clusters and the standalone server.
     single_node_measured(&results, &targets, 2);
     assert!(md.contains("## 1-node cluster against standalone MariaDB"), "{md}");
@@ -129,9 +101,28 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
     let mut bench = Command::new(tandem_bin());
     bench
         .args([
-            "bench", "--quick", "--nodes", "3", "--targets", "tandem,galera,standalone",
-            "--workloads", "oltp_write_only", "--threads", "1", "--placements", "node1",
-            "--duration", "2", "--rejoin-writes", "500", "--rejoin-downtime", "2", "--tls-cell", "--causal-cell", "--fc-cell", "--dir",
+            "bench",
+            "--quick",
+            "--nodes",
+            "3",
+            "--targets",
+            "tandem,galera,standalone",
+            "--workloads",
+            "oltp_write_only",
+            "--threads",
+            "1",
+            "--placements",
+            "node1",
+            "--duration",
+            "2",
+            "--rejoin-writes",
+            "500",
+            "--rejoin-downtime",
+            "2",
+            "--tls-cell",
+            "--causal-cell",
+            "--fc-cell",
+            "--dir",
         ])
         .arg(tmp.path().join("w"))
         .arg("--tandem-path")
@@ -308,13 +299,7 @@ fn kill_servers_under(dir: &Path) {
 }
 
 fn no_server_left(dir: &Path) -> anyhow::Result<()> {
-    let leftovers = Command::new("pgrep")
-        .args(["-f", &dir.display().to_string()])
-        .output()?;
-    assert!(
-        leftovers.stdout.is_empty(),
-        "servers left running: {}",
-        String::from_utf8_lossy(&leftovers.stdout)
-    );
+    let leftovers = Command::new("pgrep").args(["-f", &dir.display().to_string()]).output()?;
+    assert!(leftovers.stdout.is_empty(), "servers left running: {}", String::from_utf8_lossy(&leftovers.stdout));
     Ok(())
 }

@@ -33,7 +33,8 @@ fn a_causal_read_sees_every_write_acknowledged_before_it() -> Result<()> {
         }
         for id in ids {
             let writer = (id % 3) as usize + 1;
-            sql(c.node(writer), &format!("INSERT INTO causal.t VALUES ({id}, {writer})")).map_err(anyhow::Error::msg)?;
+            sql(c.node(writer), &format!("INSERT INTO causal.t VALUES ({id}, {writer})"))
+                .map_err(anyhow::Error::msg)?;
             for reader in (1..=3).filter(|&r| r != writer) {
                 let n = causal_count(c.node(reader), id)?;
                 ensure!(n == "1", "node {reader} read row {id} (written on node {writer}) as {n} (lease: {lease})");
@@ -87,7 +88,14 @@ fn a_causal_read_sees_every_write_acknowledged_before_it() -> Result<()> {
         Ok(result) => result?,
         Err(_) => bail!("the reader thread panicked"),
     };
-    ensure!(!early && n == "1", "the causal read waited for node 2 to apply row 1000 (it answered {n}, early: {early})");
-    wait_for("node 2 to resync", Duration::from_secs(60), || Ok(status(&n2, "wsrep_local_state_comment")? == "Synced"))?;
+    ensure!(
+        !early && n == "1",
+        "the causal read waited for node 2 to apply row 1000 (it answered {n}, early: {early})"
+    );
+    wait_for(
+        "node 2 to resync",
+        Duration::from_secs(60),
+        || Ok(status(&n2, "wsrep_local_state_comment")? == "Synced"),
+    )?;
     Ok(())
 }

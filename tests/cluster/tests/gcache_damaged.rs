@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use tandem::cluster::Node;
-use tandem_gcache::format::{decode_record_header, encode_record, RecordHeader, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use tandem_cluster_tests::*;
+use tandem_gcache::format::{decode_record_header, encode_record, RecordHeader, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 
 const TABLE: &str = "dmg.rows";
 const VICTIM: usize = 3;
@@ -191,7 +191,11 @@ fn torn_tail(cut_acknowledged: bool) -> anyhow::Result<()> {
     let cut_at = if cut_acknowledged {
         let keep = start + header.record_len() as usize / 2;
         std::fs::OpenOptions::new().write(true).open(&last)?.set_len(keep as u64)?;
-        println!("cut {name} ({} bytes) in the middle of its last record, index {}, at {keep}", bytes.len(), header.index);
+        println!(
+            "cut {name} ({} bytes) in the middle of its last record, index {}, at {keep}",
+            bytes.len(),
+            header.index
+        );
         start
     } else {
         let payload = &bytes[start + RECORD_HEADER_LEN..];
@@ -235,7 +239,8 @@ fn wsrep_lines(log: &str) -> String {
 
 #[test]
 fn group_state_line_parsing() {
-    let log = "2026-11-23  8:41:05 0 [Note] WSREP: Group state in /d/galera.cache: member 57276, incarnation 5 (restored)\n\
+    let log =
+        "2026-11-23  8:41:05 0 [Note] WSREP: Group state in /d/galera.cache: member 57276, incarnation 5 (restored)\n\
                x\n2026-11-23 [Note] WSREP: Group state in /d/galera.cache: member 9, incarnation 1 (new)\n";
     assert_eq!(
         group_states(log),

@@ -26,7 +26,8 @@ fn frozen_cache_keeps_history_past_its_size_and_purges_once_unfrozen() -> anyhow
     let downto_before = status_i64(&n1, "wsrep_local_cached_downto")?;
     assert!(downto_before <= frozen, "node 1 caches {downto_before}.. at the freeze, seqno {frozen}");
     let options = sql(&n1, "SELECT @@wsrep_provider_options").map_err(anyhow::Error::msg)?;
-    let shown = options.split(';').find(|o| o.contains("freeze_purge_at_seqno")).unwrap_or("(not shown)").trim().to_string();
+    let shown =
+        options.split(';').find(|o| o.contains("freeze_purge_at_seqno")).unwrap_or("(not shown)").trim().to_string();
     println!("frozen at seqno {frozen} (node 1 caches from {downto_before}); wsrep_provider_options shows {shown:?}");
 
     // About 10 MB of write-sets (4 KB each), five times the cache, from the

@@ -25,10 +25,11 @@ fn rejoin_falls_back_to_sst_when_the_group_log_was_purged() -> anyhow::Result<()
     // Precondition: both survivors purged past what node 3 needs (commits are
     // released ~5 s after they are durable, purge runs about every second).
     let (n1, n2) = (c.node(1).clone(), c.node(2).clone());
-    let purged = wait_for("both survivors to purge past the stopped node's position", Duration::from_secs(120), || {
-        Ok(status_i64(&n1, "wsrep_local_cached_downto")? > position + 1
-            && status_i64(&n2, "wsrep_local_cached_downto")? > position + 1)
-    })?;
+    let purged =
+        wait_for("both survivors to purge past the stopped node's position", Duration::from_secs(120), || {
+            Ok(status_i64(&n1, "wsrep_local_cached_downto")? > position + 1
+                && status_i64(&n2, "wsrep_local_cached_downto")? > position + 1)
+        })?;
     for n in [&n1, &n2] {
         println!(
             "{}: wsrep_local_cached_downto {}, wsrep_gcache_pool_size {} (gcache.size {CACHE_BYTES})",
@@ -50,10 +51,14 @@ fn rejoin_falls_back_to_sst_when_the_group_log_was_purged() -> anyhow::Result<()
 
     assert_eq!(recovered_seqno(c.node(VICTIM))?, position, "node {VICTIM} restarted from its own data");
     let log = error_log(c.node(VICTIM));
-    let fallback = format!("IST is not possible: local seqno {position} is older than the history the group still holds");
+    let fallback =
+        format!("IST is not possible: local seqno {position} is older than the history the group still holds");
     assert!(log.contains(&fallback), "node {VICTIM}'s error log says why it needs SST ({fallback:?})");
     assert!(log.contains("falling back to a full state transfer (SST)"));
-    assert!(!has_no_sst_marker(c.node(VICTIM)), "node {VICTIM} got a full state transfer (its data directory was replaced)");
+    assert!(
+        !has_no_sst_marker(c.node(VICTIM)),
+        "node {VICTIM} got a full state transfer (its data directory was replaced)"
+    );
     assert_eq!(ist_status(c.node(VICTIM))?, None, "no IST reported after an SST");
     assert_identical(&c, &[TABLE])?;
     let rows = sql(c.node(VICTIM), &format!("SELECT COUNT(*) FROM {TABLE}")).map_err(anyhow::Error::msg)?;

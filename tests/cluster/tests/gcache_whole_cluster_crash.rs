@@ -16,8 +16,11 @@ const TABLE: &str = "crash.acks";
 fn whole_cluster_kill_and_restart(flush_log_at_trx_commit: u32) -> anyhow::Result<()> {
     let flush = flush_log_at_trx_commit.to_string();
     let mut c = up_with(3, |s| s.mysqld_options.push(("innodb_flush_log_at_trx_commit".into(), flush.clone())))?;
-    sql(c.node(1), &format!("CREATE DATABASE crash; CREATE TABLE {TABLE} (node INT, seq INT, PRIMARY KEY (node, seq))"))
-        .map_err(anyhow::Error::msg)?;
+    sql(
+        c.node(1),
+        &format!("CREATE DATABASE crash; CREATE TABLE {TABLE} (node INT, seq INT, PRIMARY KEY (node, seq))"),
+    )
+    .map_err(anyhow::Error::msg)?;
     let writers = AckedWriters::start(&c, TABLE);
 
     // Writes go on for a while, then all three die at the same instant.

@@ -31,7 +31,8 @@ fn cluster(group_threads: Option<&str>) -> Result<TestCluster> {
     bank::open(c.node(1))?;
     for i in 1..=3 {
         wait_for(&format!("the bank on node {i}"), Duration::from_secs(60), || {
-            Ok(sql(c.node(i), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM bank.account").is_ok_and(|n| n == "20"))
+            Ok(sql(c.node(i), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM bank.account")
+                .is_ok_and(|n| n == "20"))
         })?;
     }
     Ok(c)

@@ -23,7 +23,8 @@ fn three_nodes_replicate_ddl_and_concurrent_writes() -> anyhow::Result<()> {
     sql(c.node(2), "CREATE DATABASE sbtest; CREATE TABLE sbtest.ddl_probe (id INT PRIMARY KEY, v INT)")
         .map_err(anyhow::Error::msg)?;
     for i in [1, 3] {
-        let tables = sql(c.node(i), "SET SESSION wsrep_sync_wait=15; SHOW TABLES FROM sbtest").map_err(anyhow::Error::msg)?;
+        let tables =
+            sql(c.node(i), "SET SESSION wsrep_sync_wait=15; SHOW TABLES FROM sbtest").map_err(anyhow::Error::msg)?;
         assert!(tables.contains("ddl_probe"), "table created on node 2 is on node {i}");
     }
 
@@ -54,15 +55,16 @@ fn three_nodes_replicate_ddl_and_concurrent_writes() -> anyhow::Result<()> {
 #[test]
 fn two_nodes_updating_the_same_row_commit_exactly_one() -> anyhow::Result<()> {
     let c = up(3)?;
-    sql(c.node(1), "CREATE DATABASE race; CREATE TABLE race.t (id INT PRIMARY KEY, v INT); INSERT INTO race.t VALUES (1, 0)")
-        .map_err(anyhow::Error::msg)?;
+    sql(
+        c.node(1),
+        "CREATE DATABASE race; CREATE TABLE race.t (id INT PRIMARY KEY, v INT); INSERT INTO race.t VALUES (1, 0)",
+    )
+    .map_err(anyhow::Error::msg)?;
     for round in 1..=5 {
         let (a, b) = (c.node(1).clone(), c.node(2).clone());
         sql(&b, "SET SESSION wsrep_sync_wait=15; SELECT 1").map_err(anyhow::Error::msg)?;
         // Both update the row locally, wait, then commit at about the same time.
-        let txn = |who: i32| {
-            format!("BEGIN; UPDATE race.t SET v = {who} WHERE id = 1; DO SLEEP(1); COMMIT;")
-        };
+        let txn = |who: i32| format!("BEGIN; UPDATE race.t SET v = {who} WHERE id = 1; DO SLEEP(1); COMMIT;");
         let ta = thread::spawn({
             let q = txn(10 * round + 1);
             move || sql(&a, &q)
@@ -75,10 +77,14 @@ fn two_nodes_updating_the_same_row_commit_exactly_one() -> anyhow::Result<()> {
         let ok: Vec<usize> = (0..2).filter(|&k| results[k].is_ok()).collect();
         assert_eq!(ok.len(), 1, "round {round}: exactly one commits: {results:?}");
         let loser = &results[1 - ok[0]];
-        assert!(loser.as_ref().unwrap_err().contains("1213"), "round {round}: the other gets ER_LOCK_DEADLOCK: {loser:?}");
+        assert!(
+            loser.as_ref().unwrap_err().contains("1213"),
+            "round {round}: the other gets ER_LOCK_DEADLOCK: {loser:?}"
+        );
         let winner_value = (10 * round + 1 + ok[0] as i32).to_string();
         for i in 1..=3 {
-            let v = sql(c.node(i), "SET SESSION wsrep_sync_wait=15; SELECT v FROM race.t WHERE id = 1").map_err(anyhow::Error::msg)?;
+            let v = sql(c.node(i), "SET SESSION wsrep_sync_wait=15; SELECT v FROM race.t WHERE id = 1")
+                .map_err(anyhow::Error::msg)?;
             assert_eq!(v, winner_value, "round {round}: node {i} holds the winner's value");
         }
     }

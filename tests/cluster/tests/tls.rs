@@ -80,7 +80,8 @@ fn marker_on_the_wire(tls: bool) -> anyhow::Result<usize> {
         }
     }
     for i in 1..=3 {
-        let n = sql(c.node(i), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM wire.t").map_err(anyhow::Error::msg)?;
+        let n = sql(c.node(i), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM wire.t")
+            .map_err(anyhow::Error::msg)?;
         ensure!(n == "60", "node {i} holds every row: {n}");
     }
     let seen = capture.stop()?;
@@ -150,8 +151,11 @@ fn conflict_round(c: &TestCluster, round: i32) -> anyhow::Result<()> {
 #[test]
 fn a_tls_cluster_resolves_conflicts_survives_a_crash_and_rotates_its_certificates_under_writes() -> anyhow::Result<()> {
     let mut c = up_with(3, |spec| spec.tls = true)?;
-    sql(c.node(1), "CREATE DATABASE race; CREATE TABLE race.t (id INT PRIMARY KEY, v INT); INSERT INTO race.t VALUES (1, 0)")
-        .map_err(anyhow::Error::msg)?;
+    sql(
+        c.node(1),
+        "CREATE DATABASE race; CREATE TABLE race.t (id INT PRIMARY KEY, v INT); INSERT INTO race.t VALUES (1, 0)",
+    )
+    .map_err(anyhow::Error::msg)?;
     for round in 1..=3 {
         conflict_round(&c, round)?;
     }
@@ -194,10 +198,8 @@ fn tls_with_a_missing_key_file_stops_startup_naming_the_file() -> anyhow::Result
     c.stop(2)?;
     let missing = c.state().dir.join("tls").join("no-such-key.pem");
     let from = error_log(c.node(2)).len();
-    let start = Start {
-        provider_options: vec![("socket.ssl_key".into(), missing.display().to_string())],
-        ..Start::default()
-    };
+    let start =
+        Start { provider_options: vec![("socket.ssl_key".into(), missing.display().to_string())], ..Start::default() };
     c.start_with(2, &start)?;
     wait_for("node 2 to refuse to start", Duration::from_secs(120), || Ok(!c.is_running(2)))?;
     let log = error_log(c.node(2))[from..].to_string();
@@ -377,7 +379,8 @@ fn bad_input_on_a_tls_group_port_is_refused_and_a_thousand_attempts_leak_nothing
     }
     sql(&n1, "CREATE DATABASE after_attack; CREATE TABLE after_attack.t (id INT PRIMARY KEY); INSERT INTO after_attack.t VALUES (1)")
         .map_err(anyhow::Error::msg)?;
-    let v = sql(c.node(3), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM after_attack.t").map_err(anyhow::Error::msg)?;
+    let v = sql(c.node(3), "SET SESSION wsrep_sync_wait=15; SELECT COUNT(*) FROM after_attack.t")
+        .map_err(anyhow::Error::msg)?;
     ensure!(v == "1", "node 3 has the row: {v}");
     Ok(())
 }

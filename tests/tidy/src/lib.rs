@@ -132,7 +132,8 @@ pub fn functions(source: &str) -> Vec<Function> {
             i += 1;
             continue;
         }
-        let name: String = chars[i + 2..].iter().skip_while(|c| c.is_whitespace()).take_while(|c| is_ident(**c)).collect();
+        let name: String =
+            chars[i + 2..].iter().skip_while(|c| c.is_whitespace()).take_while(|c| is_ident(**c)).collect();
         if let Some(open) = body_start(&chars, i + 2) {
             if let Some(close) = matching_brace(&chars, open) {
                 let (first, last) = (line_of(i), line_of(close));
@@ -246,12 +247,11 @@ pub fn judge(found: &[(String, usize)], allowed: &[(String, usize)], limit: usiz
     for (key, lines) in found {
         let entry = allowed.iter().find(|(k, _)| k == key);
         match entry {
-            None if *lines > limit => {
-                errors.push(format!("{what} {key}: {lines} lines, more than {limit}; split it (the allowlist only shrinks)"))
-            }
-            Some((_, most)) if lines > most => {
-                errors.push(format!("{what} {key}: {lines} lines, more than the {most} the allowlist grants; it may only shrink"))
-            }
+            None if *lines > limit => errors
+                .push(format!("{what} {key}: {lines} lines, more than {limit}; split it (the allowlist only shrinks)")),
+            Some((_, most)) if lines > most => errors.push(format!(
+                "{what} {key}: {lines} lines, more than the {most} the allowlist grants; it may only shrink"
+            )),
             _ => {}
         }
     }

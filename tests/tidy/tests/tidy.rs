@@ -78,10 +78,13 @@ fn fail_on(errors: Vec<String>) {
 
 #[test]
 fn files_stay_within_800_lines() {
-    let found: Vec<(String, usize)> = rust_files().into_iter().map(|f| {
-        let lines = read(&f).lines().count();
-        (f, lines)
-    }).collect();
+    let found: Vec<(String, usize)> = rust_files()
+        .into_iter()
+        .map(|f| {
+            let lines = read(&f).lines().count();
+            (f, lines)
+        })
+        .collect();
     fail_on(judge(&found, &allowlist("file"), MAX_FILE_LINES, "file"));
 }
 
@@ -113,7 +116,9 @@ fn the_pure_core_uses_no_locks_clocks_or_hash_maps() {
             let lines = uses(&source, word);
             let listed = allowed.iter().any(|(k, _)| *k == key);
             if !lines.is_empty() && !listed {
-                errors.push(format!("{file} uses {word} (lines {lines:?}): the pure core takes time as an input and keeps its order"));
+                errors.push(format!(
+                    "{file} uses {word} (lines {lines:?}): the pure core takes time as an input and keeps its order"
+                ));
             }
             if lines.is_empty() && listed {
                 errors.push(format!("{key} no longer used: remove its line from the allowlist"));

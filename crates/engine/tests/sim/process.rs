@@ -389,7 +389,8 @@ impl Process {
         if let Some(w) = waiter {
             self.waiters.insert(token, w);
         }
-        let envelope = Envelope { source: self.me.uuid, incarnation: self.me.incarnation, token, body, epoch: self.epoch };
+        let envelope =
+            Envelope { source: self.me.uuid, incarnation: self.me.incarnation, token, body, epoch: self.epoch };
         if self.primary {
             ctx.world.pool.push(self.me.member, envelope.encode());
         } else {

@@ -31,10 +31,7 @@ impl FsStorage {
     pub fn new(dir: impl Into<PathBuf>) -> io::Result<FsStorage> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir).map_err(|e| context(e, &dir, "create directory"))?;
-        Ok(FsStorage {
-            dir: Arc::new(dir),
-            open_files: Arc::default(),
-        })
+        Ok(FsStorage { dir: Arc::new(dir), open_files: Arc::default() })
     }
 
     /// The directory this storage works in.
@@ -53,11 +50,7 @@ impl FsStorage {
             return Ok(Arc::clone(file));
         }
         let path = self.path(name)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| context(e, &path, "open"))?;
+        let file = OpenOptions::new().read(true).append(true).open(&path).map_err(|e| context(e, &path, "open"))?;
         Ok(self.remember(name, file))
     }
 
@@ -78,24 +71,17 @@ impl FsStorage {
     // A panic while holding the lock cannot leave the map half-updated (each access is a
     // single map call), so a poisoned lock is still safe to use.
     fn cache_read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<File>>> {
-        self.open_files
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.open_files.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn cache_write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<File>>> {
-        self.open_files
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.open_files.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 /// Adds the path and the operation to an error, keeping its kind for callers that match on it.
 fn context(error: io::Error, path: &Path, operation: &str) -> io::Error {
-    io::Error::new(
-        error.kind(),
-        format!("{}: {operation}: {error}", path.display()),
-    )
+    io::Error::new(error.kind(), format!("{}: {operation}: {error}", path.display()))
 }
 
 impl Storage for FsStorage {
@@ -104,10 +90,7 @@ impl Storage for FsStorage {
         let mut names = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| context(e, &self.dir, "list"))?;
-            let is_file = entry
-                .file_type()
-                .map(|kind| kind.is_file())
-                .unwrap_or(false);
+            let is_file = entry.file_type().map(|kind| kind.is_file()).unwrap_or(false);
             // Names that are not UTF-8 cannot be ours; skip rather than fail the listing.
             if let (true, Ok(name)) = (is_file, entry.file_name().into_string()) {
                 names.push(name);
@@ -140,9 +123,7 @@ impl Storage for FsStorage {
 
     fn append(&self, name: &str, data: &[u8]) -> io::Result<()> {
         let file = self.handle(name)?;
-        (&*file)
-            .write_all(data)
-            .map_err(|e| context(e, &self.dir.join(name), "append"))
+        (&*file).write_all(data).map_err(|e| context(e, &self.dir.join(name), "append"))
     }
 
     fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -155,8 +136,7 @@ impl Storage for FsStorage {
 
     fn truncate(&self, name: &str, len: u64) -> io::Result<()> {
         let file = self.handle(name)?;
-        file.set_len(len)
-            .map_err(|e| context(e, &self.dir.join(name), "truncate"))
+        file.set_len(len).map_err(|e| context(e, &self.dir.join(name), "truncate"))
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
@@ -177,14 +157,12 @@ impl Storage for FsStorage {
     fn sync_file(&self, name: &str) -> io::Result<()> {
         // fdatasync also flushes the file size when it changed, which is all an append needs.
         let file = self.handle(name)?;
-        file.sync_data()
-            .map_err(|e| context(e, &self.dir.join(name), "fsync"))
+        file.sync_data().map_err(|e| context(e, &self.dir.join(name), "fsync"))
     }
 
     fn sync_dir(&self) -> io::Result<()> {
         let dir = File::open(&*self.dir).map_err(|e| context(e, &self.dir, "open directory"))?;
-        dir.sync_all()
-            .map_err(|e| context(e, &self.dir, "fsync directory"))
+        dir.sync_all().map_err(|e| context(e, &self.dir, "fsync directory"))
     }
 }
 
@@ -205,10 +183,7 @@ mod tests {
         storage.create("b").unwrap();
         storage.create("a").unwrap();
         std::fs::create_dir(storage.dir().join("c-dir")).unwrap();
-        assert_eq!(
-            storage.list().unwrap(),
-            vec!["a".to_string(), "b".to_string()]
-        );
+        assert_eq!(storage.list().unwrap(), vec!["a".to_string(), "b".to_string()]);
     }
 
     #[test]
@@ -249,23 +224,14 @@ mod tests {
         let mut buf = [0u8; 4];
         let error = storage.read_at("f", 0, &mut buf).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
-        assert!(
-            error.to_string().contains("/f: read 4 bytes at offset 0"),
-            "{error}"
-        );
+        assert!(error.to_string().contains("/f: read 4 bytes at offset 0"), "{error}");
     }
 
     #[test]
     fn missing_files_are_not_found() {
         let (_dir, storage) = storage();
-        assert_eq!(
-            storage.len("nope").unwrap_err().kind(),
-            io::ErrorKind::NotFound
-        );
-        assert_eq!(
-            storage.remove("nope").unwrap_err().kind(),
-            io::ErrorKind::NotFound
-        );
+        assert_eq!(storage.len("nope").unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(storage.remove("nope").unwrap_err().kind(), io::ErrorKind::NotFound);
         let error = storage.append("nope", b"x").unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::NotFound);
         assert!(error.to_string().contains("nope"), "{error}");
@@ -315,9 +281,6 @@ mod tests {
     #[test]
     fn bad_names_are_refused() {
         let (_dir, storage) = storage();
-        assert_eq!(
-            storage.create("../x").unwrap_err().kind(),
-            io::ErrorKind::InvalidInput
-        );
+        assert_eq!(storage.create("../x").unwrap_err().kind(), io::ErrorKind::InvalidInput);
     }
 }

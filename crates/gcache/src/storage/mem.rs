@@ -90,11 +90,7 @@ impl MemFile {
         }
         let synced = self.durable_len as u64;
         let current = self.data.len() as u64;
-        let keep = if synced < current {
-            tear(name, synced, current)
-        } else {
-            current
-        };
+        let keep = if synced < current { tear(name, synced, current) } else { current };
         // A closure answering outside synced..=current is clamped, not trusted.
         let keep = keep.clamp(synced, current) as usize;
         self.data[..keep].to_vec()
@@ -114,9 +110,7 @@ impl MemStorage {
     fn lock(&self) -> MutexGuard<'_, MemState> {
         // Every mutation below completes or returns before it could panic, so a poisoned
         // lock (a panicking test thread) still guards consistent state.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The directory as a machine would find it after a power loss now, with every
@@ -129,11 +123,7 @@ impl MemStorage {
 
     /// Like [`MemStorage::crash`], but the first `kept` directory operations since the last
     /// `sync_dir` survive (see [`MemStorage::pending_dir_ops`] for how many there are).
-    pub fn crash_keeping_dir_ops(
-        &self,
-        kept: usize,
-        tear: &mut dyn FnMut(&str, u64, u64) -> u64,
-    ) -> MemStorage {
+    pub fn crash_keeping_dir_ops(&self, kept: usize, tear: &mut dyn FnMut(&str, u64, u64) -> u64) -> MemStorage {
         let state = self.lock();
         let mut names = state.durable_names.clone();
         for operation in state.pending.iter().take(kept) {
@@ -152,10 +142,7 @@ impl MemStorage {
             }
         }
         let files = names.into_iter().map(|(name, inode)| {
-            let data = state
-                .inodes
-                .get(&inode)
-                .map(|file| file.after_crash(&name, tear));
+            let data = state.inodes.get(&inode).map(|file| file.after_crash(&name, tear));
             (name, data.unwrap_or_default())
         });
         MemStorage::survivor(files, state.capacity)
@@ -174,24 +161,15 @@ impl MemStorage {
 
     /// A fresh storage holding `files`, all of it durable: what a rebooted machine has.
     fn survivor(files: impl Iterator<Item = (String, Vec<u8>)>, capacity: Option<u64>) -> Self {
-        let mut state = MemState {
-            capacity,
-            ..MemState::default()
-        };
+        let mut state = MemState { capacity, ..MemState::default() };
         for (name, data) in files {
-            let file = MemFile {
-                durable_len: data.len(),
-                data,
-                cut_tail: Vec::new(),
-            };
+            let file = MemFile { durable_len: data.len(), data, cut_tail: Vec::new() };
             state.inodes.insert(state.next_inode, file);
             state.names.insert(name, state.next_inode);
             state.next_inode += 1;
         }
         state.durable_names = state.names.clone();
-        MemStorage {
-            state: Arc::new(Mutex::new(state)),
-        }
+        MemStorage { state: Arc::new(Mutex::new(state)) }
     }
 
     /// Directory operations made since the last `sync_dir`.
@@ -210,10 +188,7 @@ impl MemStorage {
         let Some(file) = state.inodes.get_mut(&inode) else {
             return false;
         };
-        match usize::try_from(offset)
-            .ok()
-            .and_then(|offset| file.data.get_mut(offset))
-        {
+        match usize::try_from(offset).ok().and_then(|offset| file.data.get_mut(offset)) {
             Some(byte) => {
                 *byte = !*byte;
                 true
@@ -262,10 +237,7 @@ impl MemState {
     }
 
     fn used_bytes(&self) -> u64 {
-        let used = self
-            .names
-            .values()
-            .filter_map(|inode| self.inodes.get(inode));
+        let used = self.names.values().filter_map(|inode| self.inodes.get(inode));
         used.map(|file| file.data.len() as u64).sum()
     }
 }
@@ -290,10 +262,7 @@ impl Storage for MemStorage {
         state.next_inode += 1;
         state.inodes.insert(inode, MemFile::default());
         state.names.insert(name.to_string(), inode);
-        state.pending.push(DirOp::Create {
-            name: name.to_string(),
-            inode,
-        });
+        state.pending.push(DirOp::Create { name: name.to_string(), inode });
         Ok(())
     }
 
@@ -318,11 +287,8 @@ impl Storage for MemStorage {
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         let end = start.saturating_add(buf.len());
         let Some(source) = data.get(start..end) else {
-            let message = format!(
-                "mem:{name}: read {} bytes at offset {offset} past the end ({})",
-                buf.len(),
-                data.len()
-            );
+            let message =
+                format!("mem:{name}: read {} bytes at offset {offset} past the end ({})", buf.len(), data.len());
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, message));
         };
         buf.copy_from_slice(source);
@@ -330,8 +296,7 @@ impl Storage for MemStorage {
     }
 
     fn truncate(&self, name: &str, len: u64) -> io::Result<()> {
-        let len = usize::try_from(len)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
+        let len = usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
         self.lock().file_mut(name)?.truncate(len);
         Ok(())
     }
@@ -339,9 +304,7 @@ impl Storage for MemStorage {
     fn remove(&self, name: &str) -> io::Result<()> {
         let mut state = self.lock();
         state.names.remove(name).ok_or_else(|| not_found(name))?;
-        state.pending.push(DirOp::Remove {
-            name: name.to_string(),
-        });
+        state.pending.push(DirOp::Remove { name: name.to_string() });
         Ok(())
     }
 
@@ -350,10 +313,7 @@ impl Storage for MemStorage {
         let mut state = self.lock();
         let inode = state.names.remove(from).ok_or_else(|| not_found(from))?;
         state.names.insert(to.to_string(), inode);
-        state.pending.push(DirOp::Rename {
-            from: from.to_string(),
-            to: to.to_string(),
-        });
+        state.pending.push(DirOp::Rename { from: from.to_string(), to: to.to_string() });
         Ok(())
     }
 

@@ -28,10 +28,7 @@ fn behaves_like_a_directory() {
     storage.create("b").unwrap();
     storage.create("a").unwrap();
     storage.append("a", b"hello").unwrap();
-    assert_eq!(
-        storage.list().unwrap(),
-        vec!["a".to_string(), "b".to_string()]
-    );
+    assert_eq!(storage.list().unwrap(), vec!["a".to_string(), "b".to_string()]);
     assert_eq!(storage.len("a").unwrap(), 5);
     let mut buf = [0u8; 3];
     storage.read_at("a", 2, &mut buf).unwrap();
@@ -39,19 +36,13 @@ fn behaves_like_a_directory() {
     let error = storage.read_at("a", 3, &mut buf).unwrap_err();
     assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
     assert!(error.to_string().contains("mem:a"), "{error}");
-    assert_eq!(
-        storage.len("zz").unwrap_err().kind(),
-        io::ErrorKind::NotFound
-    );
+    assert_eq!(storage.len("zz").unwrap_err().kind(), io::ErrorKind::NotFound);
     storage.rename("a", "b").unwrap();
     assert_eq!(contents(&storage, "b").unwrap(), b"hello");
     assert_eq!(storage.file_len("a"), None);
     storage.remove("b").unwrap();
     assert!(storage.list().unwrap().is_empty());
-    assert_eq!(
-        storage.remove("b").unwrap_err().kind(),
-        io::ErrorKind::NotFound
-    );
+    assert_eq!(storage.remove("b").unwrap_err().kind(), io::ErrorKind::NotFound);
 }
 
 #[test]
@@ -81,24 +72,15 @@ fn power_loss_keeps_synced_bytes_and_the_chosen_prefix_of_the_rest() {
     });
     assert_eq!(asked, vec![("f".to_string(), 6, 12)]);
     assert_eq!(contents(&after, "f").unwrap(), b"synced+c");
-    assert_eq!(
-        contents(&storage.crash(&mut keep_synced), "f").unwrap(),
-        b"synced"
-    );
+    assert_eq!(contents(&storage.crash(&mut keep_synced), "f").unwrap(), b"synced");
 }
 
 #[test]
 fn tear_answers_out_of_range_are_clamped() {
     let storage = durable_file("f", b"ab");
     storage.append("f", b"cd").unwrap();
-    assert_eq!(
-        contents(&storage.crash(&mut |_: &str, _, _| 0), "f").unwrap(),
-        b"ab"
-    );
-    assert_eq!(
-        contents(&storage.crash(&mut |_: &str, _, _| 99), "f").unwrap(),
-        b"abcd"
-    );
+    assert_eq!(contents(&storage.crash(&mut |_: &str, _, _| 0), "f").unwrap(), b"ab");
+    assert_eq!(contents(&storage.crash(&mut |_: &str, _, _| 99), "f").unwrap(), b"abcd");
 }
 
 #[test]
@@ -137,10 +119,7 @@ fn unsynced_creation_is_undone_even_with_synced_data() {
     let kept = storage.crash_keeping_dir_ops(1, &mut keep_all);
     assert_eq!(contents(&kept, "f").unwrap(), b"data");
     storage.sync_dir().unwrap();
-    assert_eq!(
-        contents(&storage.crash(&mut keep_synced), "f").unwrap(),
-        b"data"
-    );
+    assert_eq!(contents(&storage.crash(&mut keep_synced), "f").unwrap(), b"data");
 }
 
 #[test]
@@ -162,13 +141,7 @@ fn unsynced_removal_and_rename_are_undone_in_order() {
     assert_eq!(both.list().unwrap(), vec!["a".to_string()]);
     assert_eq!(contents(&both, "a").unwrap(), b"B");
     // Asking for more operations than there are keeps them all.
-    assert_eq!(
-        storage
-            .crash_keeping_dir_ops(9, &mut keep_all)
-            .list()
-            .unwrap(),
-        vec!["a"]
-    );
+    assert_eq!(storage.crash_keeping_dir_ops(9, &mut keep_all).list().unwrap(), vec!["a"]);
 }
 
 #[test]
@@ -182,21 +155,11 @@ fn unsynced_truncation_of_synced_bytes_is_undone_by_a_power_loss() {
         asked += 1;
         current
     });
-    assert_eq!(
-        asked, 0,
-        "the file comes back as last synced, whatever tear would say"
-    );
+    assert_eq!(asked, 0, "the file comes back as last synced, whatever tear would say");
     assert_eq!(contents(&after, "f").unwrap(), b"0123456789");
-    assert_eq!(
-        contents(&storage.kill(), "f").unwrap(),
-        b"0123xy",
-        "kill -9 loses nothing"
-    );
+    assert_eq!(contents(&storage.kill(), "f").unwrap(), b"0123xy", "kill -9 loses nothing");
     storage.sync_file("f").unwrap();
-    assert_eq!(
-        contents(&storage.crash(&mut keep_synced), "f").unwrap(),
-        b"0123xy"
-    );
+    assert_eq!(contents(&storage.crash(&mut keep_synced), "f").unwrap(), b"0123xy");
 }
 
 #[test]
@@ -207,10 +170,7 @@ fn kill_keeps_every_write_truncation_and_directory_operation() {
     storage.append("b", b"new").unwrap();
     storage.rename("b", "c").unwrap();
     let killed = storage.kill();
-    assert_eq!(
-        killed.list().unwrap(),
-        vec!["a".to_string(), "c".to_string()]
-    );
+    assert_eq!(killed.list().unwrap(), vec!["a".to_string(), "c".to_string()]);
     assert_eq!(contents(&killed, "a").unwrap(), b"01");
     assert_eq!(contents(&killed, "c").unwrap(), b"new");
 }
@@ -239,16 +199,9 @@ fn create_of_an_existing_file_empties_it_in_place() {
     let storage = durable_file("f", b"old");
     storage.create("f").unwrap();
     assert_eq!(storage.file_len("f"), Some(0));
-    assert_eq!(
-        storage.pending_dir_ops(),
-        0,
-        "O_TRUNC is not a directory operation"
-    );
+    assert_eq!(storage.pending_dir_ops(), 0, "O_TRUNC is not a directory operation");
     // Like any unsynced truncation of synced bytes, a power loss brings the old bytes back.
-    assert_eq!(
-        contents(&storage.crash(&mut keep_synced), "f").unwrap(),
-        b"old"
-    );
+    assert_eq!(contents(&storage.crash(&mut keep_synced), "f").unwrap(), b"old");
     assert_eq!(contents(&storage.kill(), "f").unwrap(), b"");
 }
 
@@ -257,10 +210,7 @@ fn flip_byte_corrupts_current_and_synced_bytes() {
     let storage = durable_file("f", b"abc");
     assert!(storage.flip_byte("f", 1));
     assert_eq!(contents(&storage, "f").unwrap(), vec![b'a', !b'b', b'c']);
-    assert_eq!(
-        contents(&storage.crash(&mut keep_synced), "f").unwrap()[1],
-        !b'b'
-    );
+    assert_eq!(contents(&storage.crash(&mut keep_synced), "f").unwrap()[1], !b'b');
     assert!(!storage.flip_byte("f", 3));
     assert!(!storage.flip_byte("f", u64::MAX));
     assert!(!storage.flip_byte("nope", 0));
@@ -283,11 +233,7 @@ fn capacity_makes_appends_short_and_fail() {
     storage.set_capacity(Some(5));
     let error = storage.append("f", b"defg").unwrap_err();
     assert_eq!(error.kind(), io::ErrorKind::StorageFull);
-    assert_eq!(
-        contents(&storage, "f").unwrap(),
-        b"abcde",
-        "a short write lands"
-    );
+    assert_eq!(contents(&storage, "f").unwrap(), b"abcde", "a short write lands");
     storage.truncate("f", 3).unwrap();
     storage.set_capacity(None);
     storage.append("f", b"defg").unwrap();
@@ -298,11 +244,7 @@ fn capacity_makes_appends_short_and_fail() {
 fn sync_dir_frees_unreachable_inodes() {
     let storage = durable_file("f", b"abc");
     storage.remove("f").unwrap();
-    assert_eq!(
-        storage.lock().inodes.len(),
-        1,
-        "a crash could still bring it back"
-    );
+    assert_eq!(storage.lock().inodes.len(), 1, "a crash could still bring it back");
     storage.sync_dir().unwrap();
     assert!(storage.lock().inodes.is_empty());
     assert!(storage.crash(&mut keep_all).list().unwrap().is_empty());

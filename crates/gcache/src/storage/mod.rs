@@ -47,10 +47,7 @@ pub trait Storage: Send + Sync {
 pub(crate) fn check_name(name: &str) -> io::Result<()> {
     let bad = name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']);
     if bad {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("bad file name {name:?}"),
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad file name {name:?}")));
     }
     Ok(())
 }

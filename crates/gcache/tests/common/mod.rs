@@ -11,34 +11,19 @@ use std::sync::Arc;
 use tandem_gcache::{LogError, LogOptions, SegmentLog, Storage};
 
 pub fn options(segment_bytes: u64) -> LogOptions {
-    LogOptions {
-        name: "log".into(),
-        segment_bytes,
-    }
+    LogOptions { name: "log".into(), segment_bytes }
 }
 
 /// A payload that differs per index and per `generation`, so that a record coming back
 /// from before a truncation (same index, older generation) is told apart.
 pub fn payload(index: u64, len: usize, generation: u64) -> Vec<u8> {
-    let seed =
-        index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ generation.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    (0..len)
-        .map(|i| (seed.rotate_left((i % 64) as u32) as u8) ^ (i as u8))
-        .collect()
+    let seed = index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ generation.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    (0..len).map(|i| (seed.rotate_left((i % 64) as u32) as u8) ^ (i as u8)).collect()
 }
 
 /// Appends `payloads` as records `start..`.
-pub fn append_all<S: Storage>(
-    log: &mut SegmentLog<S>,
-    start: u64,
-    payloads: &[Vec<u8>],
-) -> Result<(), LogError> {
-    log.append(
-        payloads
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (start + i as u64, p.as_slice())),
-    )
+pub fn append_all<S: Storage>(log: &mut SegmentLog<S>, start: u64, payloads: &[Vec<u8>]) -> Result<(), LogError> {
+    log.append(payloads.iter().enumerate().map(|(i, p)| (start + i as u64, p.as_slice())))
 }
 
 /// The records the log holds on disk, purged or not, by index: the reference every record
@@ -47,36 +32,21 @@ pub type History = BTreeMap<u64, Vec<u8>>;
 
 /// Asserts that `log` holds a contiguous range of records, each equal to `history`'s, and
 /// returns that range.
-pub fn assert_matches_history<S: Storage>(
-    log: &SegmentLog<S>,
-    history: &History,
-) -> Option<(u64, u64)> {
+pub fn assert_matches_history<S: Storage>(log: &SegmentLog<S>, history: &History) -> Option<(u64, u64)> {
     let (Some(first), Some(last)) = (log.first_index(), log.last_index()) else {
         assert_eq!(log.first_index(), None, "first without last");
         assert_eq!(log.last_index(), None, "last without first");
         return None;
     };
     if first > last {
-        assert_eq!(
-            first,
-            last + 1,
-            "an empty log continues right after its last index"
-        );
+        assert_eq!(first, last + 1, "an empty log continues right after its last index");
         return Some((first, last));
     }
     let records = log.read_range(first, last, usize::MAX).unwrap();
-    assert_eq!(
-        records.len() as u64,
-        last - first + 1,
-        "read_range returns the whole range"
-    );
+    assert_eq!(records.len() as u64, last - first + 1, "read_range returns the whole range");
     for (index, bytes) in records {
         let expected = history.get(&index);
-        assert_eq!(
-            Some(&bytes),
-            expected,
-            "record {index} differs from what was appended"
-        );
+        assert_eq!(Some(&bytes), expected, "record {index} differs from what was appended");
     }
     Some((first, last))
 }
@@ -91,11 +61,7 @@ pub struct Counting<S> {
 
 impl<S: Storage> Counting<S> {
     pub fn new(inner: S) -> Self {
-        Counting {
-            inner,
-            bytes_read: Arc::default(),
-            appends: Arc::default(),
-        }
+        Counting { inner, bytes_read: Arc::default(), appends: Arc::default() }
     }
 
     pub fn bytes_read(&self) -> u64 {
@@ -118,8 +84,7 @@ impl<S: Storage> Storage for Counting<S> {
         self.inner.append(name, data)
     }
     fn read_at(&self, name: &str, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.bytes_read
-            .fetch_add(buf.len() as u64, Ordering::SeqCst);
+        self.bytes_read.fetch_add(buf.len() as u64, Ordering::SeqCst);
         self.inner.read_at(name, offset, buf)
     }
     fn truncate(&self, name: &str, len: u64) -> io::Result<()> {

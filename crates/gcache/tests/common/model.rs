@@ -74,26 +74,15 @@ impl Model {
 pub fn run<S: Storage + Clone>(storage: S, segment_bytes: u64, ops: &[Op]) {
     let open = |storage: &S| {
         let opened = SegmentLog::open(storage.clone(), options(segment_bytes)).unwrap();
-        assert_eq!(
-            opened.recovery.damage, None,
-            "a clean reopen finds no damage"
-        );
+        assert_eq!(opened.recovery.damage, None, "a clean reopen finds no damage");
         opened.log
     };
     let mut log = open(&storage);
     let mut model = Model::default();
     for (step, op) in ops.iter().enumerate() {
         apply(&mut log, &mut model, op, || open(&storage));
-        assert_eq!(
-            log.first_index(),
-            model.first,
-            "first after step {step}: {op:?}"
-        );
-        assert_eq!(
-            log.last_index(),
-            model.last,
-            "last after step {step}: {op:?}"
-        );
+        assert_eq!(log.first_index(), model.first, "first after step {step}: {op:?}");
+        assert_eq!(log.last_index(), model.last, "last after step {step}: {op:?}");
         assert_matches_history(&log, &model.history);
         assert_disk_bytes(&log);
     }
@@ -102,30 +91,19 @@ pub fn run<S: Storage + Clone>(storage: S, segment_bytes: u64, ops: &[Op]) {
 fn assert_disk_bytes<S: Storage>(log: &SegmentLog<S>) {
     let mut total = 0;
     for info in log.segments() {
-        assert_eq!(
-            log.storage().len(&info.name).unwrap(),
-            info.bytes,
-            "{}",
-            info.name
-        );
+        assert_eq!(log.storage().len(&info.name).unwrap(), info.bytes, "{}", info.name);
         total += info.bytes;
     }
     assert_eq!(log.disk_bytes(), total);
 }
 
-fn apply<S: Storage>(
-    log: &mut SegmentLog<S>,
-    model: &mut Model,
-    op: &Op,
-    reopen: impl Fn() -> SegmentLog<S>,
-) {
+fn apply<S: Storage>(log: &mut SegmentLog<S>, model: &mut Model, op: &Op, reopen: impl Fn() -> SegmentLog<S>) {
     match op {
         Op::Append { start, sizes } => {
             model.generation += 1;
             let start = model.last.map_or(*start, |last| last + 1);
-            let payloads: Vec<Vec<u8>> = (0..sizes.len())
-                .map(|i| payload(start + i as u64, sizes[i], model.generation))
-                .collect();
+            let payloads: Vec<Vec<u8>> =
+                (0..sizes.len()).map(|i| payload(start + i as u64, sizes[i], model.generation)).collect();
             append_all(log, start, &payloads).unwrap();
             for (i, bytes) in payloads.into_iter().enumerate() {
                 model.history.insert(start + i as u64, bytes);
@@ -171,11 +149,7 @@ fn apply<S: Storage>(
             model.first = log.first_index();
         }
         Op::Read(pick) => read(log, model, pick),
-        Op::ReadRange {
-            from,
-            to,
-            max_bytes,
-        } => read_range(log, model, from, to, *max_bytes),
+        Op::ReadRange { from, to, max_bytes } => read_range(log, model, from, to, *max_bytes),
     }
 }
 
@@ -189,10 +163,7 @@ fn truncate_after<S: Storage>(log: &mut SegmentLog<S>, model: &mut Model, back: 
     if index >= last {
         result.unwrap();
     } else if index + 1 < first {
-        assert!(
-            matches!(result, Err(LogError::Missing(i)) if i == index),
-            "{result:?}"
-        );
+        assert!(matches!(result, Err(LogError::Missing(i)) if i == index), "{result:?}");
     } else {
         result.unwrap();
         model.history.retain(|&k, _| k <= index);
@@ -231,13 +202,7 @@ fn read<S: Storage>(log: &SegmentLog<S>, model: &Model, pick: &Index) {
     }
 }
 
-fn read_range<S: Storage>(
-    log: &SegmentLog<S>,
-    model: &Model,
-    from: &Index,
-    to: &Index,
-    max: usize,
-) {
+fn read_range<S: Storage>(log: &SegmentLog<S>, model: &Model, from: &Index, to: &Index, max: usize) {
     let (from, to) = (around(model, from), around(model, to));
     let result = log.read_range(from, to, max);
     if from > to {
@@ -245,10 +210,7 @@ fn read_range<S: Storage>(
         return;
     }
     if !holds(model, from) || !holds(model, to) {
-        assert!(
-            matches!(result, Err(LogError::Missing(_))),
-            "{from}..={to}: {result:?}"
-        );
+        assert!(matches!(result, Err(LogError::Missing(_))), "{from}..={to}: {result:?}");
         return;
     }
     let records = result.unwrap();
@@ -259,17 +221,10 @@ fn read_range<S: Storage>(
         assert_eq!(Some(bytes), model.history.get(index));
         total += bytes.len();
     }
-    assert!(
-        records.len() == 1 || total <= max,
-        "{total} bytes over {max}"
-    );
+    assert!(records.len() == 1 || total <= max, "{total} bytes over {max}");
     let end = from + records.len() as u64 - 1;
     if end < to {
         let next = model.history[&(end + 1)].len();
-        assert!(
-            total + next > max,
-            "stopped early at {end} with room for {}",
-            end + 1
-        );
+        assert!(total + next > max, "stopped early at {end} with room for {}", end + 1);
     }
 }

@@ -58,9 +58,7 @@ pub fn raft_config(cluster: &str, t: &Timeouts) -> Result<Config, GroupError> {
         allow_log_reversion: Some(true),
         ..Config::default()
     };
-    config
-        .validate()
-        .map_err(|e| GroupError::Config(format!("invalid group timeouts: {e}")))
+    config.validate().map_err(|e| GroupError::Config(format!("invalid group timeouts: {e}")))
 }
 
 #[cfg(test)]
@@ -79,10 +77,7 @@ mod tests {
     fn defaults_map_onto_a_valid_config() {
         let c = raft_config("c", &Timeouts::default()).unwrap();
         assert_eq!(c.heartbeat_interval, 100);
-        assert_eq!(
-            (c.election_timeout_min, c.election_timeout_max),
-            (2500, 5000)
-        );
+        assert_eq!((c.election_timeout_min, c.election_timeout_max), (2500, 5000));
         assert_eq!(c.quorum_loss_probe_interval, Some(10_000));
         assert_eq!(c.enable_pre_vote, Some(true));
         assert_eq!(c.snapshot_policy, SnapshotPolicy::Never);
@@ -92,14 +87,7 @@ mod tests {
     #[test]
     fn test_timeouts_map_onto_a_valid_config() {
         let c = raft_config("c", &timeouts(50, 500)).unwrap();
-        assert_eq!(
-            (
-                c.heartbeat_interval,
-                c.election_timeout_min,
-                c.election_timeout_max
-            ),
-            (50, 250, 500)
-        );
+        assert_eq!((c.heartbeat_interval, c.election_timeout_min, c.election_timeout_max), (50, 250, 500));
     }
 
     #[test]

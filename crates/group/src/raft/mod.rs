@@ -32,9 +32,7 @@ use self::state_machine::lock;
 use self::types::{AppPayload, Bytes};
 use crate::shared::Shared;
 use crate::wire::{Request, MAX_PAYLOAD_BYTES};
-use crate::{
-    join, submit, CacheStatus, GroupChannel, GroupError, GroupStatus, MemberId, Membership,
-};
+use crate::{join, submit, CacheStatus, GroupChannel, GroupError, GroupStatus, MemberId, Membership};
 
 /// Every thread of every group runtime is named with this prefix.
 pub const THREAD_PREFIX: &str = "tandem-group-";
@@ -62,13 +60,7 @@ impl RaftGroup {
         local_addr: SocketAddr,
     ) -> Arc<RaftGroup> {
         let handle = runtime.handle().clone();
-        Arc::new(RaftGroup {
-            shared,
-            handle,
-            runtime: Mutex::new(Some(runtime)),
-            queue,
-            local_addr,
-        })
+        Arc::new(RaftGroup { shared, handle, runtime: Mutex::new(Some(runtime)), queue, local_addr })
     }
 
     /// Worker threads of the group runtime ([`crate::GroupConfig::threads`]).
@@ -102,10 +94,7 @@ impl RaftGroup {
         Membership {
             voters: raft_membership.voter_ids().collect(),
             learners: raft_membership.learner_ids().collect(),
-            members: raft_membership
-                .nodes()
-                .map(|(id, info)| (*id, info.clone()))
-                .collect(),
+            members: raft_membership.nodes().map(|(id, info)| (*id, info.clone())).collect(),
         }
     }
 
@@ -121,9 +110,7 @@ impl RaftGroup {
             return Err(GroupError::Closed);
         }
         if on_group_thread() {
-            return Err(GroupError::Other(
-                "must not be called from a group callback".into(),
-            ));
+            return Err(GroupError::Other("must not be called from a group callback".into()));
         }
         let (tx, rx) = std_mpsc::sync_channel(1);
         self.handle.spawn(async move {
@@ -138,9 +125,7 @@ impl RaftGroup {
 }
 
 fn on_group_thread() -> bool {
-    std::thread::current()
-        .name()
-        .is_some_and(|n| n.starts_with(THREAD_PREFIX))
+    std::thread::current().name().is_some_and(|n| n.starts_with(THREAD_PREFIX))
 }
 
 /// Stops openraft, then the runtime, joining every runtime thread.
@@ -149,13 +134,9 @@ fn stop(runtime: Runtime, shared: Arc<Shared>) {
         warn!("Calls into the group still running after {CALLERS_STOP_TIMEOUT:?}; stopping anyway");
     }
     let raft = shared.raft();
-    let stopped = runtime
-        .block_on(async move { tokio::time::timeout(RAFT_STOP_TIMEOUT, raft.shutdown()).await });
+    let stopped = runtime.block_on(async move { tokio::time::timeout(RAFT_STOP_TIMEOUT, raft.shutdown()).await });
     if stopped.is_err() {
-        warn!(
-            "Raft of member {} did not stop within {RAFT_STOP_TIMEOUT:?}",
-            shared.me
-        );
+        warn!("Raft of member {} did not stop within {RAFT_STOP_TIMEOUT:?}", shared.me);
     }
     runtime.shutdown_timeout(RUNTIME_STOP_TIMEOUT);
     startup::stop_flusher(&shared.log);
@@ -172,18 +153,12 @@ impl GroupChannel for RaftGroup {
             return Err(GroupError::Closed);
         }
         if payload.len() > MAX_PAYLOAD_BYTES {
-            return Err(GroupError::TooLarge {
-                bytes: payload.len(),
-                limit: MAX_PAYLOAD_BYTES,
-            });
+            return Err(GroupError::TooLarge { bytes: payload.len(), limit: MAX_PAYLOAD_BYTES });
         }
         if !self.shared.is_primary() {
             return Err(GroupError::NonPrimary);
         }
-        let item = AppPayload {
-            origin: self.shared.me,
-            bytes: Bytes::from(payload),
-        };
+        let item = AppPayload { origin: self.shared.me, bytes: Bytes::from(payload) };
         // A group runtime thread (or any caller inside a runtime) must not
         // block: it only queues, and fails when the queue is full.
         if Handle::try_current().is_ok() {
@@ -209,33 +184,20 @@ impl GroupChannel for RaftGroup {
             return Ok(());
         }
         let timeout = self.shared.request_timeout() * 4;
-        self.run(timeout, async move {
-            join::until_done(&shared, &req)
-                .await
-                .map_err(GroupError::Other)
-        })
+        self.run(timeout, async move { join::until_done(&shared, &req).await.map_err(GroupError::Other) })
     }
 
     fn status(&self) -> GroupStatus {
         let (leader, leader_name) = self.shared.with_metrics(|m| {
-            let name = m
-                .current_leader
-                .and_then(|id| m.membership_config.membership().get_node(&id));
+            let name = m.current_leader.and_then(|id| m.membership_config.membership().get_node(&id));
             (m.current_leader, name.map(|info| info.name.clone()))
         });
-        GroupStatus {
-            me: self.shared.me,
-            primary: self.shared.is_primary(),
-            leader,
-            leader_name,
-        }
+        GroupStatus { me: self.shared.me, primary: self.shared.is_primary(), leader, leader_name }
     }
 
     fn leave(&self, timeout: Duration) -> Result<(), GroupError> {
         let shared = self.shared.clone();
-        let result = self.run(timeout, async move {
-            join::leave(&shared).await.map_err(GroupError::Other)
-        });
+        let result = self.run(timeout, async move { join::leave(&shared).await.map_err(GroupError::Other) });
         match result {
             Err(GroupError::Other(e)) if !self.shared.is_primary() => {
                 // Expected of a node cut off (a partition, gmcast.isolate): a note.
@@ -258,9 +220,8 @@ impl GroupChannel for RaftGroup {
 
     fn cache(&self) -> CacheStatus {
         let oldest = self.shared.checkpoints.oldest();
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         CacheStatus {
             replay_from: oldest.map(|c| c.position + 1),
             bytes: self.shared.log.disk_bytes(),
@@ -295,9 +256,7 @@ impl GroupChannel for RaftGroup {
             let read = crate::read::barrier(&shared, timeout);
             return self.shared.callers.run(&self.handle, &self.shared.closed, timeout, read);
         }
-        self.run(timeout, async move {
-            crate::read::barrier(&shared, timeout).await
-        })
+        self.run(timeout, async move { crate::read::barrier(&shared, timeout).await })
     }
 
     fn announce_group(&self, group: Option<[u8; 16]>) {
@@ -344,11 +303,10 @@ impl GroupChannel for RaftGroup {
         }
         let shared = self.shared.clone();
         let within = self.shared.request_timeout();
-        self.run(within * 2, async move {
-            crate::weight::set(&shared, weight, within)
-                .await
-                .map_err(GroupError::Other)
-        })
+        self.run(
+            within * 2,
+            async move { crate::weight::set(&shared, weight, within).await.map_err(GroupError::Other) },
+        )
     }
 
     fn cluster_weight(&self) -> Option<u64> {
@@ -359,12 +317,9 @@ impl GroupChannel for RaftGroup {
 
     fn reload_tls(&self) -> Result<(), GroupError> {
         let tls = self.shared.net.tls.tls().ok_or_else(|| {
-            GroupError::Config(
-                "socket.ssl_reload: the group channel is not encrypted (socket.ssl=NO)".into(),
-            )
+            GroupError::Config("socket.ssl_reload: the group channel is not encrypted (socket.ssl=NO)".into())
         })?;
-        tls.reload()
-            .map_err(|e| GroupError::Config(e.to_string()))?;
+        tls.reload().map_err(|e| GroupError::Config(e.to_string()))?;
         info!("Reloaded the TLS certificate and key: new connections use them");
         Ok(())
     }
@@ -384,9 +339,8 @@ impl GroupChannel for RaftGroup {
         }
         // A runtime cannot be shut down from inside an async context: stop it
         // from a thread of our own.
-        let stopper = std::thread::Builder::new()
-            .name(format!("{THREAD_PREFIX}stop"))
-            .spawn(move || stop(runtime, shared));
+        let stopper =
+            std::thread::Builder::new().name(format!("{THREAD_PREFIX}stop")).spawn(move || stop(runtime, shared));
         match stopper {
             // On one of our own workers, joining would wait for ourselves.
             Ok(handle) if !on_group_thread() => {

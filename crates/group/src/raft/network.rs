@@ -10,8 +10,8 @@ use std::time::Duration;
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
-    TransferLeaderResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest, TransferLeaderResponse,
+    VoteRequest, VoteResponse,
 };
 use openraft::EntryPayload;
 
@@ -40,12 +40,7 @@ impl RaftNetworkFactory<GroupTypes> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: MemberId, node: &MemberInfo) -> PeerClient {
-        PeerClient {
-            net: self.net.clone(),
-            target,
-            addr: node.group_addr.clone(),
-            rpc_floor: self.rpc_floor,
-        }
+        PeerClient { net: self.net.clone(), target, addr: node.group_addr.clone(), rpc_floor: self.rpc_floor }
     }
 }
 
@@ -59,11 +54,7 @@ pub struct PeerClient {
 impl PeerClient {
     async fn call(&self, req: Request, ttl: Duration) -> Result<Response, RpcError> {
         let timeout = ttl.max(self.rpc_floor);
-        match self
-            .net
-            .call(&self.addr, Some(self.target), &req, timeout)
-            .await
-        {
+        match self.net.call(&self.addr, Some(self.target), &req, timeout).await {
             Ok((_, Response::Failed { reason })) => Err(unreachable(reason)),
             Ok((_, resp)) => Ok(resp),
             Err(CallError::Lost(e)) => Err(RPCError::Network(NetworkError::from_string(e))),
@@ -117,10 +108,7 @@ impl RaftNetworkV2<GroupTypes> for PeerClient {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<GroupTypes>, RpcError> {
         let cut = fit_to_budget(&mut rpc);
-        match self
-            .call(Request::AppendEntries(rpc), option.hard_ttl())
-            .await?
-        {
+        match self.call(Request::AppendEntries(rpc), option.hard_ttl()).await? {
             Response::AppendEntries(AppendEntriesResponse::Success) if cut.is_some() => {
                 Ok(AppendEntriesResponse::PartialSuccess(cut))
             }
@@ -158,11 +146,7 @@ impl RaftNetworkV2<GroupTypes> for PeerClient {
         cancel: impl std::future::Future<Output = ReplicationClosed> + Send + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<GroupTypes>, StreamingError<GroupTypes>> {
-        let req = Request::Snapshot {
-            vote,
-            meta: snapshot.meta,
-            data: snapshot.snapshot,
-        };
+        let req = Request::Snapshot { vote, meta: snapshot.meta, data: snapshot.snapshot };
         tokio::select! {
             closed = cancel => Err(StreamingError::Closed(closed)),
             resp = self.call(req, option.hard_ttl()) => match resp? {
@@ -177,10 +161,7 @@ impl RaftNetworkV2<GroupTypes> for PeerClient {
         req: TransferLeaderRequest<GroupTypes>,
         option: RPCOption,
     ) -> Result<TransferLeaderResponse<GroupTypes>, RpcError> {
-        match self
-            .call(Request::TransferLeader(req), option.hard_ttl())
-            .await?
-        {
+        match self.call(Request::TransferLeader(req), option.hard_ttl()).await? {
             Response::TransferLeader(resp) => Ok(resp),
             _ => Err(unexpected("transfer-leader")),
         }
@@ -193,27 +174,13 @@ mod tests {
     use crate::raft::types::{AppPayload, Bytes};
 
     fn entry(index: u64, len: usize) -> Entry {
-        let payload = AppPayload {
-            origin: 1,
-            bytes: Bytes::from(vec![0u8; len]),
-        };
-        let leader = openraft::impls::leader_id_adv::LeaderId {
-            term: 1,
-            node_id: 1,
-        };
-        Entry {
-            log_id: LogId::new(leader, index),
-            payload: EntryPayload::Normal(payload),
-        }
+        let payload = AppPayload { origin: 1, bytes: Bytes::from(vec![0u8; len]) };
+        let leader = openraft::impls::leader_id_adv::LeaderId { term: 1, node_id: 1 };
+        Entry { log_id: LogId::new(leader, index), payload: EntryPayload::Normal(payload) }
     }
 
     fn request(entries: Vec<Entry>) -> AppendEntriesRequest<GroupTypes> {
-        AppendEntriesRequest {
-            vote: Vote::new(1, 1),
-            prev_log_id: None,
-            entries,
-            leader_commit: None,
-        }
+        AppendEntriesRequest { vote: Vote::new(1, 1), prev_log_id: None, entries, leader_commit: None }
     }
 
     #[test]
@@ -230,8 +197,7 @@ mod tests {
         let last = fit_to_budget(&mut rpc).expect("cut");
         assert_eq!(rpc.entries.len(), 2);
         assert_eq!(last.index, 2);
-        let frame =
-            crate::wire::encode_frame(&Request::AppendEntries(rpc)).expect("fits in a frame");
+        let frame = crate::wire::encode_frame(&Request::AppendEntries(rpc)).expect("fits in a frame");
         assert!(frame.len() <= crate::wire::MAX_FRAME_BYTES);
     }
 

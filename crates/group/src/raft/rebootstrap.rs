@@ -44,44 +44,26 @@ pub async fn bootstrap(shared: Arc<Shared>) -> Result<(), GroupError> {
 /// are voters of the current membership vote in the new one, the others
 /// stay learners. This member leads it first. `purpose` names the reason
 /// in a refusal.
-pub async fn form(
-    shared: Arc<Shared>,
-    members: &[MemberId],
-    purpose: &str,
-) -> Result<(), GroupError> {
-    assert!(
-        members.contains(&shared.me),
-        "a member forms a component it is part of"
-    );
+pub async fn form(shared: Arc<Shared>, members: &[MemberId], purpose: &str) -> Result<(), GroupError> {
+    assert!(members.contains(&shared.me), "a member forms a component it is part of");
     refuse_if_behind(&shared, purpose).await?;
     let (nodes, voters) = new_membership(&shared, members);
     let old = shared.raft();
-    old.shutdown()
-        .await
-        .map_err(|e| GroupError::Other(format!("cannot stop Raft to bootstrap: {e}")))?;
+    old.shutdown().await.map_err(|e| GroupError::Other(format!("cannot stop Raft to bootstrap: {e}")))?;
     let me = shared.me;
     let log = shared.log.clone();
     tokio::task::block_in_place(|| make_voters(&log, me, nodes, voters))?;
     let network = Network::new(shared.net.clone(), shared.suspect / 2);
-    let raft = openraft::Raft::new(
-        me,
-        shared.raft_config.clone(),
-        network,
-        log,
-        shared.sm.clone(),
-    )
-    .await
-    .map_err(|e| GroupError::Other(format!("cannot restart Raft after bootstrap: {e}")))?;
+    let raft = openraft::Raft::new(me, shared.raft_config.clone(), network, log, shared.sm.clone())
+        .await
+        .map_err(|e| GroupError::Other(format!("cannot restart Raft after bootstrap: {e}")))?;
     *shared.raft.write().unwrap_or_else(|p| p.into_inner()) = raft;
     Ok(())
 }
 
 /// The nodes and voters of the component `members` form: each member's
 /// info as the current membership knows it (ours from our configuration).
-fn new_membership(
-    shared: &Shared,
-    members: &[MemberId],
-) -> (BTreeMap<MemberId, MemberInfo>, BTreeSet<MemberId>) {
+fn new_membership(shared: &Shared, members: &[MemberId]) -> (BTreeMap<MemberId, MemberInfo>, BTreeSet<MemberId>) {
     let m = shared.metrics();
     let current = m.membership_config.membership();
     let mut nodes = BTreeMap::from([(shared.me, shared.my_info())]);
@@ -91,11 +73,7 @@ fn new_membership(
         }
     }
     let old_voters: BTreeSet<MemberId> = current.voter_ids().collect();
-    let mut voters: BTreeSet<MemberId> = nodes
-        .keys()
-        .filter(|id| old_voters.contains(id))
-        .copied()
-        .collect();
+    let mut voters: BTreeSet<MemberId> = nodes.keys().filter(|id| old_voters.contains(id)).copied().collect();
     voters.insert(shared.me);
     (nodes, voters)
 }
@@ -106,11 +84,8 @@ fn new_membership(
 async fn refuse_if_behind(shared: &Shared, purpose: &str) -> Result<(), GroupError> {
     let mine = shared.log.vote_and_last().1;
     let membership = shared.metrics().membership_config.membership().clone();
-    let others: Vec<(MemberId, MemberInfo)> = membership
-        .nodes()
-        .filter(|(id, _)| **id != shared.me)
-        .map(|(id, info)| (*id, info.clone()))
-        .collect();
+    let others: Vec<(MemberId, MemberInfo)> =
+        membership.nodes().filter(|(id, _)| **id != shared.me).map(|(id, info)| (*id, info.clone())).collect();
     let answers = log_positions(shared, &others).await;
     for ((id, info), answer) in others.iter().zip(answers) {
         if let Some(last) = answer.filter(|last| *last > mine) {
@@ -130,21 +105,9 @@ async fn refuse_if_behind(shared: &Shared, purpose: &str) -> Result<(), GroupErr
 /// Asks each of `others` how far its log is, all at once (an unreachable
 /// one costs one timeout, not one each): its last log id, or `None` where
 /// no answer came.
-pub(crate) async fn log_positions(
-    shared: &Shared,
-    others: &[(MemberId, MemberInfo)],
-) -> Vec<Option<Option<LogId>>> {
+pub(crate) async fn log_positions(shared: &Shared, others: &[(MemberId, MemberInfo)]) -> Vec<Option<Option<LogId>>> {
     join_all(others.iter().map(|(id, info)| async move {
-        match shared
-            .net
-            .call(
-                &info.group_addr,
-                Some(*id),
-                &Request::LogPosition,
-                Duration::from_secs(2),
-            )
-            .await
-        {
+        match shared.net.call(&info.group_addr, Some(*id), &Request::LogPosition, Duration::from_secs(2)).await {
             Ok((_, Response::LogPosition { last })) => Some(last),
             _ => None,
         }

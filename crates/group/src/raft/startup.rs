@@ -34,8 +34,8 @@ use crate::store::{self, Opened};
 use crate::transport::{NetCtx, TlsMode};
 use crate::wire::Hello;
 use crate::{
-    detector, evict, join, submit, transport, GroupChannel, GroupConfig, GroupError, GroupStarter,
-    Identity, MemberId, MemberInfo, Replica,
+    detector, evict, join, submit, transport, GroupChannel, GroupConfig, GroupError, GroupStarter, Identity, MemberId,
+    MemberInfo, Replica,
 };
 
 /// Blocking-pool threads (DNS lookups, and disk work in `block_in_place`).
@@ -50,19 +50,10 @@ pub struct RaftStarter {
 impl GroupStarter for RaftStarter {
     fn identity(&self) -> Identity {
         let id = &self.opened.identity;
-        Identity {
-            member: id.member,
-            uuid: id.uuid,
-            incarnation: id.incarnation,
-            restored: self.opened.restored,
-        }
+        Identity { member: id.member, uuid: id.uuid, incarnation: id.incarnation, restored: self.opened.restored }
     }
 
-    fn start(
-        self: Box<Self>,
-        app: Vec<u8>,
-        replica: Box<dyn Replica>,
-    ) -> Result<Arc<dyn GroupChannel>, GroupError> {
+    fn start(self: Box<Self>, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<dyn GroupChannel>, GroupError> {
         let group: Arc<dyn GroupChannel> = self.start_group(app, replica)?;
         Ok(group)
     }
@@ -80,12 +71,8 @@ fn known_addr(config: &GroupConfig) -> String {
 impl RaftGroup {
     /// Opens a member's durable state and tells who it is; nothing runs yet.
     pub fn open(config: GroupConfig) -> Result<RaftStarter, GroupError> {
-        let mut opened = store::open(
-            &config.log,
-            &config.cluster_name,
-            &known_addr(&config),
-            config.start_anew.as_deref(),
-        )?;
+        let mut opened =
+            store::open(&config.log, &config.cluster_name, &known_addr(&config), config.start_anew.as_deref())?;
         let belongs_to = opened.group.or(config.history);
         if let Some(ours) = belongs_to.filter(|_| opened.restored) {
             let me = opened.identity.member;
@@ -93,12 +80,7 @@ impl RaftGroup {
             if let Some(why) = crate::moved_on::check(&config, me, ours, alone) {
                 stop_flusher(&opened.log);
                 drop(opened);
-                opened = store::open(
-                    &config.log,
-                    &config.cluster_name,
-                    &known_addr(&config),
-                    Some(&why),
-                )?;
+                opened = store::open(&config.log, &config.cluster_name, &known_addr(&config), Some(&why))?;
             }
         }
         info!(
@@ -106,11 +88,7 @@ impl RaftGroup {
             opened.disk.describe(),
             opened.identity.member,
             opened.identity.incarnation,
-            if opened.restored {
-                " (restored)"
-            } else {
-                " (new)"
-            }
+            if opened.restored { " (restored)" } else { " (new)" }
         );
         Ok(RaftStarter { config, opened })
     }
@@ -118,10 +96,7 @@ impl RaftGroup {
     /// Opens and starts a member in one go, with `config.me.app` as its
     /// application data. Returns at once: the join (or bootstrap) goes on in
     /// the background and is reported through [`Replica::connectivity`].
-    pub fn start(
-        config: GroupConfig,
-        replica: Box<dyn Replica>,
-    ) -> Result<Arc<RaftGroup>, GroupError> {
+    pub fn start(config: GroupConfig, replica: Box<dyn Replica>) -> Result<Arc<RaftGroup>, GroupError> {
         let app = config.me.app.clone();
         Self::open(config)?.start_group(app, replica)
     }
@@ -129,11 +104,7 @@ impl RaftGroup {
 
 impl RaftStarter {
     /// As [`GroupStarter::start`], keeping the concrete type.
-    pub fn start_group(
-        self,
-        app: Vec<u8>,
-        replica: Box<dyn Replica>,
-    ) -> Result<Arc<RaftGroup>, GroupError> {
+    pub fn start_group(self, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<RaftGroup>, GroupError> {
         let RaftStarter { mut config, opened } = self;
         config.me.uuid = opened.identity.uuid;
         config.me.app = app;
@@ -142,9 +113,7 @@ impl RaftStarter {
         let resume = choose_resume(&cps.list(), config.resume_at)
             .map(|c| cps.read(c.index))
             .transpose()
-            .map_err(|e| {
-                GroupError::Other(format!("cannot read the checkpoint to resume from: {e}"))
-            })?;
+            .map_err(|e| GroupError::Other(format!("cannot read the checkpoint to resume from: {e}")))?;
         let sm = StateMachine::resume(replica.clone(), cps, config.log.segment_bytes, resume)
             .map_err(|e| GroupError::Other(format!("cannot resume the replicated state: {e}")))?
             .recording_voters(opened.log.clone());
@@ -161,39 +130,26 @@ fn launch_member(
     let raft_config = Arc::new(config::raft_config(&config.cluster_name, &config.timeouts)?);
     let tls = tls_mode(&config)?;
     let listener = bind(&config.listen_addr)?;
-    let local_addr = listener
-        .local_addr()
-        .map_err(|e| GroupError::Config(e.to_string()))?;
+    let local_addr = listener.local_addr().map_err(|e| GroupError::Config(e.to_string()))?;
     fill_group_addr(&mut config, local_addr);
     let runtime = build_runtime(config.threads)?;
     let me = opened.identity.member;
     let suspect = Duration::from_millis(raft_config.election_timeout_max);
-    let hello = Hello {
-        cluster: config.cluster_name.clone(),
-        member: me,
-        info: config.me.clone(),
-        group: None,
-    };
+    let hello = Hello { cluster: config.cluster_name.clone(), member: me, info: config.me.clone(), group: None };
     let net = Arc::new(NetCtx::new(hello, suspect, tls, config.admission.clone()));
     if opened.restored {
         net.set_former_group(opened.group.or(config.history));
     }
-    let started = start_raft(
-        &runtime,
-        me,
-        raft_config.clone(),
-        Network::new(net.clone(), suspect / 2),
-        &opened.log,
-        &sm,
-    )
-    .and_then(|raft| {
-        if !config.bootstrap {
-            return Ok(raft);
-        }
-        rebootstrap_if_needed(&runtime, raft, &config, me, &opened.log, &sm, || {
-            (raft_config.clone(), Network::new(net.clone(), suspect / 2))
-        })
-    });
+    let started =
+        start_raft(&runtime, me, raft_config.clone(), Network::new(net.clone(), suspect / 2), &opened.log, &sm)
+            .and_then(|raft| {
+                if !config.bootstrap {
+                    return Ok(raft);
+                }
+                rebootstrap_if_needed(&runtime, raft, &config, me, &opened.log, &sm, || {
+                    (raft_config.clone(), Network::new(net.clone(), suspect / 2))
+                })
+            });
     let raft = match started {
         Ok(raft) => raft,
         Err(e) => {
@@ -282,8 +238,7 @@ fn on_runtime<T: Send + 'static>(
     runtime.spawn(async move {
         let _ = tx.send(fut.await);
     });
-    rx.recv()
-        .unwrap_or_else(|_| Err(GroupError::Other("the group start task died".into())))
+    rx.recv().unwrap_or_else(|_| Err(GroupError::Other("the group start task died".into())))
 }
 
 /// `bootstrap` on a member with durable state: found a group where there is
@@ -300,35 +255,20 @@ fn rebootstrap_if_needed(
 ) -> Result<GroupRaft, GroupError> {
     let initialized = on_runtime(runtime, {
         let raft = raft.clone();
-        async move {
-            raft.is_initialized()
-                .await
-                .map_err(|e| GroupError::Other(e.to_string()))
-        }
+        async move { raft.is_initialized().await.map_err(|e| GroupError::Other(e.to_string())) }
     })?;
     if !initialized {
         let members = BTreeMap::from([(me, config.me.clone())]);
         let raft2 = raft.clone();
         on_runtime(runtime, async move {
-            raft2
-                .initialize(members)
-                .await
-                .map_err(|e| GroupError::Other(format!("cannot bootstrap a new group: {e}")))
+            raft2.initialize(members).await.map_err(|e| GroupError::Other(format!("cannot bootstrap a new group: {e}")))
         })?;
-        info!(
-            "Bootstrapped a new group as member {me} ({})",
-            config.me.name
-        );
+        info!("Bootstrapped a new group as member {me} ({})", config.me.name);
         return Ok(raft);
     }
     let voters: BTreeSet<MemberId> = {
         use openraft::async_runtime::WatchReceiver;
-        raft.metrics()
-            .borrow_watched()
-            .membership_config
-            .membership()
-            .voter_ids()
-            .collect()
+        raft.metrics().borrow_watched().membership_config.membership().voter_ids().collect()
     };
     if voters == BTreeSet::from([me]) {
         info!("Bootstrapping from durable state: member {me} is the only voter of its group");
@@ -340,12 +280,7 @@ fn rebootstrap_if_needed(
         voters.iter().filter(|v| **v != me).collect::<Vec<_>>()
     );
     let raft2 = raft.clone();
-    on_runtime(runtime, async move {
-        raft2
-            .shutdown()
-            .await
-            .map_err(|e| GroupError::Other(e.to_string()))
-    })?;
+    on_runtime(runtime, async move { raft2.shutdown().await.map_err(|e| GroupError::Other(e.to_string())) })?;
     make_only_voter(log, me, config)?;
     let (raft_config, network) = fresh();
     start_raft(runtime, me, raft_config, network, log, sm)
@@ -354,11 +289,7 @@ fn rebootstrap_if_needed(
 /// Appends a membership with this member as the only voter, in a term above
 /// any seen, and votes for itself in that term: on start it is elected
 /// alone, and the entry commits with its first one.
-pub(crate) fn make_only_voter(
-    log: &DurableLog,
-    me: MemberId,
-    config: &GroupConfig,
-) -> Result<(), GroupError> {
+pub(crate) fn make_only_voter(log: &DurableLog, me: MemberId, config: &GroupConfig) -> Result<(), GroupError> {
     let nodes = BTreeMap::from([(me, config.me.clone())]);
     make_voters(log, me, nodes, BTreeSet::from([me]))
 }
@@ -374,19 +305,10 @@ pub(crate) fn make_voters(
     nodes: BTreeMap<MemberId, MemberInfo>,
     voters: BTreeSet<MemberId>,
 ) -> Result<(), GroupError> {
-    assert!(
-        voters.contains(&me),
-        "the member forming a component votes in it"
-    );
-    assert!(
-        voters.iter().all(|v| nodes.contains_key(v)),
-        "every voter is a node"
-    );
+    assert!(voters.contains(&me), "the member forming a component votes in it");
+    assert!(voters.iter().all(|v| nodes.contains_key(v)), "every voter is a node");
     let (vote, last) = log.vote_and_last();
-    let term = vote
-        .map_or(0, |v| v.leader_id.term)
-        .max(last.map_or(0, |l| l.leader_id.term))
-        + 1;
+    let term = vote.map_or(0, |v| v.leader_id.term).max(last.map_or(0, |l| l.leader_id.term)) + 1;
     let leader = openraft::impls::leader_id_adv::LeaderId { term, node_id: me };
     let recorded: Vec<MemberId> = voters.iter().copied().collect();
     let membership = RaftMembership::new(vec![voters], nodes)
@@ -425,9 +347,7 @@ pub(crate) fn build_runtime(workers: usize) -> Result<Runtime, GroupError> {
 fn bind(addr: &str) -> Result<std::net::TcpListener, GroupError> {
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| GroupError::Config(format!("cannot listen on group address {addr}: {e}")))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| GroupError::Config(e.to_string()))?;
+    listener.set_nonblocking(true).map_err(|e| GroupError::Config(e.to_string()))?;
     Ok(listener)
 }
 
@@ -436,7 +356,9 @@ fn fill_group_addr(config: &mut GroupConfig, local: std::net::SocketAddr) {
     let addr = &config.me.group_addr;
     if addr.is_empty() || addr.ends_with(":0") {
         if local.ip().is_unspecified() {
-            warn!("Group listener bound to {local}: set the member's group address, peers cannot dial a wildcard address");
+            warn!(
+                "Group listener bound to {local}: set the member's group address, peers cannot dial a wildcard address"
+            );
         }
         config.me.group_addr = local.to_string();
     }
@@ -451,8 +373,7 @@ fn spawn_tasks(
     let local_addr = shared.config.me.group_addr.clone();
     let listener = {
         let _guard = runtime.enter();
-        tokio::net::TcpListener::from_std(listener)
-            .map_err(|e| GroupError::Config(e.to_string()))?
+        tokio::net::TcpListener::from_std(listener).map_err(|e| GroupError::Config(e.to_string()))?
     };
     runtime.spawn(transport::server::serve(listener, shared.clone()));
     runtime.spawn(submit::run(shared.clone(), queue_rx));
@@ -477,11 +398,7 @@ fn tls_mode(config: &GroupConfig) -> Result<TlsMode, GroupError> {
             "The group channel is encrypted with TLS (certificate {}, CA {}){}",
             settings.files.cert.display(),
             settings.files.ca.display(),
-            if settings.dynamic {
-                "; plaintext peers accepted too (socket.dynamic=YES)"
-            } else {
-                ""
-            }
+            if settings.dynamic { "; plaintext peers accepted too (socket.dynamic=YES)" } else { "" }
         );
     }
     Ok(mode)

@@ -19,9 +19,7 @@ use log::{error, info, warn};
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, RaftSnapshotBuilder};
 
-use super::types::{
-    uniform_view, Entry, GroupTypes, LogId, Snapshot, SnapshotMeta, StoredMembership,
-};
+use super::types::{uniform_view, Entry, GroupTypes, LogId, Snapshot, SnapshotMeta, StoredMembership};
 use crate::store::checkpoint::{CheckpointRecord, Checkpoints};
 use crate::store::log_store::DurableLog;
 use crate::{Membership, Ordered, Replica};
@@ -86,9 +84,7 @@ pub struct StateMachine {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl StateMachine {
@@ -104,11 +100,7 @@ impl StateMachine {
         let mut applied = Applied {
             current: checkpoints.oldest().map(|c| c.index),
             // A first checkpoint right away, so that the log always has one.
-            since_checkpoint: if checkpoints.oldest().is_none() {
-                every_bytes
-            } else {
-                0
-            },
+            since_checkpoint: if checkpoints.oldest().is_none() { every_bytes } else { 0 },
             ..Applied::default()
         };
         if let Some(cp) = resume {
@@ -178,10 +170,7 @@ impl StateMachine {
 
     fn snapshot_of(record: CheckpointRecord) -> Snapshot {
         Snapshot {
-            meta: SnapshotMeta {
-                last_log_id: record.log_id,
-                last_membership: record.membership,
-            },
+            meta: SnapshotMeta { last_log_id: record.log_id, last_membership: record.membership },
             snapshot: record.data,
         }
     }
@@ -191,15 +180,11 @@ impl StateMachine {
     /// sees both at the same log position. `applied` itself is only held for
     /// bookkeeping, never across a call into the replica.
     fn apply_one(&self, replica: &mut dyn Replica, entry: &Entry) {
-        self.delivered
-            .store(entry.log_id.index, std::sync::atomic::Ordering::Relaxed);
+        self.delivered.store(entry.log_id.index, std::sync::atomic::Ordering::Relaxed);
         match &entry.payload {
             EntryPayload::Blank => {}
             EntryPayload::Normal(p) => {
-                replica.apply(Ordered::Message {
-                    origin: p.origin,
-                    payload: &p.bytes.0,
-                });
+                replica.apply(Ordered::Message { origin: p.origin, payload: &p.bytes.0 });
                 lock(&self.applied).since_checkpoint += p.bytes.0.len() as u64;
             }
             EntryPayload::Membership(m) => {
@@ -294,10 +279,7 @@ impl StateMachine {
     fn install_now(&self, meta: &SnapshotMeta, snapshot: Vec<u8>) -> Result<(), io::Error> {
         let mut replica = lock(&self.replica);
         if let Err(reason) = replica.restore(&snapshot) {
-            error!(
-                "Failed to restore the group state snapshot ({} bytes): {reason}",
-                snapshot.len()
-            );
+            error!("Failed to restore the group state snapshot ({} bytes): {reason}", snapshot.len());
             return Err(io::Error::other(reason));
         }
         let position = replica.position();
@@ -325,8 +307,7 @@ impl StateMachine {
         // A snapshot may move the applied index back (a forced bootstrap
         // restarts on another history): readers wait for the new one.
         self.applied_index.send_replace(record.index());
-        self.delivered
-            .store(record.index(), std::sync::atomic::Ordering::Relaxed);
+        self.delivered.store(record.index(), std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -337,11 +318,7 @@ impl StateMachine {
     /// blocking section: a view change, a lock held elsewhere (a snapshot,
     /// the detector), or an applier queue without room for the batch.
     fn apply_batch(&self, batch: &[EntryResponder<GroupTypes>]) {
-        let apply_all = |replica: &mut dyn Replica| {
-            batch
-                .iter()
-                .for_each(|(entry, _)| self.apply_one(replica, entry))
-        };
+        let apply_all = |replica: &mut dyn Replica| batch.iter().for_each(|(entry, _)| self.apply_one(replica, entry));
         if let Some(mut replica) = self.inline_replica(batch) {
             return apply_all(&mut **replica);
         }
@@ -349,10 +326,7 @@ impl StateMachine {
     }
 
     /// The replica, when `batch` can be applied without waiting.
-    fn inline_replica(
-        &self,
-        batch: &[EntryResponder<GroupTypes>],
-    ) -> Option<MutexGuard<'_, Box<dyn Replica>>> {
+    fn inline_replica(&self, batch: &[EntryResponder<GroupTypes>]) -> Option<MutexGuard<'_, Box<dyn Replica>>> {
         let mut bytes = 0;
         for (entry, _) in batch {
             match &entry.payload {
@@ -414,11 +388,7 @@ impl RaftStateMachine<GroupTypes> for StateMachine {
         self.clone()
     }
 
-    async fn install_snapshot(
-        &mut self,
-        meta: &SnapshotMeta,
-        snapshot: Vec<u8>,
-    ) -> Result<(), io::Error> {
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Vec<u8>) -> Result<(), io::Error> {
         blocking_section(|| self.install_now(meta, snapshot))
     }
 

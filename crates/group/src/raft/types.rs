@@ -80,12 +80,7 @@ pub struct AppPayload {
 
 impl fmt::Display for AppPayload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "payload(origin={}, {} bytes)",
-            self.origin,
-            self.bytes.0.len()
-        )
+        write!(f, "payload(origin={}, {} bytes)", self.origin, self.bytes.0.len())
     }
 }
 
@@ -129,18 +124,12 @@ mod tests {
     use super::*;
 
     fn info(name: &str) -> MemberInfo {
-        MemberInfo {
-            name: name.into(),
-            ..Default::default()
-        }
+        MemberInfo { name: name.into(), ..Default::default() }
     }
 
     #[test]
     fn bytes_round_trip_through_bincode() {
-        let p = AppPayload {
-            origin: 7,
-            bytes: Bytes::from(vec![1, 2, 3, 255]),
-        };
+        let p = AppPayload { origin: 7, bytes: Bytes::from(vec![1, 2, 3, 255]) };
         let enc = bincode::serialize(&p).unwrap();
         let dec: AppPayload = bincode::deserialize(&enc).unwrap();
         assert_eq!(p, dec);
@@ -175,8 +164,7 @@ mod tests {
     #[test]
     fn joint_membership_has_no_view() {
         let nodes: BTreeMap<_, _> = [(1, info("a")), (2, info("b"))].into();
-        let m =
-            RaftMembership::new(vec![BTreeSet::from([1]), BTreeSet::from([1, 2])], nodes).unwrap();
+        let m = RaftMembership::new(vec![BTreeSet::from([1]), BTreeSet::from([1, 2])], nodes).unwrap();
         assert!(uniform_view(&m).is_none());
     }
 }

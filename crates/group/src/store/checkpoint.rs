@@ -46,12 +46,8 @@ impl CheckpointRecord {
 
     fn decode(bytes: &[u8]) -> Result<CheckpointRecord, String> {
         match bytes.split_first() {
-            Some((&CHECKPOINT_VERSION, rest)) => {
-                bincode::deserialize(rest).map_err(|e| e.to_string())
-            }
-            Some((v, _)) => Err(format!(
-                "checkpoint version {v}, this build reads {CHECKPOINT_VERSION}"
-            )),
+            Some((&CHECKPOINT_VERSION, rest)) => bincode::deserialize(rest).map_err(|e| e.to_string()),
+            Some((v, _)) => Err(format!("checkpoint version {v}, this build reads {CHECKPOINT_VERSION}")),
             None => Err("empty checkpoint".into()),
         }
     }
@@ -82,54 +78,34 @@ impl Checkpoints {
     pub fn load(disk: Disk) -> Checkpoints {
         let mut known = BTreeMap::new();
         for blob in list_blobs(&disk, PREFIX).unwrap_or_default() {
-            match read_blob(&disk, &blob)
-                .map_err(|e| e.to_string())
-                .and_then(|b| {
-                    b.ok_or_else(|| "vanished".to_string())
-                        .and_then(|bytes| CheckpointRecord::decode(&bytes))
-                }) {
+            match read_blob(&disk, &blob).map_err(|e| e.to_string()).and_then(|b| {
+                b.ok_or_else(|| "vanished".to_string()).and_then(|bytes| CheckpointRecord::decode(&bytes))
+            }) {
                 Ok(r) => {
                     known.insert(
                         r.index(),
-                        CheckpointInfo {
-                            index: r.index(),
-                            position: r.position,
-                            time_ms: r.time_ms,
-                        },
+                        CheckpointInfo { index: r.index(), position: r.position, time_ms: r.time_ms },
                     );
                 }
                 Err(why) => {
-                    log::warn!(
-                        "Ignoring damaged checkpoint {blob} in {}: {why}",
-                        disk.describe()
-                    );
+                    log::warn!("Ignoring damaged checkpoint {blob} in {}: {why}", disk.describe());
                     let _ = remove_blob(&disk, &blob);
                 }
             }
         }
-        Checkpoints {
-            disk,
-            known: Mutex::new(known),
-        }
+        Checkpoints { disk, known: Mutex::new(known) }
     }
 
     pub fn write(&self, record: &CheckpointRecord) -> Result<(), String> {
-        write_blob(&self.disk, &name(record.index()), &record.encode(), true)
-            .map_err(|e| e.to_string())?;
-        let info = CheckpointInfo {
-            index: record.index(),
-            position: record.position,
-            time_ms: record.time_ms,
-        };
+        write_blob(&self.disk, &name(record.index()), &record.encode(), true).map_err(|e| e.to_string())?;
+        let info = CheckpointInfo { index: record.index(), position: record.position, time_ms: record.time_ms };
         lock(&self.known).insert(info.index, info);
         Ok(())
     }
 
     pub fn read(&self, index: u64) -> Result<CheckpointRecord, String> {
         let bytes = read_blob(&self.disk, &name(index)).map_err(|e| e.to_string())?;
-        CheckpointRecord::decode(
-            &bytes.ok_or_else(|| format!("checkpoint at index {index} is missing"))?,
-        )
+        CheckpointRecord::decode(&bytes.ok_or_else(|| format!("checkpoint at index {index} is missing"))?)
     }
 
     pub fn list(&self) -> Vec<CheckpointInfo> {
@@ -147,19 +123,12 @@ impl Checkpoints {
     /// The log up to `index` is gone: keeps the newest checkpoint at or
     /// below it (replay starts there) and removes the older ones.
     pub fn forget_below(&self, index: u64) {
-        let base = lock(&self.known)
-            .range(..=index)
-            .next_back()
-            .map(|(i, _)| *i);
+        let base = lock(&self.known).range(..=index).next_back().map(|(i, _)| *i);
         let Some(base) = base else { return };
         let gone: Vec<u64> = lock(&self.known).range(..base).map(|(i, _)| *i).collect();
         for i in gone {
             if let Err(e) = remove_blob(&self.disk, &name(i)) {
-                log::warn!(
-                    "Could not remove checkpoint {} in {}: {e}",
-                    name(i),
-                    self.disk.describe()
-                );
+                log::warn!("Could not remove checkpoint {} in {}: {e}", name(i), self.disk.describe());
                 continue;
             }
             lock(&self.known).remove(&i);
@@ -170,10 +139,7 @@ impl Checkpoints {
 /// The checkpoint to resume from: the newest at or below the position of
 /// the local data (nothing after it is skipped), else the newest (the data
 /// will need a state transfer anyway, so replay as little as possible).
-pub fn choose_resume(
-    checkpoints: &[CheckpointInfo],
-    resume_at: Option<i64>,
-) -> Option<CheckpointInfo> {
+pub fn choose_resume(checkpoints: &[CheckpointInfo], resume_at: Option<i64>) -> Option<CheckpointInfo> {
     let below = resume_at.and_then(|at| checkpoints.iter().rev().find(|c| c.position <= at));
     below.or(checkpoints.last()).copied()
 }
@@ -185,11 +151,7 @@ mod tests {
     use super::*;
 
     fn info(index: u64, position: i64) -> CheckpointInfo {
-        CheckpointInfo {
-            index,
-            position,
-            time_ms: 0,
-        }
+        CheckpointInfo { index, position, time_ms: 0 }
     }
 
     #[test]
@@ -197,20 +159,13 @@ mod tests {
         let cps = [info(10, 100), info(20, 200), info(30, 300)];
         assert_eq!(choose_resume(&cps, Some(250)), Some(info(20, 200)));
         assert_eq!(choose_resume(&cps, Some(300)), Some(info(30, 300)));
-        assert_eq!(
-            choose_resume(&cps, Some(99)),
-            Some(info(30, 300)),
-            "too old: transfer, replay least"
-        );
+        assert_eq!(choose_resume(&cps, Some(99)), Some(info(30, 300)), "too old: transfer, replay least");
         assert_eq!(choose_resume(&cps, None), Some(info(30, 300)));
         assert_eq!(choose_resume(&[], Some(5)), None);
     }
 
     fn record(index: u64, position: i64) -> CheckpointRecord {
-        let leader = openraft::impls::leader_id_adv::LeaderId {
-            term: 1,
-            node_id: 1,
-        };
+        let leader = openraft::impls::leader_id_adv::LeaderId { term: 1, node_id: 1 };
         CheckpointRecord {
             log_id: Some(LogId::new(leader, index)),
             membership: StoredMembership::default(),
@@ -228,17 +183,10 @@ mod tests {
             cps.write(&record(i, i as i64 * 10)).unwrap();
         }
         let again = Checkpoints::load(disk.clone());
-        assert_eq!(
-            again.list().iter().map(|c| c.index).collect::<Vec<_>>(),
-            vec![5, 10, 15]
-        );
+        assert_eq!(again.list().iter().map(|c| c.index).collect::<Vec<_>>(), vec![5, 10, 15]);
         assert_eq!(again.read(10).unwrap().data, vec![10; 3]);
         again.forget_below(12);
-        let left: Vec<u64> = Checkpoints::load(disk)
-            .list()
-            .iter()
-            .map(|c| c.index)
-            .collect();
+        let left: Vec<u64> = Checkpoints::load(disk).list().iter().map(|c| c.index).collect();
         assert_eq!(left, vec![10, 15], "the base of the replay (10) stays");
     }
 
@@ -251,10 +199,7 @@ mod tests {
         cps.write(&record(9, 90)).unwrap();
         assert!(mem.flip_byte(&name(9), 25));
         let again = Checkpoints::load(disk);
-        assert_eq!(
-            again.list().iter().map(|c| c.index).collect::<Vec<_>>(),
-            vec![5]
-        );
+        assert_eq!(again.list().iter().map(|c| c.index).collect::<Vec<_>>(), vec![5]);
         assert!(again.read(9).is_err());
     }
 }

@@ -23,10 +23,7 @@ pub enum Disk {
 
 impl Disk {
     pub fn files(dir: &Path, suffix: &str) -> io::Result<Disk> {
-        Ok(Disk::Fs {
-            storage: FsStorage::new(dir)?,
-            suffix: format!(".{}", suffix.trim_start_matches('.')),
-        })
+        Ok(Disk::Fs { storage: FsStorage::new(dir)?, suffix: format!(".{}", suffix.trim_start_matches('.')) })
     }
 
     /// Describes where the state is, for log lines.
@@ -51,11 +48,7 @@ impl Storage for Disk {
             Disk::Fs { storage, suffix } => Ok(storage
                 .list()?
                 .into_iter()
-                .filter_map(|n| {
-                    n.strip_suffix(suffix.as_str())
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_string)
-                })
+                .filter_map(|n| n.strip_suffix(suffix.as_str()).filter(|s| !s.is_empty()).map(str::to_string))
                 .collect()),
             Disk::Mem(m) => m.list(),
         }

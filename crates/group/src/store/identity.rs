@@ -58,12 +58,7 @@ impl IdentityRecord {
 
     /// The same member, one process later.
     pub fn next_incarnation(&self, boot_id: &str, fsync: bool) -> IdentityRecord {
-        IdentityRecord {
-            incarnation: self.incarnation + 1,
-            boot_id: boot_id.to_string(),
-            fsync,
-            ..self.clone()
-        }
+        IdentityRecord { incarnation: self.incarnation + 1, boot_id: boot_id.to_string(), fsync, ..self.clone() }
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -71,13 +66,9 @@ impl IdentityRecord {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<IdentityRecord, String> {
-        let record: IdentityRecord =
-            bincode::deserialize(bytes).map_err(|e| format!("unreadable identity: {e}"))?;
+        let record: IdentityRecord = bincode::deserialize(bytes).map_err(|e| format!("unreadable identity: {e}"))?;
         if record.version != IDENTITY_VERSION {
-            return Err(format!(
-                "identity version {}, this build reads {IDENTITY_VERSION}",
-                record.version
-            ));
+            return Err(format!("identity version {}, this build reads {IDENTITY_VERSION}", record.version));
         }
         Ok(record)
     }
@@ -107,10 +98,7 @@ pub fn assess(
         return Err("no durable identity".into());
     };
     if r.cluster != cluster {
-        return Err(format!(
-            "the state belongs to cluster '{}', this member is in cluster '{cluster}'",
-            r.cluster
-        ));
+        return Err(format!("the state belongs to cluster '{}', this member is in cluster '{cluster}'", r.cluster));
     }
     if r.group_addr != group_addr {
         return Err(format!(
@@ -120,11 +108,9 @@ pub fn assess(
     }
     let rebooted = !r.boot_id.is_empty() && !boot_id.is_empty() && r.boot_id != boot_id;
     if rebooted && !r.fsync {
-        return Err(
-            "the machine restarted and the log was not fsynced (gcache.fsync=NO): \
+        return Err("the machine restarted and the log was not fsynced (gcache.fsync=NO): \
                     acknowledged entries may be lost"
-                .into(),
-        );
+            .into());
     }
     match log {
         LogCondition::Clean | LogCondition::TornTail => Ok(()),
@@ -134,9 +120,7 @@ pub fn assess(
 
 /// The kernel's id of this boot; empty where there is none to read.
 pub fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 fn fresh_member_id() -> MemberId {
@@ -156,9 +140,7 @@ fn fresh_member_id() -> MemberId {
 /// MTR's results rely on it. The random tail keeps ids from looking like
 /// short text, which wsrep-lib would print as text.
 fn fresh_uuid() -> [u8; 16] {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     uuid_v7(ms, rand::random())
 }
 
@@ -191,111 +173,42 @@ mod tests {
     #[test]
     fn an_intact_state_of_this_member_is_kept() {
         let r = record();
-        assert_eq!(
-            assess(
-                Some(&r),
-                LogCondition::Clean,
-                "c",
-                "127.0.0.1:4567",
-                "boot-a"
-            ),
-            Ok(())
-        );
+        assert_eq!(assess(Some(&r), LogCondition::Clean, "c", "127.0.0.1:4567", "boot-a"), Ok(()));
         // A process crash tears at most an unacknowledged last record.
-        assert_eq!(
-            assess(
-                Some(&r),
-                LogCondition::TornTail,
-                "c",
-                "127.0.0.1:4567",
-                "boot-a"
-            ),
-            Ok(())
-        );
+        assert_eq!(assess(Some(&r), LogCondition::TornTail, "c", "127.0.0.1:4567", "boot-a"), Ok(()));
     }
 
     #[test]
     fn foreign_or_damaged_state_is_not_trusted() {
         let r = record();
-        assert!(assess(None, LogCondition::Clean, "c", "a", "b")
+        assert!(assess(None, LogCondition::Clean, "c", "a", "b").unwrap_err().contains("no durable identity"));
+        assert!(assess(Some(&r), LogCondition::Clean, "other", "127.0.0.1:4567", "boot-a")
             .unwrap_err()
-            .contains("no durable identity"));
-        assert!(assess(
-            Some(&r),
-            LogCondition::Clean,
-            "other",
-            "127.0.0.1:4567",
-            "boot-a"
-        )
-        .unwrap_err()
-        .contains("cluster"));
-        assert!(assess(
-            Some(&r),
-            LogCondition::Clean,
-            "c",
-            "127.0.0.1:9999",
-            "boot-a"
-        )
-        .unwrap_err()
-        .contains("address"));
-        assert!(assess(
-            Some(&r),
-            LogCondition::Damaged,
-            "c",
-            "127.0.0.1:4567",
-            "boot-a"
-        )
-        .unwrap_err()
-        .contains("damaged"));
+            .contains("cluster"));
+        assert!(assess(Some(&r), LogCondition::Clean, "c", "127.0.0.1:9999", "boot-a")
+            .unwrap_err()
+            .contains("address"));
+        assert!(assess(Some(&r), LogCondition::Damaged, "c", "127.0.0.1:4567", "boot-a")
+            .unwrap_err()
+            .contains("damaged"));
     }
 
     #[test]
     fn a_reboot_voids_an_unsynced_log_but_not_a_synced_one() {
         let unsynced = record();
-        let why = assess(
-            Some(&unsynced),
-            LogCondition::Clean,
-            "c",
-            "127.0.0.1:4567",
-            "boot-b",
-        )
-        .unwrap_err();
+        let why = assess(Some(&unsynced), LogCondition::Clean, "c", "127.0.0.1:4567", "boot-b").unwrap_err();
         assert!(why.contains("restarted"), "{why}");
-        let synced = IdentityRecord {
-            fsync: true,
-            ..record()
-        };
-        assert_eq!(
-            assess(
-                Some(&synced),
-                LogCondition::TornTail,
-                "c",
-                "127.0.0.1:4567",
-                "boot-b"
-            ),
-            Ok(())
-        );
+        let synced = IdentityRecord { fsync: true, ..record() };
+        assert_eq!(assess(Some(&synced), LogCondition::TornTail, "c", "127.0.0.1:4567", "boot-b"), Ok(()));
         // Where no boot id can be read, nothing is concluded from it.
-        assert_eq!(
-            assess(
-                Some(&unsynced),
-                LogCondition::Clean,
-                "c",
-                "127.0.0.1:4567",
-                ""
-            ),
-            Ok(())
-        );
+        assert_eq!(assess(Some(&unsynced), LogCondition::Clean, "c", "127.0.0.1:4567", ""), Ok(()));
     }
 
     #[test]
     fn records_round_trip_and_count_incarnations() {
         let r = record();
         let next = r.next_incarnation("boot-b", true);
-        assert_eq!(
-            (next.member, next.uuid, next.incarnation),
-            (r.member, r.uuid, 2)
-        );
+        assert_eq!((next.member, next.uuid, next.incarnation), (r.member, r.uuid, 2));
         assert_eq!(IdentityRecord::decode(&next.encode()), Ok(next));
         assert!(IdentityRecord::decode(b"junk").is_err());
         assert_ne!(record().member, record().member, "fresh ids are random");

@@ -56,14 +56,7 @@ pub fn inspect(dir: &Path, name: &str) -> Result<Option<StateSummary>, String> {
             break;
         }
     }
-    let untrusted = assess(
-        Some(&identity),
-        condition,
-        &identity.cluster,
-        &identity.group_addr,
-        &boot_id(),
-    )
-    .err();
+    let untrusted = assess(Some(&identity), condition, &identity.cluster, &identity.group_addr, &boot_id()).err();
     Ok(Some(StateSummary {
         member: identity.member,
         cluster: identity.cluster,
@@ -78,33 +71,17 @@ pub fn inspect(dir: &Path, name: &str) -> Result<Option<StateSummary>, String> {
 fn last_entry_of(disk: &Disk, segment: &str) -> Result<(Option<(u64, u64)>, bool), String> {
     let len = disk.len(segment).map_err(|e| format!("{segment}: {e}"))?;
     let mut bytes = vec![0; usize::try_from(len).map_err(|_| format!("{segment}: too large"))?];
-    disk.read_at(segment, 0, &mut bytes)
-        .map_err(|e| format!("{segment}: {e}"))?;
+    disk.read_at(segment, 0, &mut bytes).map_err(|e| format!("{segment}: {e}"))?;
     let copy = MemStorage::new();
-    copy.create(segment)
-        .and_then(|()| copy.append(segment, &bytes))
-        .map_err(|e| e.to_string())?;
-    let options = LogOptions {
-        name: LOG_NAME.into(),
-        segment_bytes: len.max(1 << 20),
-    };
+    copy.create(segment).and_then(|()| copy.append(segment, &bytes)).map_err(|e| e.to_string())?;
+    let options = LogOptions { name: LOG_NAME.into(), segment_bytes: len.max(1 << 20) };
     let opened = SegmentLog::open(copy, options).map_err(|e| format!("{segment}: {e}"))?;
-    let damaged = matches!(
-        opened.recovery.damage,
-        Some(tandem_gcache::Damage::Corrupt { .. })
-    );
+    let damaged = matches!(opened.recovery.damage, Some(tandem_gcache::Damage::Corrupt { .. }));
     let Some(index) = opened.log.last_index() else {
         return Ok((None, damaged));
     };
-    let entry = opened
-        .log
-        .read(index)
-        .map_err(|e| e.to_string())
-        .and_then(|b| decode_entry(&b))?;
-    Ok((
-        Some((entry.log_id.leader_id.term, entry.log_id.index)),
-        damaged,
-    ))
+    let entry = opened.log.read(index).map_err(|e| e.to_string()).and_then(|b| decode_entry(&b))?;
+    Ok((Some((entry.log_id.leader_id.term, entry.log_id.index)), damaged))
 }
 
 #[cfg(test)]
@@ -115,11 +92,7 @@ mod tests {
     use crate::LogSettings;
 
     fn settings(dir: &Path) -> LogSettings {
-        LogSettings {
-            dir: Some(dir.to_path_buf()),
-            segment_bytes: 64 << 10,
-            ..LogSettings::default()
-        }
+        LogSettings { dir: Some(dir.to_path_buf()), segment_bytes: 64 << 10, ..LogSettings::default() }
     }
 
     #[test]
@@ -137,9 +110,7 @@ mod tests {
         append_entries(&mut log, 3000); // several segments
         drop(log);
         let before = listing(dir.path());
-        let summary = inspect(dir.path(), "galera.cache")
-            .unwrap()
-            .expect("a state");
+        let summary = inspect(dir.path(), "galera.cache").unwrap().expect("a state");
         assert_eq!(summary.member, member);
         assert_eq!(summary.cluster, "c");
         assert_eq!(summary.last, Some((1, 3000)));
@@ -166,24 +137,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let segment = state_of_twenty_entries(dir.path());
         let len = std::fs::metadata(&segment).unwrap().len();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&segment)
-            .unwrap()
-            .set_len(len - 3)
-            .unwrap();
+        std::fs::OpenOptions::new().write(true).open(&segment).unwrap().set_len(len - 3).unwrap();
         let summary = inspect(dir.path(), "galera.cache").unwrap().unwrap();
-        assert_eq!(
-            summary.last,
-            Some((1, 19)),
-            "the torn last entry does not count"
-        );
+        assert_eq!(summary.last, Some((1, 19)), "the torn last entry does not count");
         assert_eq!(summary.untrusted, None, "a torn tail is not damage");
-        assert_eq!(
-            std::fs::metadata(&segment).unwrap().len(),
-            len - 3,
-            "and is left for the member to cut"
-        );
+        assert_eq!(std::fs::metadata(&segment).unwrap().len(), len - 3, "and is left for the member to cut");
     }
 
     #[test]
@@ -202,12 +160,7 @@ mod tests {
         let mut out: Vec<(String, u64)> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap())
-            .map(|e| {
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    e.metadata().unwrap().len(),
-                )
-            })
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len()))
             .collect();
         out.sort();
         out

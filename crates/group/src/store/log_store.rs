@@ -85,12 +85,7 @@ fn payload_len(e: &Entry) -> usize {
 }
 
 impl DurableLog {
-    pub fn new(
-        r: Recovered,
-        checkpoints: Arc<Checkpoints>,
-        fsync: bool,
-        recent_budget: usize,
-    ) -> DurableLog {
+    pub fn new(r: Recovered, checkpoints: Arc<Checkpoints>, fsync: bool, recent_budget: usize) -> DurableLog {
         let inner = LogInner {
             log: r.log,
             disk: r.disk,
@@ -107,11 +102,7 @@ impl DurableLog {
         };
         let inner = Arc::new(RwLock::new(inner));
         let flusher = fsync.then(|| Arc::new(Flusher::start(inner.clone())));
-        DurableLog {
-            inner,
-            checkpoints,
-            flusher,
-        }
+        DurableLog { inner, checkpoints, flusher }
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, LogInner> {
@@ -170,13 +161,7 @@ impl DurableLog {
         self.append_now(vec![entry])?;
         let mut inner = self.write();
         inner.log.sync().map_err(io_err)?;
-        write_blob(
-            &inner.disk,
-            BLOB_VOTE,
-            &bincode::serialize(&vote).map_err(io_err)?,
-            true,
-        )
-        .map_err(io_err)?;
+        write_blob(&inner.disk, BLOB_VOTE, &bincode::serialize(&vote).map_err(io_err)?, true).map_err(io_err)?;
         inner.vote = Some(vote);
         Ok(())
     }
@@ -187,10 +172,7 @@ impl DurableLog {
         let mut out = Vec::with_capacity(end.saturating_sub(start).min(4096) as usize);
         let disk_end = end.min(first_recent);
         if start < disk_end {
-            let records = inner
-                .log
-                .read_range(start, disk_end - 1, usize::MAX)
-                .map_err(io_err)?;
+            let records = inner.log.read_range(start, disk_end - 1, usize::MAX).map_err(io_err)?;
             for (_, bytes) in records {
                 out.push(decode_entry(&bytes).map_err(io_err)?);
             }
@@ -198,14 +180,7 @@ impl DurableLog {
         let from = start.max(first_recent);
         if from < end {
             let skip = (from - first_recent) as usize;
-            out.extend(
-                inner
-                    .recent
-                    .iter()
-                    .skip(skip)
-                    .take((end - from) as usize)
-                    .cloned(),
-            );
+            out.extend(inner.recent.iter().skip(skip).take((end - from) as usize).cloned());
         }
         Ok(out)
     }
@@ -233,10 +208,7 @@ impl RaftLogReader<GroupTypes> for DurableLog {
         let (start, end) = bounds(&range);
         let (first, last) = {
             let inner = self.read_inner();
-            let first = inner
-                .log
-                .first_index()
-                .or(inner.recent.front().map(|e| e.log_id.index));
+            let first = inner.log.first_index().or(inner.recent.front().map(|e| e.log_id.index));
             (first, inner.last.map(|l| l.index))
         };
         // What the range holds of the log; purged or future indexes are not there.
@@ -249,11 +221,7 @@ impl RaftLogReader<GroupTypes> for DurableLog {
         }
         // Recent entries (replication, apply) come from memory: no disk
         // wait, so no need to move the runtime's other tasks away.
-        let in_memory = self
-            .read_inner()
-            .recent
-            .front()
-            .is_some_and(|e| e.log_id.index <= start);
+        let in_memory = self.read_inner().recent.front().is_some_and(|e| e.log_id.index <= start);
         if in_memory {
             return self.entries(start, end);
         }
@@ -270,10 +238,7 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
 
     async fn get_log_state(&mut self) -> Result<LogState<GroupTypes>, io::Error> {
         let inner = self.read_inner();
-        Ok(LogState {
-            last_purged_log_id: inner.purged,
-            last_log_id: inner.last.or(inner.purged),
-        })
+        Ok(LogState { last_purged_log_id: inner.purged, last_log_id: inner.last.or(inner.purged) })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -287,13 +252,7 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
             if inner.fsync {
                 inner.log.sync().map_err(io_err)?;
             }
-            write_blob(
-                &inner.disk,
-                BLOB_VOTE,
-                &bincode::serialize(vote).map_err(io_err)?,
-                true,
-            )
-            .map_err(io_err)?;
+            write_blob(&inner.disk, BLOB_VOTE, &bincode::serialize(vote).map_err(io_err)?, true).map_err(io_err)?;
             inner.vote = Some(*vote);
             Ok(())
         })
@@ -302,10 +261,7 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
         let mut inner = self.write();
         inner.committed = committed;
-        if inner
-            .committed_saved
-            .is_some_and(|t| t.elapsed().as_millis() < COMMITTED_EVERY_MS)
-        {
+        if inner.committed_saved.is_some_and(|t| t.elapsed().as_millis() < COMMITTED_EVERY_MS) {
             return Ok(());
         }
         inner.committed_saved = Some(Instant::now());
@@ -319,11 +275,7 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
         Ok(inner.committed.filter(|c| Some(*c) <= inner.last))
     }
 
-    async fn append<I>(
-        &mut self,
-        entries: I,
-        callback: IOFlushed<GroupTypes>,
-    ) -> Result<(), io::Error>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<GroupTypes>) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
@@ -337,11 +289,8 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
         // when the kernel throttles dirty pages: with one group worker the
         // heartbeats would wait.
         let bytes: usize = entries.iter().map(payload_len).sum();
-        let written = if bytes >= BULK_APPEND_BYTES {
-            blocking(|| self.append_now(entries))
-        } else {
-            self.append_now(entries)
-        };
+        let written =
+            if bytes >= BULK_APPEND_BYTES { blocking(|| self.append_now(entries)) } else { self.append_now(entries) };
         match written {
             Ok(()) => {
                 match &self.flusher {
@@ -363,11 +312,7 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
             let mut inner = self.write();
             let keep = last_log_id.map(|l| l.index);
             inner.log.truncate_after(keep).map_err(io_err)?;
-            while inner
-                .recent
-                .back()
-                .is_some_and(|e| Some(e.log_id.index) > keep)
-            {
+            while inner.recent.back().is_some_and(|e| Some(e.log_id.index) > keep) {
                 let gone = inner.recent.pop_back().expect("checked");
                 inner.recent_bytes -= payload_len(&gone);
             }
@@ -387,11 +332,7 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
             let bytes = bincode::serialize(&Some(log_id)).map_err(io_err)?;
             write_blob(&inner.disk, BLOB_PURGED, &bytes, true).map_err(io_err)?;
             inner.purged = Some(log_id);
-            if inner
-                .log
-                .last_index()
-                .is_none_or(|last| last <= log_id.index)
-            {
+            if inner.log.last_index().is_none_or(|last| last <= log_id.index) {
                 // Purged past everything we hold (a snapshot from the leader):
                 // the next append starts a new run of indexes.
                 inner.log.truncate_after(None).map_err(io_err)?;
@@ -400,11 +341,7 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
                 inner.last = Some(log_id);
             } else {
                 inner.log.purge_upto(log_id.index).map_err(io_err)?;
-                while inner
-                    .recent
-                    .front()
-                    .is_some_and(|e| e.log_id.index <= log_id.index)
-                {
+                while inner.recent.front().is_some_and(|e| e.log_id.index <= log_id.index) {
                     let gone = inner.recent.pop_front().expect("checked");
                     inner.recent_bytes -= payload_len(&gone);
                 }
@@ -418,15 +355,9 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
 impl DurableLog {
     fn append_now(&self, entries: Vec<Entry>) -> Result<(), io::Error> {
         let mut inner = self.write();
-        let encoded: Vec<(u64, Vec<u8>)> = entries
-            .iter()
-            .map(|e| (e.log_id.index, encode_entry(e)))
-            .collect();
+        let encoded: Vec<(u64, Vec<u8>)> = entries.iter().map(|e| (e.log_id.index, encode_entry(e))).collect();
         let bytes: usize = encoded.iter().map(|(_, b)| b.len()).sum();
-        inner
-            .log
-            .append(encoded.iter().map(|(i, b)| (*i, b.as_slice())))
-            .map_err(io_err)?;
+        inner.log.append(encoded.iter().map(|(i, b)| (*i, b.as_slice()))).map_err(io_err)?;
         inner.rate.add(Instant::now(), bytes as u64);
         for entry in entries {
             inner.last = Some(entry.log_id);
@@ -464,10 +395,7 @@ impl Flusher {
                 }
             })
             .expect("spawn the group log flusher");
-        Flusher {
-            queue: Mutex::new(Some(tx)),
-            thread: Mutex::new(Some(thread)),
-        }
+        Flusher { queue: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) }
     }
 
     fn enqueue(&self, callback: IOFlushed<GroupTypes>) {

@@ -91,9 +91,7 @@ fn config_err(dir: &str, e: impl std::fmt::Display) -> GroupError {
 
 fn disk_for(settings: &LogSettings) -> Result<Disk, GroupError> {
     match &settings.dir {
-        Some(dir) => {
-            Disk::files(dir, &settings.name).map_err(|e| config_err(&dir.display().to_string(), e))
-        }
+        Some(dir) => Disk::files(dir, &settings.name).map_err(|e| config_err(&dir.display().to_string(), e)),
         None => Ok(Disk::Mem(MemStorage::new())),
     }
 }
@@ -112,21 +110,10 @@ pub fn open(
     let found = read_back(&disk, settings)?;
     let verdict = match discard {
         Some(why) => Err(why.to_string()),
-        None => assess(
-            found.identity.as_ref(),
-            found.condition,
-            cluster,
-            group_addr,
-            &boot,
-        ),
+        None => assess(found.identity.as_ref(), found.condition, cluster, group_addr, &boot),
     };
     let (identity, restored, found, disk) = match (verdict, found.identity.clone()) {
-        (Ok(()), Some(old)) => (
-            old.next_incarnation(&boot, settings.fsync),
-            true,
-            found,
-            disk,
-        ),
+        (Ok(()), Some(old)) => (old.next_incarnation(&boot, settings.fsync), true, found, disk),
         (Ok(()), None) => unreachable!("no identity is never trusted"),
         (Err(why), old) => {
             let had_state = old.is_some() || found.log.last_index().is_some();
@@ -134,26 +121,16 @@ pub fn open(
                 // Asked for by the operator (a new cluster from data with no
                 // position) is news, not a problem: MTR's log check and
                 // monitoring treat warnings as trouble.
-                let level = if discard.is_some() {
-                    log::Level::Info
-                } else {
-                    log::Level::Warn
-                };
+                let level = if discard.is_some() { log::Level::Info } else { log::Level::Warn };
                 set_aside(&disk, settings, &why, &found.problems, level)?
             } else {
                 disk
             };
             let found = read_back(&disk, settings)?;
-            (
-                IdentityRecord::fresh(cluster, group_addr, &boot, settings.fsync),
-                false,
-                found,
-                disk,
-            )
+            (IdentityRecord::fresh(cluster, group_addr, &boot, settings.fsync), false, found, disk)
         }
     };
-    write_blob(&disk, BLOB_IDENTITY, &identity.encode(), true)
-        .map_err(|e| config_err(&disk.describe(), e))?;
+    write_blob(&disk, BLOB_IDENTITY, &identity.encode(), true).map_err(|e| config_err(&disk.describe(), e))?;
     let checkpoints = Arc::new(found.checkpoints);
     let recovered = Recovered {
         log: found.log,
@@ -165,22 +142,10 @@ pub fn open(
     };
     let recent = (settings.cache_bytes / 4).min(RECENT_MAX_BYTES) as usize;
     let log = DurableLog::new(recovered, checkpoints.clone(), settings.fsync, recent);
-    Ok(Opened {
-        identity,
-        restored,
-        log,
-        checkpoints,
-        disk,
-        group: found.group,
-        voters: found.voters,
-    })
+    Ok(Opened { identity, restored, log, checkpoints, disk, group: found.group, voters: found.voters })
 }
 
-fn blob<T: serde::de::DeserializeOwned>(
-    disk: &Disk,
-    name: &str,
-    problems: &mut Vec<String>,
-) -> Option<T> {
+fn blob<T: serde::de::DeserializeOwned>(disk: &Disk, name: &str, problems: &mut Vec<String>) -> Option<T> {
     match read_blob(disk, name) {
         Ok(Some(bytes)) => match bincode::deserialize(&bytes) {
             Ok(v) => Some(v),
@@ -200,10 +165,7 @@ fn blob<T: serde::de::DeserializeOwned>(
 /// Reads everything back and notes what is wrong with it.
 fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
     let where_ = disk.describe();
-    let options = LogOptions {
-        name: LOG_NAME.into(),
-        segment_bytes: settings.segment_bytes,
-    };
+    let options = LogOptions { name: LOG_NAME.into(), segment_bytes: settings.segment_bytes };
     let opened = SegmentLog::open(disk.clone(), options).map_err(|e| config_err(&where_, e))?;
     let mut problems = vec![];
     let mut condition = match &opened.recovery.damage {
@@ -212,22 +174,14 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
             log::info!("Group log in {where_}: cut an incomplete last record in {segment} at offset {offset}");
             LogCondition::TornTail
         }
-        Some(Damage::Corrupt {
-            segment,
-            offset,
-            reason,
-        }) => {
+        Some(Damage::Corrupt { segment, offset, reason }) => {
             log::error!("Group log in {where_} is damaged in {segment} at offset {offset}: {reason}; it was cut there");
             problems.push(format!("damaged at {segment}:{offset}"));
             LogCondition::Damaged
         }
     };
     let identity = match read_blob(disk, BLOB_IDENTITY) {
-        Ok(b) => b.and_then(|bytes| {
-            IdentityRecord::decode(&bytes)
-                .map_err(|e| problems.push(e))
-                .ok()
-        }),
+        Ok(b) => b.and_then(|bytes| IdentityRecord::decode(&bytes).map_err(|e| problems.push(e)).ok()),
         Err(e) => {
             problems.push(format!("identity: {e}"));
             None
@@ -237,8 +191,7 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
     // Written without fsync (it only spares a restart some waiting): torn by
     // a power loss, it reads as absent and the leader teaches it again.
     let mut ignored = vec![];
-    let committed: Option<LogId> =
-        blob::<Option<LogId>>(disk, BLOB_COMMITTED, &mut ignored).flatten();
+    let committed: Option<LogId> = blob::<Option<LogId>>(disk, BLOB_COMMITTED, &mut ignored).flatten();
     if let Some(why) = ignored.first() {
         log::info!("Group log in {where_}: ignoring the saved commit point ({why}); the leader will tell it again");
     }
@@ -249,17 +202,15 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
     let purged: Option<LogId> = blob::<Option<LogId>>(disk, BLOB_PURGED, &mut problems).flatten();
     let log = opened.log;
     let last = match log.last_index() {
-        Some(i) if log.first_index().is_some_and(|f| f <= i) => match log
-            .read(i)
-            .map_err(|e| e.to_string())
-            .and_then(|b| decode_entry(&b))
-        {
-            Ok(e) => Some(e.log_id),
-            Err(e) => {
-                problems.push(format!("last entry: {e}"));
-                None
+        Some(i) if log.first_index().is_some_and(|f| f <= i) => {
+            match log.read(i).map_err(|e| e.to_string()).and_then(|b| decode_entry(&b)) {
+                Ok(e) => Some(e.log_id),
+                Err(e) => {
+                    problems.push(format!("last entry: {e}"));
+                    None
+                }
             }
-        },
+        }
         _ => None,
     };
     if let (Some(c), Some(l)) = (committed, last) {
@@ -279,44 +230,22 @@ fn read_back(disk: &Disk, settings: &LogSettings) -> Result<Found, GroupError> {
     if !problems.is_empty() {
         condition = LogCondition::Damaged;
     }
-    Ok(Found {
-        identity,
-        log,
-        condition,
-        problems,
-        vote,
-        committed,
-        group,
-        voters,
-        purged,
-        last,
-        checkpoints,
-    })
+    Ok(Found { identity, log, condition, problems, vote, committed, group, voters, purged, last, checkpoints })
 }
 
 /// The log must start right after the purge point, and a checkpoint must
 /// cover what was purged, or the replicated state cannot be rebuilt.
-fn coverage_problem(
-    log: &SegmentLog<Disk>,
-    purged: Option<LogId>,
-    checkpoints: &Checkpoints,
-) -> Option<String> {
+fn coverage_problem(log: &SegmentLog<Disk>, purged: Option<LogId>, checkpoints: &Checkpoints) -> Option<String> {
     let expected_first = purged.map_or(1, |p| p.index + 1);
     if let Some(first) = log.first_index().filter(|_| log.last_index().is_some()) {
         if first > expected_first {
-            return Some(format!(
-                "the log starts at index {first}, after its purge point {}",
-                expected_first - 1
-            ));
+            return Some(format!("the log starts at index {first}, after its purge point {}", expected_first - 1));
         }
     }
     let purged = purged?;
     match checkpoints.newest() {
         Some(c) if c.index >= purged.index => None,
-        _ => Some(format!(
-            "no checkpoint covers the purged log (up to index {})",
-            purged.index
-        )),
+        _ => Some(format!("no checkpoint covers the purged log (up to index {})", purged.index)),
     }
 }
 
@@ -332,11 +261,7 @@ fn set_aside(
     problems: &[String],
     level: log::Level,
 ) -> Result<Disk, GroupError> {
-    let detail = if problems.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", problems.join("; "))
-    };
+    let detail = if problems.is_empty() { String::new() } else { format!(" ({})", problems.join("; ")) };
     if let Disk::Mem(_) = disk {
         log::warn!("Not reusing the in-memory group state: {why}{detail}");
         return Ok(Disk::Mem(MemStorage::new()));
@@ -353,8 +278,7 @@ fn set_aside(
         disk.remove(old).map_err(fail)?;
     }
     for name in names.iter().filter(|n| !n.starts_with(UNTRUSTED)) {
-        disk.rename(name, &format!("{UNTRUSTED}{name}"))
-            .map_err(fail)?;
+        disk.rename(name, &format!("{UNTRUSTED}{name}")).map_err(fail)?;
     }
     disk.sync_dir().map_err(fail)?;
     disk_for(settings)

@@ -31,21 +31,15 @@ pub fn purge_target(
     if total <= budget_bytes {
         return None;
     }
-    let candidates: Vec<&CheckpointInfo> = checkpoints
-        .iter()
-        .filter(|c| c.index > purged_upto && c.position <= released)
-        .collect();
+    let candidates: Vec<&CheckpointInfo> =
+        checkpoints.iter().filter(|c| c.index > purged_upto && c.position <= released).collect();
     if candidates.is_empty() {
         return Some(Err(Held::NotReleased { released }));
     }
     // Bytes left on disk after purging up to `index`: segments whose last
     // record is above it stay (one may be partly purged).
     let kept = |index: u64| -> u64 {
-        segments
-            .iter()
-            .filter(|s| s.last.is_none_or(|last| last > index))
-            .map(|s| s.bytes)
-            .sum()
+        segments.iter().filter(|s| s.last.is_none_or(|last| last > index)).map(|s| s.bytes).sum()
     };
     let enough = candidates.iter().find(|c| kept(c.index) <= budget_bytes);
     let chosen = enough.unwrap_or_else(|| candidates.last().expect("not empty"));
@@ -57,20 +51,11 @@ mod tests {
     use super::*;
 
     fn seg(first: u64, last: u64, bytes: u64) -> SegmentInfo {
-        SegmentInfo {
-            name: format!("log.{first}"),
-            first,
-            last: Some(last),
-            bytes,
-        }
+        SegmentInfo { name: format!("log.{first}"), first, last: Some(last), bytes }
     }
 
     fn cp(index: u64, position: i64) -> CheckpointInfo {
-        CheckpointInfo {
-            index,
-            position,
-            time_ms: 0,
-        }
+        CheckpointInfo { index, position, time_ms: 0 }
     }
 
     /// Four segments of 100 bytes, indexes 1-10, 11-20, 21-30, 31-40, and a
@@ -99,10 +84,7 @@ mod tests {
         let (s, c) = log();
         // Budget wants three segments gone; only the first is released.
         assert_eq!(purge_target(&s, &c, 0, 100, 150), Some(Ok(10)));
-        assert_eq!(
-            purge_target(&s, &c, 0, 100, 99),
-            Some(Err(Held::NotReleased { released: 99 }))
-        );
+        assert_eq!(purge_target(&s, &c, 0, 100, 99), Some(Err(Held::NotReleased { released: 99 })));
     }
 
     #[test]

@@ -30,13 +30,7 @@ pub async fn run(shared: Arc<Shared>) {
         let released = shared.released.load(Ordering::Acquire);
         let purged = shared.log.purged().map_or(0, |l| l.index);
         let segments = shared.log.segments();
-        let target = purge_target(
-            &segments,
-            &shared.checkpoints.list(),
-            purged,
-            budget,
-            released,
-        );
+        let target = purge_target(&segments, &shared.checkpoints.list(), purged, budget, released);
         // Since when the log has been held over its budget: a restarted
         // node releases nothing until it has replayed, which is no news.
         let held_for = match target {
@@ -60,12 +54,12 @@ pub async fn run(shared: Arc<Shared>) {
                 warned = Some(Instant::now());
                 let total: u64 = segments.iter().map(|s| s.bytes).sum();
                 warn!(
-                        "The group log holds {} MiB, over its budget of {} MiB (gcache.size), and nothing can \
+                    "The group log holds {} MiB, over its budget of {} MiB (gcache.size), and nothing can \
                          be purged yet: the oldest history is still needed locally (released up to \
                          position {released}; a frozen purge or a slow local apply holds it)",
-                        total >> 20,
-                        budget >> 20
-                    );
+                    total >> 20,
+                    budget >> 20
+                );
             }
             Some(Err(Held::NotReleased { .. })) => {}
         }

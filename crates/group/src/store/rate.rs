@@ -14,10 +14,7 @@ pub struct AppendRate {
 
 impl Default for AppendRate {
     fn default() -> Self {
-        AppendRate {
-            origin: Instant::now(),
-            buckets: [(u64::MAX, 0); BUCKETS],
-        }
+        AppendRate { origin: Instant::now(), buckets: [(u64::MAX, 0); BUCKETS] }
     }
 }
 
@@ -64,10 +61,6 @@ mod tests {
         }
         assert_eq!(r.per_second(t0 + Duration::from_secs(9)), 1000);
         assert_eq!(r.per_second(t0 + Duration::from_secs(59)), 10_000 / 60);
-        assert_eq!(
-            r.per_second(t0 + Duration::from_secs(200)),
-            0,
-            "a minute of silence"
-        );
+        assert_eq!(r.per_second(t0 + Duration::from_secs(200)), 0, "a minute of silence");
     }
 }

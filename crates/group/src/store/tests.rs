@@ -46,13 +46,8 @@ impl StoreBuilder<GroupTypes, DurableLog, StateMachine> for Builder {
     async fn build(&self) -> Result<((), DurableLog, StateMachine), StorageError<GroupTypes>> {
         let opened = open(&settings(None), "c", "127.0.0.1:1", None).expect("in-memory store");
         let replica: Box<dyn Replica> = Box::new(NullReplica);
-        let sm = StateMachine::resume(
-            Arc::new(Mutex::new(replica)),
-            opened.checkpoints.clone(),
-            1 << 20,
-            None,
-        )
-        .expect("state machine");
+        let sm = StateMachine::resume(Arc::new(Mutex::new(replica)), opened.checkpoints.clone(), 1 << 20, None)
+            .expect("state machine");
         Ok(((), opened.log, sm))
     }
 }
@@ -60,36 +55,24 @@ impl StoreBuilder<GroupTypes, DurableLog, StateMachine> for Builder {
 /// openraft's own conformance suite for log stores and state machines.
 #[test]
 fn passes_the_openraft_storage_suite() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(Suite::test_all(Builder))
-        .expect("storage suite");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(Suite::test_all(Builder)).expect("storage suite");
 }
 
 fn entry(term: u64, index: u64, len: usize) -> crate::raft::types::Entry {
     let leader = openraft::impls::leader_id_adv::LeaderId { term, node_id: 1 };
     crate::raft::types::Entry {
         log_id: LogId::new(leader, index),
-        payload: EntryPayload::Normal(AppPayload {
-            origin: 1,
-            bytes: Bytes::from(vec![index as u8; len]),
-        }),
+        payload: EntryPayload::Normal(AppPayload { origin: 1, bytes: Bytes::from(vec![index as u8; len]) }),
     }
 }
 
 /// Appends entries 1..=n through openraft's interface.
 pub(super) fn append(log: &mut DurableLog, n: u64) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     rt.block_on(async {
         let entries: Vec<_> = (1..=n).map(|i| entry(1, i, 100)).collect();
-        log.append(entries, openraft::storage::IOFlushed::noop())
-            .await
-            .unwrap();
+        log.append(entries, openraft::storage::IOFlushed::noop()).await.unwrap();
     });
 }
 
@@ -106,19 +89,8 @@ fn a_member_keeps_its_identity_and_log_across_restarts() {
     drop(log);
     let second = open(&settings(Some(dir.path())), "c", ADDR, None).unwrap();
     assert!(second.restored);
-    assert_eq!(
-        (
-            second.identity.member,
-            second.identity.uuid,
-            second.identity.incarnation
-        ),
-        (member, uuid, 2)
-    );
-    assert_eq!(
-        second.log.vote_and_last().1.map(|l| l.index),
-        Some(50),
-        "the log came back"
-    );
+    assert_eq!((second.identity.member, second.identity.uuid, second.identity.incarnation), (member, uuid, 2));
+    assert_eq!(second.log.vote_and_last().1.map(|l| l.index), Some(50), "the log came back");
 }
 
 #[test]
@@ -144,29 +116,14 @@ fn a_reboot_without_fsync_voids_the_identity_and_moves_the_state_aside() {
     drop(log);
     // As if written before a reboot of the machine.
     let disk = Disk::files(&state, "galera.cache").unwrap();
-    let mut record =
-        IdentityRecord::decode(&read_blob(&disk, BLOB_IDENTITY).unwrap().unwrap()).unwrap();
+    let mut record = IdentityRecord::decode(&read_blob(&disk, BLOB_IDENTITY).unwrap().unwrap()).unwrap();
     record.boot_id = "an-earlier-boot".into();
     write_blob(&disk, BLOB_IDENTITY, &record.encode(), true).unwrap();
     let again = open(&settings(Some(&state)), "c", ADDR, None).unwrap();
     assert!(!again.restored);
-    assert_eq!(
-        again.log.vote_and_last().1,
-        None,
-        "starts with an empty log"
-    );
-    assert!(
-        dir.path()
-            .join(format!("{UNTRUSTED}{BLOB_IDENTITY}.galera.cache"))
-            .exists(),
-        "kept for inspection"
-    );
-    assert!(
-        dir.path()
-            .join(format!("{BLOB_IDENTITY}.galera.cache"))
-            .exists(),
-        "and a new identity"
-    );
+    assert_eq!(again.log.vote_and_last().1, None, "starts with an empty log");
+    assert!(dir.path().join(format!("{UNTRUSTED}{BLOB_IDENTITY}.galera.cache")).exists(), "kept for inspection");
+    assert!(dir.path().join(format!("{BLOB_IDENTITY}.galera.cache")).exists(), "and a new identity");
 }
 
 #[test]
@@ -177,22 +134,13 @@ fn a_sound_state_is_set_aside_when_the_caller_starts_anew() {
     let mut log = first.log;
     append(&mut log, 10);
     drop(log);
-    let again = open(
-        &settings(Some(dir.path())),
-        "c",
-        ADDR,
-        Some("a new history"),
-    )
-    .unwrap();
+    let again = open(&settings(Some(dir.path())), "c", ADDR, Some("a new history")).unwrap();
     assert!(!again.restored);
     assert_ne!(again.identity.member, member, "a new member");
     assert_eq!(again.log.vote_and_last().1, None, "with an empty log");
-    let kept = std::fs::read_dir(dir.path()).unwrap().any(|e| {
-        e.unwrap()
-            .file_name()
-            .to_string_lossy()
-            .starts_with(&format!("{UNTRUSTED}{LOG_NAME}."))
-    });
+    let kept = std::fs::read_dir(dir.path())
+        .unwrap()
+        .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(&format!("{UNTRUSTED}{LOG_NAME}.")));
     assert!(kept, "the old log is kept for inspection");
 }
 
@@ -210,11 +158,7 @@ fn a_torn_commit_pointer_is_ignored_and_the_state_kept() {
     let again = open(&settings(Some(dir.path())), "c", ADDR, None).unwrap();
     assert!(again.restored, "the state is trusted");
     assert_eq!(again.identity.member, member);
-    assert_eq!(
-        again.log.vote_and_last().1.map(|l| l.index),
-        Some(10),
-        "the log came back"
-    );
+    assert_eq!(again.log.vote_and_last().1.map(|l| l.index), Some(10), "the log came back");
 }
 
 #[test]
@@ -235,10 +179,7 @@ fn a_damaged_log_voids_the_identity() {
     bytes[200] ^= 0xff;
     std::fs::write(&segment, bytes).unwrap();
     let again = open(&settings(Some(dir.path())), "c", ADDR, None).unwrap();
-    assert!(
-        !again.restored,
-        "a flipped byte in the middle is not a torn tail"
-    );
+    assert!(!again.restored, "a flipped byte in the middle is not a torn tail");
 }
 
 #[test]
@@ -247,14 +188,9 @@ fn a_purged_log_without_a_checkpoint_voids_the_identity() {
     let first = open(&settings(Some(dir.path())), "c", ADDR, None).unwrap();
     let mut log = first.log;
     append(&mut log, 100);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     rt.block_on(log.purge(entry(1, 40, 0).log_id)).unwrap();
     drop(log);
     let again = open(&settings(Some(dir.path())), "c", ADDR, None).unwrap();
-    assert!(
-        !again.restored,
-        "nothing could rebuild the state before index 41"
-    );
+    assert!(!again.restored, "nothing could rebuild the state before index 41");
 }

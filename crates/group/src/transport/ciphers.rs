@@ -29,30 +29,12 @@ pub struct CipherChoice {
 /// OpenSSL's names of the TLS 1.2 suites we have (TLS 1.3 suites are named
 /// alike by OpenSSL and IANA).
 const OPENSSL_NAMES: &[(CipherSuite, &str)] = &[
-    (
-        CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-        "ECDHE-ECDSA-AES256-GCM-SHA384",
-    ),
-    (
-        CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-        "ECDHE-ECDSA-AES128-GCM-SHA256",
-    ),
-    (
-        CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-        "ECDHE-ECDSA-CHACHA20-POLY1305",
-    ),
-    (
-        CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-        "ECDHE-RSA-AES256-GCM-SHA384",
-    ),
-    (
-        CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-        "ECDHE-RSA-AES128-GCM-SHA256",
-    ),
-    (
-        CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-        "ECDHE-RSA-CHACHA20-POLY1305",
-    ),
+    (CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, "ECDHE-ECDSA-AES256-GCM-SHA384"),
+    (CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, "ECDHE-ECDSA-AES128-GCM-SHA256"),
+    (CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, "ECDHE-ECDSA-CHACHA20-POLY1305"),
+    (CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, "ECDHE-RSA-AES256-GCM-SHA384"),
+    (CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, "ECDHE-RSA-AES128-GCM-SHA256"),
+    (CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256, "ECDHE-RSA-CHACHA20-POLY1305"),
 ];
 
 /// The names a suite answers to: IANA's, and OpenSSL's.
@@ -61,12 +43,7 @@ fn names(suite: &SupportedCipherSuite) -> Vec<String> {
     // rustls spells TLS 1.3 suites "TLS13_…"; IANA and OpenSSL say "TLS_…".
     let iana = format!("{id:?}").replacen("TLS13_", "TLS_", 1);
     let mut all = vec![iana];
-    all.extend(
-        OPENSSL_NAMES
-            .iter()
-            .filter(|(s, _)| *s == id)
-            .map(|(_, n)| n.to_string()),
-    );
+    all.extend(OPENSSL_NAMES.iter().filter(|(s, _)| *s == id).map(|(_, n)| n.to_string()));
     all
 }
 
@@ -78,26 +55,12 @@ fn is_tls13(suite: &SupportedCipherSuite) -> bool {
 pub fn choose(list: &str) -> Result<CipherChoice, String> {
     let mut named = Vec::new();
     let mut unavailable = Vec::new();
-    for entry in list
-        .split([':', ',', ' '])
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-    {
-        if !entry
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_+!@=.".contains(c))
-        {
+    for entry in list.split([':', ',', ' ']).map(str::trim).filter(|e| !e.is_empty()) {
+        if !entry.chars().all(|c| c.is_ascii_alphanumeric() || "-_+!@=.".contains(c)) {
             return Err(format!("'{entry}' is not a cipher name"));
         }
-        match ALL_CIPHER_SUITES
-            .iter()
-            .find(|s| names(s).iter().any(|n| n.eq_ignore_ascii_case(entry)))
-        {
-            Some(suite)
-                if !named
-                    .iter()
-                    .any(|s: &SupportedCipherSuite| s.suite() == suite.suite()) =>
-            {
+        match ALL_CIPHER_SUITES.iter().find(|s| names(s).iter().any(|n| n.eq_ignore_ascii_case(entry))) {
+            Some(suite) if !named.iter().any(|s: &SupportedCipherSuite| s.suite() == suite.suite()) => {
                 named.push(*suite)
             }
             Some(_) => {}
@@ -105,10 +68,7 @@ pub fn choose(list: &str) -> Result<CipherChoice, String> {
         }
     }
     if named.is_empty() && unavailable.is_empty() {
-        return Ok(CipherChoice {
-            suites: Vec::new(),
-            unavailable,
-        });
+        return Ok(CipherChoice { suites: Vec::new(), unavailable });
     }
     // TLS 1.3 keeps its defaults unless the list names some of its suites.
     let mut suites = named.clone();
@@ -116,10 +76,7 @@ pub fn choose(list: &str) -> Result<CipherChoice, String> {
         let defaults = ALL_CIPHER_SUITES.iter().filter(|s| is_tls13(s)).copied();
         suites = defaults.chain(named).collect();
     }
-    Ok(CipherChoice {
-        suites,
-        unavailable,
-    })
+    Ok(CipherChoice { suites, unavailable })
 }
 
 #[cfg(test)]
@@ -138,20 +95,12 @@ mod tests {
 
     #[test]
     fn openssl_and_iana_names_pick_tls12_suites_and_tls13_stays() {
-        let choice =
-            choose("ECDHE-RSA-AES256-GCM-SHA384:TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256")
-                .unwrap();
+        let choice = choose("ECDHE-RSA-AES256-GCM-SHA384:TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256").unwrap();
         let picked = ids(&choice);
         assert!(picked.contains(&CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384));
         assert!(picked.contains(&CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256));
-        assert!(
-            !picked.contains(&CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
-            "not named: {picked:?}"
-        );
-        assert!(
-            picked.contains(&CipherSuite::TLS13_AES_128_GCM_SHA256),
-            "TLS 1.3 keeps its suites"
-        );
+        assert!(!picked.contains(&CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256), "not named: {picked:?}");
+        assert!(picked.contains(&CipherSuite::TLS13_AES_128_GCM_SHA256), "TLS 1.3 keeps its suites");
         assert!(choice.unavailable.is_empty());
     }
 
@@ -166,11 +115,7 @@ mod tests {
         // MariaDB's galera_ssl_cipher test asks for AES256-SHA (CBC).
         let choice = choose("AES256-SHA").unwrap();
         assert_eq!(choice.unavailable, vec!["AES256-SHA".to_string()]);
-        assert!(
-            choice.suites.iter().all(is_tls13),
-            "only TLS 1.3 is left: {:?}",
-            ids(&choice)
-        );
+        assert!(choice.suites.iter().all(is_tls13), "only TLS 1.3 is left: {:?}", ids(&choice));
         assert!(!choice.suites.is_empty());
     }
 
@@ -183,10 +128,7 @@ mod tests {
     #[test]
     fn repeats_are_taken_once() {
         let choice = choose("ECDHE-RSA-AES128-GCM-SHA256 ECDHE-RSA-AES128-GCM-SHA256").unwrap();
-        let n = ids(&choice)
-            .iter()
-            .filter(|s| **s == CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)
-            .count();
+        let n = ids(&choice).iter().filter(|s| **s == CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256).count();
         assert_eq!(n, 1);
     }
 }

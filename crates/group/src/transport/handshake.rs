@@ -30,16 +30,9 @@ pub async fn dial<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    wire::write_preamble(stream)
-        .await
-        .map_err(CallError::unreachable)?;
-    wire::write_frame(stream, hello)
-        .await
-        .map_err(CallError::unreachable)?;
-    match wire::read_preamble(stream)
-        .await
-        .map_err(CallError::unreachable)?
-    {
+    wire::write_preamble(stream).await.map_err(CallError::unreachable)?;
+    wire::write_frame(stream, hello).await.map_err(CallError::unreachable)?;
+    match wire::read_preamble(stream).await.map_err(CallError::unreachable)? {
         Preamble::BadMagic(bytes) => {
             net.refused(addr, "not a Tandem peer", || {
                 format!("Peer {addr} is not a Tandem peer (it answered {bytes:02x?}); dropping it")
@@ -53,22 +46,15 @@ where
                      we speak version {PROTOCOL_VERSION}"
                 )
             });
-            return Err(CallError::Refused(format!(
-                "protocol version {version} != {PROTOCOL_VERSION}"
-            )));
+            return Err(CallError::Refused(format!("protocol version {version} != {PROTOCOL_VERSION}")));
         }
         Preamble::Tandem { .. } => {}
     }
-    match wire::read_frame_limited(stream, wire::MAX_HELLO_BYTES)
-        .await
-        .map_err(CallError::unreachable)?
-    {
+    match wire::read_frame_limited(stream, wire::MAX_HELLO_BYTES).await.map_err(CallError::unreachable)? {
         HelloReply::Accepted { member, group } => Ok((member, group)),
         HelloReply::Refused { reason } => {
             let key = super::refusals::reason_key("refused by peer", &reason);
-            net.refused(addr, &key, || {
-                format!("Peer {addr} refused our connection: {reason}")
-            });
+            net.refused(addr, &key, || format!("Peer {addr} refused our connection: {reason}"));
             Err(CallError::Refused(reason))
         }
     }
@@ -122,18 +108,12 @@ where
             us.refused(
                 peer,
                 "not a Tandem peer",
-                format!(
-                    "Connection from {peer} is not a Tandem peer (first bytes {bytes:02x?}); closing"
-                ),
+                format!("Connection from {peer} is not a Tandem peer (first bytes {bytes:02x?}); closing"),
             );
             return None;
         }
         Err(e) => {
-            us.refused(
-                peer,
-                "closed in handshake",
-                format!("Connection from {peer} closed during the handshake: {e}"),
-            );
+            us.refused(peer, "closed in handshake", format!("Connection from {peer} closed during the handshake: {e}"));
             return None;
         }
     };
@@ -146,20 +126,14 @@ where
                  we speak version {PROTOCOL_VERSION}; closing"
             ),
         );
-        let reason = format!(
-            "protocol version {version} is not supported, this member speaks {PROTOCOL_VERSION}"
-        );
+        let reason = format!("protocol version {version} is not supported, this member speaks {PROTOCOL_VERSION}");
         refuse(stream, reason).await;
         return None;
     }
     let hello: Hello = match wire::read_frame_limited(stream, wire::MAX_HELLO_BYTES).await {
         Ok(h) => h,
         Err(e) => {
-            us.refused(
-                peer,
-                "bad hello",
-                format!("Connection from {peer} sent a bad Tandem handshake ({e}); closing"),
-            );
+            us.refused(peer, "bad hello", format!("Connection from {peer} sent a bad Tandem handshake ({e}); closing"));
             return None;
         }
     };
@@ -201,13 +175,8 @@ where
             return None;
         }
     }
-    let reply = HelloReply::Accepted {
-        member: us.member,
-        group: us.group,
-    };
-    if wire::write_preamble(stream).await.is_err()
-        || wire::write_frame(stream, &reply).await.is_err()
-    {
+    let reply = HelloReply::Accepted { member: us.member, group: us.group };
+    if wire::write_preamble(stream).await.is_err() || wire::write_frame(stream, &reply).await.is_err() {
         return None;
     }
     Some(hello)
@@ -221,16 +190,10 @@ pub async fn refuse_peer<S>(stream: &mut S, reason: &str)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    if !matches!(
-        wire::read_preamble(stream).await,
-        Ok(Preamble::Tandem { .. })
-    ) {
+    if !matches!(wire::read_preamble(stream).await, Ok(Preamble::Tandem { .. })) {
         return; // not a Tandem peer: nothing it would understand
     }
-    if wire::read_frame_limited::<_, Hello>(stream, wire::MAX_HELLO_BYTES)
-        .await
-        .is_ok()
-    {
+    if wire::read_frame_limited::<_, Hello>(stream, wire::MAX_HELLO_BYTES).await.is_ok() {
         refuse(stream, reason.to_string()).await;
     }
 }
@@ -245,12 +208,5 @@ async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, reason: String) {
 /// A uuid as Galera prints it.
 pub(crate) fn uuid_text(u: &[u8; 16]) -> String {
     let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
 }

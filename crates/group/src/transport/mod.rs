@@ -59,10 +59,7 @@ impl fmt::Display for CallError {
             CallError::Refused(e) => write!(f, "refused: {e}"),
             CallError::Myself => write!(f, "that address is this member itself"),
             CallError::WrongPeer { expected, found } => {
-                write!(
-                    f,
-                    "expected member {expected} at that address, found member {found}"
-                )
+                write!(f, "expected member {expected} at that address, found member {found}")
             }
         }
     }
@@ -107,13 +104,8 @@ impl TlsMode {
         let Some(settings) = settings else {
             return Ok(TlsMode::Off);
         };
-        let tls =
-            Arc::new(Tls::load_with(&settings.files, &settings.policy).map_err(|e| e.to_string())?);
-        Ok(if settings.dynamic {
-            TlsMode::Dynamic(tls)
-        } else {
-            TlsMode::Required(tls)
-        })
+        let tls = Arc::new(Tls::load_with(&settings.files, &settings.policy).map_err(|e| e.to_string())?);
+        Ok(if settings.dynamic { TlsMode::Dynamic(tls) } else { TlsMode::Required(tls) })
     }
 
     pub fn tls(&self) -> Option<&Arc<Tls>> {
@@ -151,12 +143,7 @@ pub struct NetCtx {
 }
 
 impl NetCtx {
-    pub fn new(
-        hello: Hello,
-        connect_timeout: Duration,
-        tls: TlsMode,
-        admission: Option<crate::Admission>,
-    ) -> Self {
+    pub fn new(hello: Hello, connect_timeout: Duration, tls: TlsMode, admission: Option<crate::Admission>) -> Self {
         NetCtx {
             me: hello.member,
             hello,
@@ -179,9 +166,7 @@ impl NetCtx {
     pub fn isolate(&self, to: Isolation) -> Result<(), String> {
         let mut now = lock(&self.isolation);
         if *now == Isolation::Terminated && to != Isolation::Terminated {
-            return Err(
-                "the group connection was terminated (gmcast.isolate=2): restart the server to rejoin".into(),
-            );
+            return Err("the group connection was terminated (gmcast.isolate=2): restart the server to rejoin".into());
         }
         *now = to;
         if to != Isolation::Off {
@@ -199,8 +184,7 @@ impl NetCtx {
     /// others do not trust) has nothing left to fix before it is gone, and
     /// the others notice the leave anyway. The line itself is still written.
     pub fn set_leaving(&self) {
-        self.leaving
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.leaving.store(true, std::sync::atomic::Ordering::Release);
     }
 
     pub fn is_leaving(&self) -> bool {
@@ -228,9 +212,7 @@ impl NetCtx {
     /// refusal per minute (a refused peer retries every few seconds).
     pub fn refused(&self, who: &str, kind: &str, line: impl FnOnce() -> String) {
         if self.leaving.load(std::sync::atomic::Ordering::Acquire) {
-            self.noted_at(log::Level::Info, who, kind, || {
-                format!("{} (while this member leaves the group)", line())
-            });
+            self.noted_at(log::Level::Info, who, kind, || format!("{} (while this member leaves the group)", line()));
         } else {
             self.noted_at(log::Level::Error, who, kind, line);
         }
@@ -238,13 +220,7 @@ impl NetCtx {
 
     /// [`NetCtx::refused`] at another level: an expected moment of a rolling
     /// switch-over to TLS is a note, not an error.
-    pub fn noted_at(
-        &self,
-        level: log::Level,
-        who: &str,
-        kind: &str,
-        line: impl FnOnce() -> String,
-    ) {
+    pub fn noted_at(&self, level: log::Level, who: &str, kind: &str, line: impl FnOnce() -> String) {
         match self.refusals.log_now(who, kind, std::time::Instant::now()) {
             Some(left_out) => log::log!(level, "{}{}", line(), refusals::repeats(left_out)),
             None => debug!("{}", line()),
@@ -261,9 +237,7 @@ impl NetCtx {
         timeout: Duration,
     ) -> Result<(MemberId, Response), CallError> {
         if self.isolated() {
-            return Err(CallError::Unreachable(
-                "this member is isolated (gmcast.isolate)".into(),
-            ));
+            return Err(CallError::Unreachable("this member is isolated (gmcast.isolate)".into()));
         }
         let frame = wire::encode_request(req).map_err(|e| {
             warn_unsendable(addr, &e);
@@ -271,9 +245,7 @@ impl NetCtx {
         })?;
         let mut conn = tokio::time::timeout(timeout, self.checkout(addr, expect))
             .await
-            .map_err(|_| {
-                CallError::Unreachable(format!("no connection to {addr} within {timeout:?}"))
-            })??;
+            .map_err(|_| CallError::Unreachable(format!("no connection to {addr} within {timeout:?}")))??;
         let exchange = async {
             use tokio::io::AsyncWriteExt;
             conn.stream.write_all(&frame).await?;
@@ -292,9 +264,7 @@ impl NetCtx {
                 Ok((peer, resp))
             }
             Ok(Err(e)) => Err(CallError::Lost(format!("{addr}: {e}"))),
-            Err(_) => Err(CallError::Lost(format!(
-                "{addr}: no answer within {timeout:?}"
-            ))),
+            Err(_) => Err(CallError::Lost(format!("{addr}: no answer within {timeout:?}"))),
         }
     }
 
@@ -303,16 +273,11 @@ impl NetCtx {
     /// itself (`forward`).
     pub async fn open(&self, addr: &str, expect: MemberId) -> Result<PeerStream, CallError> {
         if self.isolated() {
-            return Err(CallError::Unreachable(
-                "this member is isolated (gmcast.isolate)".into(),
-            ));
+            return Err(CallError::Unreachable("this member is isolated (gmcast.isolate)".into()));
         }
         let conn = self.connect(addr).await?;
         if conn.peer != expect {
-            return Err(CallError::WrongPeer {
-                expected: expect,
-                found: conn.peer,
-            });
+            return Err(CallError::WrongPeer { expected: expect, found: conn.peer });
         }
         Ok(conn.stream)
     }
@@ -327,10 +292,7 @@ impl NetCtx {
         }
         let conn = self.connect(addr).await?;
         match expect {
-            Some(expected) if expected != conn.peer => Err(CallError::WrongPeer {
-                expected,
-                found: conn.peer,
-            }),
+            Some(expected) if expected != conn.peer => Err(CallError::WrongPeer { expected, found: conn.peer }),
             _ => Ok(conn),
         }
     }
@@ -358,39 +320,24 @@ impl NetCtx {
                     PeerStream::Plain(self.connect_tcp(addr).await?)
                 }
                 Err(e) => {
-                    let hint = if closed_on_hello(&e) {
-                        " (does it have socket.ssl=YES?)"
-                    } else {
-                        ""
-                    };
+                    let hint = if closed_on_hello(&e) { " (does it have socket.ssl=YES?)" } else { "" };
                     let why = format!("TLS handshake with {addr} failed: {e}{hint}");
-                    self.refused(
-                        addr,
-                        &refusals::reason_key("TLS handshake", &e.to_string()),
-                        || why.clone(),
-                    );
+                    self.refused(addr, &refusals::reason_key("TLS handshake", &e.to_string()), || why.clone());
                     return Err(CallError::Refused(why));
                 }
             },
         };
-        let hello = Hello {
-            group: self.group(),
-            ..self.hello.clone()
-        };
+        let hello = Hello { group: self.group(), ..self.hello.clone() };
         let (peer, peer_group) = match handshake::dial(&mut stream, &hello, addr, self).await {
             // With TLS 1.3 a listener checks our certificate after we think
             // the handshake done: its verdict arrives as an alert on the
             // first read, here.
-            Err(CallError::Unreachable(e))
-                if stream.is_encrypted() && tls::peer_sent_alert(&e) =>
-            {
+            Err(CallError::Unreachable(e)) if stream.is_encrypted() && tls::peer_sent_alert(&e) => {
                 let why = format!(
                     "Member at {addr} refused our TLS certificate: {e} (is socket.ssl_cert signed by its \
                      socket.ssl_ca, and valid now?)"
                 );
-                self.refused(addr, &refusals::reason_key("TLS certificate", &e), || {
-                    why.clone()
-                });
+                self.refused(addr, &refusals::reason_key("TLS certificate", &e), || why.clone());
                 return Err(CallError::Refused(why));
             }
             other => other?,
@@ -401,11 +348,7 @@ impl NetCtx {
         self.check_moved_on(addr, peer_group)?;
         debug!("Connected to member {peer} at {addr}");
         self.note_link(addr, stream.is_encrypted());
-        Ok(Conn {
-            stream,
-            peer,
-            group: peer_group,
-        })
+        Ok(Conn { stream, peer, group: peer_group })
     }
 
     /// The group uuid of the primary component the member at `addr` is in,
@@ -436,9 +379,7 @@ impl NetCtx {
              belongs to group {ours}, which that cluster left. Restart this node: it then sets that state \
              aside and joins group {theirs} as a new member, with a full state transfer"
         );
-        self.refused(addr, &format!("moved on to {theirs}"), || {
-            format!("Cannot rejoin: {why}")
-        });
+        self.refused(addr, &format!("moved on to {theirs}"), || format!("Cannot rejoin: {why}"));
         Err(CallError::Refused(why))
     }
 
@@ -465,9 +406,7 @@ impl NetCtx {
     async fn secure(&self, tls: &Tls, tcp: TcpStream, addr: &str) -> std::io::Result<PeerStream> {
         tokio::time::timeout(self.connect_timeout, tls.connect(tcp, addr))
             .await
-            .map_err(|_| {
-                std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer to our ClientHello")
-            })?
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer to our ClientHello"))?
     }
 }
 
@@ -483,15 +422,9 @@ fn closed_on_hello(e: &std::io::Error) -> bool {
 pub(crate) fn warn_unsendable(addr: &str, e: &wire::WireError) {
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST_WARNED_S: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let last = LAST_WARNED_S.load(Ordering::Relaxed);
-    if now >= last + 60
-        && LAST_WARNED_S
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    {
+    if now >= last + 60 && LAST_WARNED_S.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
         log::warn!("Cannot send a message to {addr}: {e}; it is retried, and fails the same way");
     }
 }

@@ -72,24 +72,10 @@ mod tests {
         let r = Refusals::default();
         let t0 = Instant::now();
         assert_eq!(r.log_now("10.0.0.9", "expired", t0), Some(0));
-        assert_eq!(
-            r.log_now("10.0.0.9", "expired", t0 + Duration::from_secs(2)),
-            None
-        );
-        assert_eq!(
-            r.log_now("10.0.0.9", "expired", t0 + Duration::from_secs(4)),
-            None
-        );
-        assert_eq!(
-            r.log_now("10.0.0.9", "unknown CA", t0 + Duration::from_secs(4)),
-            Some(0),
-            "another reason"
-        );
-        assert_eq!(
-            r.log_now("10.0.0.8", "expired", t0 + Duration::from_secs(4)),
-            Some(0),
-            "another peer"
-        );
+        assert_eq!(r.log_now("10.0.0.9", "expired", t0 + Duration::from_secs(2)), None);
+        assert_eq!(r.log_now("10.0.0.9", "expired", t0 + Duration::from_secs(4)), None);
+        assert_eq!(r.log_now("10.0.0.9", "unknown CA", t0 + Duration::from_secs(4)), Some(0), "another reason");
+        assert_eq!(r.log_now("10.0.0.8", "expired", t0 + Duration::from_secs(4)), Some(0), "another peer");
         assert_eq!(
             r.log_now("10.0.0.9", "expired", t0 + QUIET + Duration::from_secs(1)),
             Some(2),

@@ -52,23 +52,13 @@ async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
         return;
     }
     let cluster = shared.config.cluster_name.clone();
-    let me = handshake::Us {
-        cluster: &cluster,
-        member: shared.me,
-        group: shared.net.group(),
-        net: &shared.net,
-    };
+    let me = handshake::Us { cluster: &cluster, member: shared.me, group: shared.net.group(), net: &shared.net };
     let Some(hello) = handshake::accept(&mut stream, &me, peer).await else {
         return;
     };
     let from = hello.member;
-    shared
-        .net
-        .note_link(&hello.info.group_addr, stream.is_encrypted());
-    debug!(
-        "Accepted connection from member {from} ({}) at {peer}",
-        hello.info.name
-    );
+    shared.net.note_link(&hello.info.group_addr, stream.is_encrypted());
+    debug!("Accepted connection from member {from} ({}) at {peer}", hello.info.name);
     serve_requests(&shared, &mut stream, from, peer).await;
 }
 
@@ -132,20 +122,14 @@ fn refused_answer(req: Request, reason: String) -> Response {
 async fn admission(net: &NetCtx, peer: SocketAddr) -> Option<String> {
     let admit = net.admission.clone()?;
     let ip = peer.ip().to_canonical();
-    let allowed = tokio::task::spawn_blocking(move || (admit.0)(ip))
-        .await
-        .unwrap_or(false);
+    let allowed = tokio::task::spawn_blocking(move || (admit.0)(ip)).await.unwrap_or(false);
     if allowed {
         return None;
     }
     net.refused(&ip.to_string(), "allowlist", || {
-        format!(
-            "Connection from {peer} refused: {ip} is not in this server's wsrep_allowlist; closing"
-        )
+        format!("Connection from {peer} refused: {ip} is not in this server's wsrep_allowlist; closing")
     });
-    Some(format!(
-        "your address {ip} is not in wsrep_allowlist of this member"
-    ))
+    Some(format!("your address {ip} is not in wsrep_allowlist of this member"))
 }
 
 /// The connection as this member's TLS mode wants it; `None` (logged) when
@@ -168,9 +152,7 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
     let opening = match tls::opening(&tcp).await {
         Ok(opening) => opening,
         Err(e) => {
-            net.refused(&who, "silent", || {
-                format!("Connection from {peer} closed before its handshake: {e}")
-            });
+            net.refused(&who, "silent", || format!("Connection from {peer} closed before its handshake: {e}"));
             return None;
         }
     };
@@ -266,10 +248,7 @@ fn refuses(shared: &Shared, from: MemberId, req: &Request) -> Option<String> {
             membership.get_node(&shared.me).is_some() && membership.get_node(&from).is_none()
         });
         if outsider {
-            return Some(format!(
-                "member {from} is not in the group of member {}; it may ask to join",
-                shared.me
-            ));
+            return Some(format!("member {from} is not in the group of member {}; it may ask to join", shared.me));
         }
     }
     if matches!(req, Request::Vote(_) | Request::PreVote(_)) {
@@ -291,43 +270,29 @@ async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Option<Respo
     Some(match req {
         Request::AppendEntries(rpc) => {
             shared.net.liveness.append_from(from);
-            raft.append_entries(rpc)
-                .await
-                .map_or_else(failed, Response::AppendEntries)
+            raft.append_entries(rpc).await.map_or_else(failed, Response::AppendEntries)
         }
         Request::Vote(rpc) => raft.vote(rpc).await.map_or_else(failed, Response::Vote),
         Request::PreVote(rpc) => raft.pre_vote(rpc).await.map_or_else(failed, Response::Vote),
         Request::Snapshot { vote, meta, data } => {
-            let snapshot = Snapshot {
-                meta,
-                snapshot: data,
-            };
-            raft.install_full_snapshot(vote, snapshot)
-                .await
-                .map_or_else(failed, Response::Snapshot)
+            let snapshot = Snapshot { meta, snapshot: data };
+            raft.install_full_snapshot(vote, snapshot).await.map_or_else(failed, Response::Snapshot)
         }
-        Request::TransferLeader(rpc) => raft
-            .handle_transfer_leader(rpc)
-            .await
-            .map_or_else(failed, Response::TransferLeader),
+        Request::TransferLeader(rpc) => {
+            raft.handle_transfer_leader(rpc).await.map_or_else(failed, Response::TransferLeader)
+        }
         Request::Join { member, info } => join::handle_join(shared, member, info).await,
         Request::Forward { payloads } => return submit::handle_forward(shared, payloads).await,
         Request::Promote { member } => join::handle_promote(shared, member).await,
         Request::Leave { member } => join::handle_leave(shared, member).await,
-        Request::LogPosition => Response::LogPosition {
-            last: shared.log.vote_and_last().1,
-        },
+        Request::LogPosition => Response::LogPosition { last: shared.log.vote_and_last().1 },
         Request::Keepalive => Response::Done,
         Request::ReadIndex { term } => crate::read::handle_read_index(shared, from, term).await,
-        Request::SetWeight { member, weight } => {
-            crate::weight::handle_set_weight(shared, member, weight).await
-        }
+        Request::SetWeight { member, weight } => crate::weight::handle_set_weight(shared, member, weight).await,
     })
 }
 
 /// Our Raft is stopping or stopped: the caller treats this like a dead peer.
 fn failed(e: impl std::fmt::Display) -> Response {
-    Response::Failed {
-        reason: e.to_string(),
-    }
+    Response::Failed { reason: e.to_string() }
 }

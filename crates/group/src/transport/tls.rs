@@ -41,8 +41,8 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore,
-    ServerConfig, SignatureScheme,
+    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
+    SignatureScheme,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -106,9 +106,7 @@ pub struct Tls {
 
 impl fmt::Debug for Tls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tls")
-            .field("files", &self.files)
-            .finish_non_exhaustive()
+        f.debug_struct("Tls").field("files", &self.files).finish_non_exhaustive()
     }
 }
 
@@ -121,11 +119,7 @@ impl Tls {
 
     /// [`Tls::load`], with a policy other than Galera's defaults.
     pub fn load_with(files: &TlsFiles, policy: &TlsPolicy) -> Result<Tls, TlsError> {
-        Ok(Tls {
-            files: files.clone(),
-            policy: policy.clone(),
-            configs: RwLock::new(Arc::new(build(files, policy)?)),
-        })
+        Ok(Tls { files: files.clone(), policy: policy.clone(), configs: RwLock::new(Arc::new(build(files, policy)?)) })
     }
 
     /// Re-reads the files (`socket.ssl_reload`). On failure the identity in
@@ -137,10 +131,7 @@ impl Tls {
     }
 
     fn current(&self) -> Arc<Configs> {
-        self.configs
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.configs.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The dialler's rustls configuration, for a blocking transport of our
@@ -157,17 +148,11 @@ impl Tls {
 
     /// Dialler side of the TLS handshake with the member at `addr`.
     pub async fn connect(&self, tcp: TcpStream, addr: &str) -> io::Result<PeerStream> {
-        let host = addr
-            .rsplit_once(':')
-            .map_or(addr, |(h, _)| h)
-            .trim_matches(['[', ']']);
-        let name = ServerName::try_from(host.to_string()).map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("address {addr}: {e}"))
-        })?;
+        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_matches(['[', ']']);
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("address {addr}: {e}")))?;
         let connector = tokio_rustls::TlsConnector::from(self.current().client.clone());
-        Ok(PeerStream::Client(Box::new(
-            connector.connect(name, tcp).await?,
-        )))
+        Ok(PeerStream::Client(Box::new(connector.connect(name, tcp).await?)))
     }
 
     /// Listener side of the TLS handshake.
@@ -189,8 +174,7 @@ pub fn peer_sent_alert(error_text: &str) -> bool {
 /// Our crypto provider, offering the suites `socket.ssl_cipher` picks.
 fn provider(ciphers: &str) -> Result<Arc<CryptoProvider>, TlsError> {
     let mut provider = rustls::crypto::ring::default_provider();
-    let choice = ciphers::choose(ciphers)
-        .map_err(|e| TlsError(format!("socket.ssl_cipher '{ciphers}': {e}")))?;
+    let choice = ciphers::choose(ciphers).map_err(|e| TlsError(format!("socket.ssl_cipher '{ciphers}': {e}")))?;
     if !choice.unavailable.is_empty() {
         // A note, as Galera's "SSL cipher list set to" is: with OpenSSL too,
         // two current peers agree on a TLS 1.3 suite whatever the list says.
@@ -215,19 +199,12 @@ fn build(files: &TlsFiles, policy: &TlsPolicy) -> Result<Configs, TlsError> {
     let provider = provider(&policy.ciphers)?;
     let tls_error = |what: &str, e: rustls::Error| TlsError(format!("{what}: {e}"));
 
-    let client_verifier =
-        WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
-            .build()
-            .map_err(|e| TlsError(format!("socket.ssl_ca '{}': {e}", files.ca.display())))?;
+    let client_verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .build()
+        .map_err(|e| TlsError(format!("socket.ssl_ca '{}': {e}", files.ca.display())))?;
     let algs = provider.signature_verification_algorithms;
-    let client_verifier = Arc::new(MemberAsClient {
-        inner: client_verifier,
-        anchors: anchors.clone(),
-        algs,
-    });
-    let identity = Arc::new(Identity(Arc::new(certified_key(
-        files, chain, key, &provider,
-    )?)));
+    let client_verifier = Arc::new(MemberAsClient { inner: client_verifier, anchors: anchors.clone(), algs });
+    let identity = Arc::new(Identity(Arc::new(certified_key(files, chain, key, &provider)?)));
     let mut server = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_error("TLS protocol versions", e))?
@@ -245,17 +222,9 @@ fn build(files: &TlsFiles, policy: &TlsPolicy) -> Result<Configs, TlsError> {
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_error("TLS protocol versions", e))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(MemberAsServer {
-            inner: server_verifier,
-            anchors,
-            algs,
-            names,
-        }))
+        .with_custom_certificate_verifier(Arc::new(MemberAsServer { inner: server_verifier, anchors, algs, names }))
         .with_client_cert_resolver(identity);
-    Ok(Configs {
-        client: Arc::new(client),
-        server: Arc::new(server),
-    })
+    Ok(Configs { client: Arc::new(client), server: Arc::new(server) })
 }
 
 /// The key and chain as one identity, after our own check that they belong
@@ -274,10 +243,8 @@ fn certified_key(
         .load_private_key(key)
         .map_err(|e| TlsError(format!("socket.ssl_key '{}': {e}", files.key.display())))?;
     let leaf = chain[0].as_ref();
-    let matches = signing.public_key().is_some_and(|spki| {
-        leaf.windows(spki.as_ref().len())
-            .any(|w| w == spki.as_ref())
-    });
+    let matches =
+        signing.public_key().is_some_and(|spki| leaf.windows(spki.as_ref().len()).any(|w| w == spki.as_ref()));
     if !matches {
         return Err(TlsError(format!(
             "socket.ssl_key '{}' does not go with socket.ssl_cert '{}': the certificate is for another key",
@@ -323,40 +290,25 @@ fn read_certs(path: &Path, option: &str) -> Result<Vec<CertificateDer<'static>>,
     let pem = read_file(path, option)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| {
-            TlsError(format!(
-                "{option} '{}': not a PEM certificate file: {e}",
-                path.display()
-            ))
-        })?;
+        .map_err(|e| TlsError(format!("{option} '{}': not a PEM certificate file: {e}", path.display())))?;
     if certs.is_empty() {
-        return Err(TlsError(format!(
-            "{option} '{}': no certificate in the file",
-            path.display()
-        )));
+        return Err(TlsError(format!("{option} '{}': no certificate in the file", path.display())));
     }
     Ok(certs)
 }
 
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     let pem = read_file(path, "socket.ssl_key")?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
-        TlsError(format!(
-            "socket.ssl_key '{}': no usable private key in the file: {e}",
-            path.display()
-        ))
-    })
+    PrivateKeyDer::from_pem_slice(&pem)
+        .map_err(|e| TlsError(format!("socket.ssl_key '{}': no usable private key in the file: {e}", path.display())))
 }
 
 fn read_roots(path: &Path) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     for cert in read_certs(path, "socket.ssl_ca")? {
-        roots.add(cert).map_err(|e| {
-            TlsError(format!(
-                "socket.ssl_ca '{}': not a usable CA certificate: {e}",
-                path.display()
-            ))
-        })?;
+        roots
+            .add(cert)
+            .map_err(|e| TlsError(format!("socket.ssl_ca '{}': not a usable CA certificate: {e}", path.display())))?;
     }
     Ok(roots)
 }
@@ -373,12 +325,8 @@ fn pinned_self_signed(
     let rustls::Error::InvalidCertificate(CertificateError::Other(other)) = error else {
         return false;
     };
-    matches!(
-        other.0.downcast_ref::<webpki::Error>(),
-        Some(webpki::Error::CaUsedAsEndEntity)
-    ) && anchors
-        .iter()
-        .any(|anchor| anchor.as_ref() == end_entity.as_ref())
+    matches!(other.0.downcast_ref::<webpki::Error>(), Some(webpki::Error::CaUsedAsEndEntity))
+        && anchors.iter().any(|anchor| anchor.as_ref() == end_entity.as_ref())
 }
 
 /// Handshake signatures are checked as webpki checks them (by `version1`
@@ -449,19 +397,11 @@ impl ServerCertVerifier for MemberAsServer {
                 .into()),
             };
         }
-        match self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
+        match self.inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) if self.names == PeerNames::Ignored => Ok(ServerCertVerified::assertion()),
-            Err(e) if pinned_self_signed(&self.anchors, end_entity, &e) => {
-                Ok(ServerCertVerified::assertion())
-            }
+            Err(e) if pinned_self_signed(&self.anchors, end_entity, &e) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
@@ -501,13 +441,8 @@ impl ClientCertVerifier for MemberAsClient {
             version1::verify(&v1, &self.anchors, &self.algs, now)?;
             return Ok(ClientCertVerified::assertion());
         }
-        match self
-            .inner
-            .verify_client_cert(end_entity, intermediates, now)
-        {
-            Err(e) if pinned_self_signed(&self.anchors, end_entity, &e) => {
-                Ok(ClientCertVerified::assertion())
-            }
+        match self.inner.verify_client_cert(end_entity, intermediates, now) {
+            Err(e) if pinned_self_signed(&self.anchors, end_entity, &e) => Ok(ClientCertVerified::assertion()),
             other => other,
         }
     }
@@ -547,11 +482,7 @@ impl PeerStream {
 }
 
 impl AsyncRead for PeerStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             PeerStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             PeerStream::Client(s) => Pin::new(s).poll_read(cx, buf),
@@ -561,11 +492,7 @@ impl AsyncRead for PeerStream {
 }
 
 impl AsyncWrite for PeerStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             PeerStream::Plain(s) => Pin::new(s).poll_write(cx, data),
             PeerStream::Client(s) => Pin::new(s).poll_write(cx, data),

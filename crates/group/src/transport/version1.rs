@@ -32,9 +32,7 @@ use x509_parser::x509::X509Version;
 /// anything else is left to webpki.
 pub(super) fn parse<'a>(der: &'a CertificateDer<'_>) -> Option<X509Certificate<'a>> {
     match X509Certificate::from_der(der.as_ref()) {
-        Ok((rest, cert)) if rest.is_empty() && cert.tbs_certificate.version == X509Version::V1 => {
-            Some(cert)
-        }
+        Ok((rest, cert)) if rest.is_empty() && cert.tbs_certificate.version == X509Version::V1 => Some(cert),
         _ => None,
     }
 }
@@ -82,11 +80,7 @@ fn check_dates(cert: &X509Certificate<'_>, now: UnixTime) -> Result<(), rustls::
 
 /// Whether `issuer`'s key signed `cert`, with the algorithm `cert` declares
 /// (inside and outside its signed part, which must agree).
-fn signed_by(
-    cert: &X509Certificate<'_>,
-    issuer: &X509Certificate<'_>,
-    algs: &WebPkiSupportedAlgorithms,
-) -> bool {
+fn signed_by(cert: &X509Certificate<'_>, issuer: &X509Certificate<'_>, algs: &WebPkiSupportedAlgorithms) -> bool {
     let declared = &cert.signature_algorithm;
     if declared != &cert.tbs_certificate.signature {
         return false;
@@ -99,14 +93,7 @@ fn signed_by(
     algs.all
         .iter()
         .filter(|alg| names_oid(alg.signature_alg_id().as_ref(), oid))
-        .any(|alg| {
-            key.verify_signature(
-                *alg,
-                cert.tbs_certificate.as_ref(),
-                &cert.signature_value.data,
-            )
-            .is_ok()
-        })
+        .any(|alg| key.verify_signature(*alg, cert.tbs_certificate.as_ref(), &cert.signature_value.data).is_ok())
 }
 
 /// Whether an AlgorithmIdentifier's contents (webpki's form: the OID's
@@ -145,11 +132,9 @@ fn verify_tls12(
     let Some((_, candidates)) = algs.mapping.iter().find(|(s, _)| *s == scheme) else {
         return Err(PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme.into());
     };
-    let key = webpki::RawPublicKeyEntity::try_from(spki)
-        .map_err(|_| rustls::Error::from(CertificateError::BadEncoding))?;
-    let verified = candidates
-        .iter()
-        .any(|alg| key.verify_signature(*alg, message, signature).is_ok());
+    let key =
+        webpki::RawPublicKeyEntity::try_from(spki).map_err(|_| rustls::Error::from(CertificateError::BadEncoding))?;
+    let verified = candidates.iter().any(|alg| key.verify_signature(*alg, message, signature).is_ok());
     if verified {
         Ok(HandshakeSignatureValid::assertion())
     } else {

@@ -1,8 +1,6 @@
 use super::*;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SigningKey,
-};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SigningKey};
 
 #[path = "../../tests/common/version1_cert.rs"]
 mod version1_cert;
@@ -18,9 +16,7 @@ impl Ca {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
-        Ca {
-            issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap(),
-        }
+        Ca { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap() }
     }
 
     fn der(&self) -> CertificateDer<'static> {
@@ -47,10 +43,7 @@ fn algs() -> WebPkiSupportedAlgorithms {
     rustls::crypto::ring::default_provider().signature_verification_algorithms
 }
 
-fn check(
-    cert: &CertificateDer<'_>,
-    anchors: &[CertificateDer<'static>],
-) -> Result<(), rustls::Error> {
+fn check(cert: &CertificateDer<'_>, anchors: &[CertificateDer<'static>]) -> Result<(), rustls::Error> {
     let v1 = parse(cert).expect("a version 1 certificate");
     verify(&v1, anchors, &algs(), UnixTime::now())
 }
@@ -65,15 +58,9 @@ fn only_version_1_certificates_are_taken_from_webpki() {
     let (v1, _) = ca.member(&Version1::new("node1", ca.name()));
     assert!(is_version1(&v1));
     assert!(!is_version1(&ca.der()), "rcgen writes version 3");
-    assert!(
-        !is_version1(&CertificateDer::from(vec![0x30, 0x03, 0x02, 0x01, 0x01])),
-        "garbage is not"
-    );
+    assert!(!is_version1(&CertificateDer::from(vec![0x30, 0x03, 0x02, 0x01, 0x01])), "garbage is not");
     // What webpki says of it, which is why this module exists.
-    assert_eq!(
-        webpki::EndEntityCert::try_from(&v1).err(),
-        Some(webpki::Error::UnsupportedCertVersion)
-    );
+    assert_eq!(webpki::EndEntityCert::try_from(&v1).err(), Some(webpki::Error::UnsupportedCertVersion));
 }
 
 #[test]
@@ -109,11 +96,7 @@ fn every_flipped_bit_of_the_signature_is_refused() {
     let (v1, _) = ca.member(&Version1::new("node1", ca.name()));
     let parsed = parse(&v1).unwrap();
     let signature = parsed.signature_value.data.to_vec();
-    let at = v1
-        .as_ref()
-        .windows(signature.len())
-        .position(|w| w == signature)
-        .unwrap();
+    let at = v1.as_ref().windows(signature.len()).position(|w| w == signature).unwrap();
     let mut checked = 0;
     for byte in at..at + signature.len() {
         for bit in 0..8 {
@@ -138,10 +121,7 @@ fn a_changed_subject_is_refused() {
     let mut bad = v1.as_ref().to_vec();
     let at = bad.windows(5).position(|w| w == b"node1").unwrap();
     bad[at + 4] = b'2';
-    refused_with(
-        check(&CertificateDer::from(bad), &[ca.der()]),
-        CertificateError::BadSignature,
-    );
+    refused_with(check(&CertificateDer::from(bad), &[ca.der()]), CertificateError::BadSignature);
 }
 
 #[test]
@@ -165,17 +145,11 @@ fn the_algorithm_must_be_the_one_declared_inside_and_outside() {
     spec.inner_algorithm = ECDSA_WITH_SHA384;
     spec.outer_algorithm = ECDSA_WITH_SHA384;
     let (mislabelled, _) = ca.member(&spec);
-    refused_with(
-        check(&mislabelled, &[ca.der()]),
-        CertificateError::BadSignature,
-    );
+    refused_with(check(&mislabelled, &[ca.der()]), CertificateError::BadSignature);
     // The two declarations disagree.
     spec.inner_algorithm = ECDSA_WITH_SHA256;
     let (disagreeing, _) = ca.member(&spec);
-    refused_with(
-        check(&disagreeing, &[ca.der()]),
-        CertificateError::BadSignature,
-    );
+    refused_with(check(&disagreeing, &[ca.der()]), CertificateError::BadSignature);
 }
 
 #[test]
@@ -206,14 +180,7 @@ fn tls12_handshake_signatures_are_verified_with_the_certificates_key() {
     assert!(verify_tls12(message, &spki, p256, &stranger, &algs()).is_err());
     // A scheme that does not go with the key, and one nobody offered.
     assert!(verify_tls12(message, &spki, SignatureScheme::ED25519, &ours, &algs()).is_err());
-    assert!(verify_tls12(
-        message,
-        &spki,
-        SignatureScheme::Unknown(0xfefe),
-        &ours,
-        &algs()
-    )
-    .is_err());
+    assert!(verify_tls12(message, &spki, SignatureScheme::Unknown(0xfefe), &ours, &algs()).is_err());
 }
 
 #[test]
@@ -225,8 +192,5 @@ fn an_algorithm_identifier_names_its_oid() {
     assert!(!names_oid(&[], oid));
     assert!(!names_oid(&[0x05, 0x00], oid));
     // A longer OID that starts with this one.
-    assert!(!names_oid(
-        &[0x06, 0x09, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02, 0x01],
-        oid
-    ));
+    assert!(!names_oid(&[0x06, 0x09, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02, 0x01], oid));
 }

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tandem_group::{
-    Connectivity, GroupChannel, GroupConfig, GroupError, MemberInfo, Membership, Ordered,
-    RaftGroup, Replica, Timeouts,
+    Connectivity, GroupChannel, GroupConfig, GroupError, MemberInfo, Membership, Ordered, RaftGroup, Replica, Timeouts,
 };
 
 pub const CLUSTER: &str = "tandem-test";
@@ -66,20 +65,12 @@ impl Recording {
 
     /// Whether `payload` was applied; looks in place instead of copying.
     pub fn has_message(&self, payload: &[u8]) -> bool {
-        self.journal()
-            .events
-            .iter()
-            .rev()
-            .any(|e| matches!(e, Event::Message { payload: p, .. } if p == payload))
+        self.journal().events.iter().rev().any(|e| matches!(e, Event::Message { payload: p, .. } if p == payload))
     }
 
     /// Messages applied from `origin`, counted in place.
     pub fn count_from(&self, origin: u64) -> usize {
-        self.journal()
-            .events
-            .iter()
-            .filter(|e| matches!(e, Event::Message { origin: o, .. } if *o == origin))
-            .count()
+        self.journal().events.iter().filter(|e| matches!(e, Event::Message { origin: o, .. } if *o == origin)).count()
     }
 
     pub fn views(&self) -> Vec<Membership> {
@@ -112,10 +103,7 @@ impl Replica for Recorder {
             std::thread::sleep(Duration::from_millis(2));
         }
         let event = match event {
-            Ordered::Message { origin, payload } => Event::Message {
-                origin,
-                payload: payload.to_vec(),
-            },
+            Ordered::Message { origin, payload } => Event::Message { origin, payload: payload.to_vec() },
             Ordered::Membership(m) => Event::View(m),
         };
         self.0.journal().events.push(event);
@@ -170,16 +158,10 @@ impl log::Log for CaptureLogger {
         let line = format!("{:?} {}", record.level(), record.args());
         if self.print.is_some_and(|p| record.level() <= p) {
             let thread = std::thread::current().name().unwrap_or("?").to_string();
-            eprintln!(
-                "{:>8.3}s [{thread}] {line}",
-                self.start.elapsed().as_secs_f64()
-            );
+            eprintln!("{:>8.3}s [{thread}] {line}", self.start.elapsed().as_secs_f64());
         }
         if record.level() <= log::Level::Info {
-            self.lines
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(line);
+            self.lines.lock().unwrap_or_else(|p| p.into_inner()).push(line);
         }
     }
 
@@ -190,14 +172,8 @@ static LOGGER: OnceLock<&'static CaptureLogger> = OnceLock::new();
 
 pub fn init_logging() {
     let logger = *LOGGER.get_or_init(|| {
-        let print = std::env::var("TANDEM_TEST_LOG")
-            .ok()
-            .and_then(|l| l.parse().ok());
-        let logger = Box::leak(Box::new(CaptureLogger {
-            lines: Mutex::new(Vec::new()),
-            print,
-            start: Instant::now(),
-        }));
+        let print = std::env::var("TANDEM_TEST_LOG").ok().and_then(|l| l.parse().ok());
+        let logger = Box::leak(Box::new(CaptureLogger { lines: Mutex::new(Vec::new()), print, start: Instant::now() }));
         let _ = log::set_logger(logger);
         log::set_max_level(log::LevelFilter::Debug);
         logger
@@ -216,10 +192,7 @@ pub fn count_logged(parts: &[&str]) -> usize {
         return 0;
     };
     let lines = logger.lines.lock().unwrap_or_else(|p| p.into_inner());
-    lines
-        .iter()
-        .filter(|l| parts.iter().all(|p| l.contains(p)))
-        .count()
+    lines.iter().filter(|l| parts.iter().all(|p| l.contains(p))).count()
 }
 
 // ---- cluster helpers -----------------------------------------------------
@@ -246,10 +219,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         listen_addr: "127.0.0.1:0".into(),
         peers,
         bootstrap,
-        me: MemberInfo {
-            name: name.into(),
-            ..Default::default()
-        },
+        me: MemberInfo { name: name.into(), ..Default::default() },
         timeouts: test_timeouts(),
         log: Default::default(),
         resume_at: None,
@@ -304,9 +274,7 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 pub fn wait_primary(m: &Member) {
-    wait_until(&format!("{} is primary", m.name), || {
-        m.group.status().primary
-    });
+    wait_until(&format!("{} is primary", m.name), || m.group.status().primary);
 }
 
 /// Submits, retrying while the member is (transiently) non-primary.
@@ -315,9 +283,7 @@ pub fn submit(m: &Member, payload: &[u8]) {
     loop {
         match m.group.submit(payload.to_vec()) {
             Ok(()) => return,
-            Err(GroupError::NonPrimary) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
+            Err(GroupError::NonPrimary) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
             Err(e) => panic!("submit on {} failed: {e}", m.name),
         }
     }
@@ -338,22 +304,16 @@ pub fn submit_until_ordered(m: &Member, payload: &[u8]) {
         if m.rec.has_message(payload) {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{} never ordered {:?}",
-            m.name,
-            String::from_utf8_lossy(payload)
-        );
+        assert!(Instant::now() < deadline, "{} never ordered {:?}", m.name, String::from_utf8_lossy(payload));
     }
 }
 
 /// Waits until every member has applied `payload`.
 pub fn wait_delivered(members: &[&Member], payload: &[u8]) {
     for m in members {
-        wait_until(
-            &format!("{} applied {:?}", m.name, String::from_utf8_lossy(payload)),
-            || m.rec.has_message(payload),
-        );
+        wait_until(&format!("{} applied {:?}", m.name, String::from_utf8_lossy(payload)), || {
+            m.rec.has_message(payload)
+        });
     }
 }
 
@@ -380,11 +340,7 @@ pub fn group_threads() -> usize {
 
 /// The member of `members` that leads, as it sees itself.
 pub fn leader_of<'a>(members: &[&'a Member]) -> &'a Member {
-    members
-        .iter()
-        .copied()
-        .find(|m| m.group.status().leader == Some(m.id()))
-        .expect("a leader among the members")
+    members.iter().copied().find(|m| m.group.status().leader == Some(m.id())).expect("a leader among the members")
 }
 
 /// Three voters: `names[0]` bootstrapped with no peer address at all (as
@@ -400,18 +356,13 @@ pub fn three_voters(names: [&str; 3]) -> Vec<Member> {
         members.push(m);
     }
     wait_until("three voters everywhere", || {
-        members
-            .iter()
-            .all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
+        members.iter().all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
     });
     members
 }
 
 pub fn told_non_primary(m: &Member) -> bool {
-    m.rec
-        .connectivity()
-        .iter()
-        .any(|c| matches!(c, Connectivity::NonPrimary { .. }))
+    m.rec.connectivity().iter().any(|c| matches!(c, Connectivity::NonPrimary { .. }))
 }
 
 // ---- raw connections --------------------------------------------------
@@ -428,22 +379,14 @@ pub fn connect_as(m: &Member, id: u64) -> std::net::TcpStream {
     use std::io::{Read, Write};
     use tandem_group::wire::{self, Hello, PROTOCOL_VERSION};
     let mut s = raw_connect(m);
-    let hello = Hello {
-        cluster: CLUSTER.into(),
-        member: id,
-        info: tandem_group::MemberInfo::default(),
-        group: None,
-    };
+    let hello = Hello { cluster: CLUSTER.into(), member: id, info: tandem_group::MemberInfo::default(), group: None };
     s.write_all(b"TNDM").unwrap();
     s.write_all(&PROTOCOL_VERSION.to_be_bytes()).unwrap();
     s.write_all(&wire::encode_frame(&hello).unwrap()).unwrap();
     let mut preamble = [0u8; 8];
     s.read_exact(&mut preamble).expect("the listener's preamble");
     let reply: wire::HelloReply = read_frame(&mut s);
-    assert!(
-        matches!(reply, wire::HelloReply::Accepted { .. }),
-        "hello as member {id} refused: {reply:?}"
-    );
+    assert!(matches!(reply, wire::HelloReply::Accepted { .. }), "hello as member {id} refused: {reply:?}");
     s
 }
 

@@ -7,13 +7,9 @@
 use rcgen::{KeyPair, PublicKeyData, SigningKey};
 
 /// ecdsa-with-SHA256 (1.2.840.10045.4.3.2) as an AlgorithmIdentifier.
-pub const ECDSA_WITH_SHA256: &[u8] = &[
-    0x30, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02,
-];
+pub const ECDSA_WITH_SHA256: &[u8] = &[0x30, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
 /// ecdsa-with-SHA384 (1.2.840.10045.4.3.3) as an AlgorithmIdentifier.
-pub const ECDSA_WITH_SHA384: &[u8] = &[
-    0x30, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03,
-];
+pub const ECDSA_WITH_SHA384: &[u8] = &[0x30, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03];
 
 /// Valid from 2020 to 2049 (UTCTime, as OpenSSL writes dates before 2050).
 pub const VALID_NOW: (&str, &str) = ("200101000000Z", "491231235959Z");
@@ -73,10 +69,7 @@ impl Version1 {
 
     /// The certificate of `key`, signed with `signer` (the issuer's key), DER.
     pub fn build(&self, key: &KeyPair, signer: &KeyPair) -> Vec<u8> {
-        let validity = sequence(&[
-            &der(0x17, self.dates.0.as_bytes()),
-            &der(0x17, self.dates.1.as_bytes()),
-        ]);
+        let validity = sequence(&[&der(0x17, self.dates.0.as_bytes()), &der(0x17, self.dates.1.as_bytes())]);
         // No [0] version field: version 1.
         let tbs = sequence(&[
             &der(0x02, &[0x01]),

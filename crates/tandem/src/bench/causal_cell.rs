@@ -294,7 +294,10 @@ mod tests {
             Variant { kind: Tandem, lease: true },
             Variant { kind: Galera, lease: false },
         );
-        assert_eq!(runs(&[Tandem, Galera], 3), [(t, 0), (tl, 0), (g, 0), (g, 1), (tl, 1), (t, 1), (t, 2), (tl, 2), (g, 2)]);
+        assert_eq!(
+            runs(&[Tandem, Galera], 3),
+            [(t, 0), (tl, 0), (g, 0), (g, 1), (tl, 1), (t, 1), (t, 2), (tl, 2), (g, 2)]
+        );
         assert_eq!(runs(&[Galera], 2), [(g, 0), (g, 1)], "Galera has no lease variant");
     }
 
@@ -308,7 +311,8 @@ mod tests {
             ..Measurement::default()
         };
         let cell = |cell, runs| Some(CellResult { cell, runs });
-        let lease_failed = Measurement { target: Some(Tandem), error: Some("timed out".into()), ..Measurement::default() };
+        let lease_failed =
+            Measurement { target: Some(Tandem), error: Some("timed out".into()), ..Measurement::default() };
         let c = CausalCell {
             skipped: None,
             reads: cell(CELL, vec![m(Tandem, 5000.0, 1.25), failed.clone()]),

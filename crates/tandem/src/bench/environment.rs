@@ -29,11 +29,7 @@ pub fn versions(sysbench: &Path, tandem: Option<&Path>) -> Versions {
 /// `libtandem.so` is rebuilt often: name the exact build by its md5.
 fn library_identity(path: &Path) -> String {
     let md5 = host::md5(path).unwrap_or_else(|e| format!("unknown: {e}"));
-    format!(
-        "`{}` {} (md5 {md5})",
-        path.display(),
-        env!("CARGO_PKG_VERSION")
-    )
+    format!("`{}` {} (md5 {md5})", path.display(), env!("CARGO_PKG_VERSION"))
 }
 
 fn sysbench_version(sysbench: &Path) -> String {

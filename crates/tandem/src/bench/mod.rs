@@ -13,15 +13,15 @@
 //! Every figure in the report comes from this run's measurements; the JSON
 //! kept next to it lets the next run report how far the ratios moved.
 
-mod environment;
-pub mod options;
 pub mod causal_cell;
+mod environment;
 pub mod fc_cell;
+pub mod options;
 pub mod plan;
 pub mod procfs;
 pub mod rejoin;
-pub mod report;
 pub mod rejoin_results;
+pub mod report;
 pub mod results;
 mod runner;
 pub mod single_node;
@@ -35,9 +35,9 @@ use crate::cluster::prereq::{find_program, workspace_root};
 use crate::cluster::{self, Cluster, ClusterSpec, ProviderKind};
 use crate::progress::{clock, Progress};
 use anyhow::{bail, Context, Result};
-use results::{CellResult, Resources, Results, Settings};
-use options::{sizes, Sizes};
 pub use options::BenchArgs;
+use options::{sizes, Sizes};
+use results::{CellResult, Resources, Results, Settings};
 use runner::Bench;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -47,13 +47,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
         return render_again(&args, from);
     }
     let sizes = sizes(&args)?;
-    let sysbench = find_program("sysbench")
-        .context("the benchmark drives sysbench (apt-get install sysbench, or make deps)")?;
+    let sysbench =
+        find_program("sysbench").context("the benchmark drives sysbench (apt-get install sysbench, or make deps)")?;
     cluster::prereq::Tools::find()?;
     let paths = target_paths(&args, &sizes.matrix.targets)?;
     let (doc, json) = output_paths(&args);
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating {}", args.dir.display()))?;
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
     let dir = std::fs::canonicalize(&args.dir)?;
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs)?;
@@ -124,21 +123,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
         logs: &logs,
     };
     for (kind, cluster) in &clusters {
-        progress.start(&format!(
-            "{kind}: loading {} x {} rows",
-            bench.data.tables, bench.data.table_size
-        ));
+        progress.start(&format!("{kind}: loading {} x {} rows", bench.data.tables, bench.data.table_size));
         bench.load(*kind, cluster)?;
     }
 
     let cells = if args.no_matrix { Vec::new() } else { sizes.matrix.cells() };
-    let mut results: Vec<CellResult> = cells
-        .iter()
-        .map(|&cell| CellResult {
-            cell,
-            runs: Vec::new(),
-        })
-        .collect();
+    let mut results: Vec<CellResult> = cells.iter().map(|&cell| CellResult { cell, runs: Vec::new() }).collect();
     for run in &runs {
         let cell = &cells[run.cell];
         let what = match sizes.matrix.rounds {
@@ -146,11 +136,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             n => format!("{} {} (round {}/{n})", run.target, cell.label(), run.round + 1),
         };
         progress.start(&what);
-        let cluster = &clusters
-            .iter()
-            .find(|(k, _)| *k == run.target)
-            .expect("started")
-            .1;
+        let cluster = &clusters.iter().find(|(k, _)| *k == run.target).expect("started").1;
         // The same seed for every target within a round, another one per round.
         let seed = (run.cell as u32 + 1) * 10 + run.round;
         let m = bench.measure(run.target, cluster, cell, run.round, seed);
@@ -248,12 +234,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     drop(clusters); // stops every server before the report claims we are done
     progress.clear();
     write_outputs(&out, previous.as_ref(), &doc, &json)?;
-    let failed = out
-        .cells
-        .iter()
-        .flat_map(|c| &c.runs)
-        .filter(|m| m.error.is_some())
-        .count()
+    let failed = out.cells.iter().flat_map(|c| &c.runs).filter(|m| m.error.is_some()).count()
         + out.rejoin.as_ref().map_or(0, |r| r.failed())
         + out.single_node.as_ref().map_or(0, |s| s.failed())
         + out.tls_cell.as_ref().map_or(0, |t| t.failed())
@@ -261,8 +242,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         + out.fc_cell.as_ref().map_or(0, |c| c.failed())
         + out.stream_cell.as_ref().map_or(0, |c| c.failed())
         + out.sst_cell.as_ref().map_or(0, |c| c.failed());
-    let all_runs =
-        runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs + fc_runs + stream_runs + sst_runs;
+    let all_runs = runs.len() + rejoin_runs + single_runs + tls_runs + causal_runs + fc_runs + stream_runs + sst_runs;
     let _ = std::io::Write::write_all(
         &mut std::io::stdout(),
         format!(
@@ -275,10 +255,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         .as_bytes(),
     );
     if failed > 0 {
-        bail!(
-            "{failed} run(s) failed: see the report and the sysbench logs in {}",
-            logs.display()
-        );
+        bail!("{failed} run(s) failed: see the report and the sysbench logs in {}", logs.display());
     }
     Ok(())
 }
@@ -313,21 +290,16 @@ fn output_paths(args: &BenchArgs) -> (PathBuf, PathBuf) {
             root.join("docs/benchmarks.md")
         }
     });
-    let json = args
-        .json
-        .clone()
-        .unwrap_or_else(|| doc.with_extension("json"));
+    let json = args.json.clone().unwrap_or_else(|| doc.with_extension("json"));
     (doc, json)
 }
 
 /// `--render-from`: the Markdown report from kept results; the JSON is not touched.
 fn render_again(args: &BenchArgs, from: &Path) -> Result<()> {
     let read = |path: &Path| -> Result<Results> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| {
-            format!("{} is not the JSON results of a tandem bench run", path.display())
-        })
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not the JSON results of a tandem bench run", path.display()))
     };
     let results = read(from)?;
     let previous = args.compare_with.as_deref().map(read).transpose()?;
@@ -370,16 +342,10 @@ fn read_previous(json: &Path) -> Option<Results> {
 /// The same server settings for every target; only wsrep differs.
 fn server_options(args: &BenchArgs) -> Vec<(String, String)> {
     let mut options = vec![
-        (
-            "innodb_buffer_pool_size".to_string(),
-            args.buffer_pool.clone(),
-        ),
+        ("innodb_buffer_pool_size".to_string(), args.buffer_pool.clone()),
         // Durability comes from the cluster; the usual Galera setting, and it
         // keeps the disk's fsync rate from hiding the replication cost.
-        (
-            "innodb_flush_log_at_trx_commit".to_string(),
-            "2".to_string(),
-        ),
+        ("innodb_flush_log_at_trx_commit".to_string(), "2".to_string()),
         ("max_connections".to_string(), "300".to_string()),
     ];
     for (k, v) in &args.extra_options {
@@ -457,12 +423,11 @@ fn measure_tls_cell(
 ) -> tls_cell::TlsCell {
     let mut tls = Vec::new();
     for &(kind, _) in plain.iter().filter(|c| c.0 != ProviderKind::Standalone) {
-        let started = start_target(args, sizes, paths, mysqld_options, dir, kind, true, progress)
-            .and_then(|cluster| {
-                progress.start(&format!("{kind}-tls: loading {} x {} rows", bench.data.tables, bench.data.table_size));
-                bench.load(kind, &cluster)?;
-                Ok(cluster)
-            });
+        let started = start_target(args, sizes, paths, mysqld_options, dir, kind, true, progress).and_then(|cluster| {
+            progress.start(&format!("{kind}-tls: loading {} x {} rows", bench.data.tables, bench.data.table_size));
+            bench.load(kind, &cluster)?;
+            Ok(cluster)
+        });
         match started {
             Ok(cluster) => tls.push((kind, cluster)),
             Err(e) => {
@@ -502,9 +467,7 @@ fn command_line() -> String {
     words
         .iter()
         .map(|w| {
-            if w.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_=./,:".contains(c))
-            {
+            if w.chars().all(|c| c.is_ascii_alphanumeric() || "-_=./,:".contains(c)) {
                 w.clone()
             } else {
                 format!("'{}'", w.replace('\'', "'\\''"))

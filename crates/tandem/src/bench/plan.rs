@@ -10,19 +10,7 @@ use crate::cluster::ProviderKind;
 use serde::{Deserialize, Serialize};
 
 /// The sysbench 1.0 OLTP scripts the issue asks for, by their script name.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Workload {
     #[value(name = "oltp_write_only")]
@@ -36,12 +24,8 @@ pub enum Workload {
 }
 
 impl Workload {
-    pub const ALL: [Workload; 4] = [
-        Workload::OltpWriteOnly,
-        Workload::OltpReadWrite,
-        Workload::OltpUpdateIndex,
-        Workload::OltpPointSelect,
-    ];
+    pub const ALL: [Workload; 4] =
+        [Workload::OltpWriteOnly, Workload::OltpReadWrite, Workload::OltpUpdateIndex, Workload::OltpPointSelect];
 
     /// sysbench's script name.
     pub fn script(self) -> &'static str {
@@ -55,19 +39,7 @@ impl Workload {
 }
 
 /// Where the clients connect.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Placement {
     /// Every client on node 1 (the others only apply).
@@ -94,12 +66,7 @@ pub struct Cell {
 
 impl Cell {
     pub fn label(&self) -> String {
-        format!(
-            "{} {} thr {}",
-            self.workload.script(),
-            self.threads,
-            self.placement.label()
-        )
+        format!("{} {} thr {}", self.workload.script(), self.threads, self.placement.label())
     }
 }
 
@@ -135,11 +102,7 @@ impl Matrix {
         for &workload in &self.workloads {
             for &placement in &self.placements() {
                 for &threads in &self.threads {
-                    cells.push(Cell {
-                        workload,
-                        threads,
-                        placement,
-                    });
+                    cells.push(Cell { workload, threads, placement });
                 }
             }
         }
@@ -163,11 +126,7 @@ impl Matrix {
         for (k, cell) in cells.iter().enumerate() {
             for round in 0..self.rounds.max(1) {
                 for target in self.order_for(k + round as usize, cell) {
-                    runs.push(Run {
-                        cell: k,
-                        round,
-                        target,
-                    });
+                    runs.push(Run { cell: k, round, target });
                 }
             }
         }
@@ -178,17 +137,12 @@ impl Matrix {
     /// ABBA... within a cell's rounds); the standalone server has a single
     /// node, so it only runs the "node 1" cells, last in each round.
     fn order_for(&self, k: usize, cell: &Cell) -> Vec<ProviderKind> {
-        let mut replicated: Vec<ProviderKind> = self
-            .targets
-            .iter()
-            .copied()
-            .filter(|&t| t != ProviderKind::Standalone)
-            .collect();
+        let mut replicated: Vec<ProviderKind> =
+            self.targets.iter().copied().filter(|&t| t != ProviderKind::Standalone).collect();
         if k % 2 == 1 {
             replicated.reverse();
         }
-        let standalone =
-            self.targets.contains(&ProviderKind::Standalone) && cell.placement == Placement::Node1;
+        let standalone = self.targets.contains(&ProviderKind::Standalone) && cell.placement == Placement::Node1;
         if standalone {
             replicated.push(ProviderKind::Standalone);
         }
@@ -205,10 +159,7 @@ pub fn clients(threads: u32, placement: Placement, nodes: usize) -> Vec<(usize, 
         Placement::Spread => nodes.max(1),
     };
     let n = nodes as u32;
-    (0..nodes)
-        .map(|i| (i + 1, threads / n + u32::from((i as u32) < threads % n)))
-        .filter(|&(_, t)| t > 0)
-        .collect()
+    (0..nodes).map(|i| (i + 1, threads / n + u32::from((i as u32) < threads % n))).filter(|&(_, t)| t > 0).collect()
 }
 
 #[cfg(test)]
@@ -240,29 +191,18 @@ mod tests {
     #[test]
     fn replicated_targets_swap_order_every_cell() {
         let runs = matrix(3).runs();
-        let firsts: Vec<ProviderKind> = (0..8)
-            .map(|k| runs.iter().find(|r| r.cell == k).unwrap().target)
-            .collect();
-        assert_eq!(
-            firsts,
-            [Tandem, Galera, Tandem, Galera, Tandem, Galera, Tandem, Galera]
-        );
+        let firsts: Vec<ProviderKind> = (0..8).map(|k| runs.iter().find(|r| r.cell == k).unwrap().target).collect();
+        assert_eq!(firsts, [Tandem, Galera, Tandem, Galera, Tandem, Galera, Tandem, Galera]);
     }
 
     #[test]
     fn rounds_of_a_cell_run_back_to_back_swapping_who_goes_first() {
-        let m = Matrix {
-            rounds: 3,
-            ..matrix(3)
-        };
+        let m = Matrix { rounds: 3, ..matrix(3) };
         let runs = m.runs();
         // 8 cells x 3 rounds x 2 replicated targets + 4 node-1 cells x 3 rounds standalone
         assert_eq!(runs.len(), 8 * 3 * 2 + 4 * 3);
-        let cell0: Vec<(u32, ProviderKind)> = runs
-            .iter()
-            .take_while(|r| r.cell == 0)
-            .map(|r| (r.round, r.target))
-            .collect();
+        let cell0: Vec<(u32, ProviderKind)> =
+            runs.iter().take_while(|r| r.cell == 0).map(|r| (r.round, r.target)).collect();
         assert_eq!(
             cell0,
             [
@@ -297,9 +237,7 @@ mod tests {
         let runs = m.runs();
         let standalone: Vec<_> = runs.iter().filter(|r| r.target == Standalone).collect();
         assert_eq!(standalone.len(), 4);
-        assert!(standalone
-            .iter()
-            .all(|r| cells[r.cell].placement == Placement::Node1));
+        assert!(standalone.iter().all(|r| cells[r.cell].placement == Placement::Node1));
         // 8 cells x 2 replicated targets + 4 standalone
         assert_eq!(runs.len(), 20);
     }
@@ -314,10 +252,7 @@ mod tests {
     #[test]
     fn clients_split_evenly() {
         assert_eq!(clients(64, Placement::Node1, 3), [(1, 64)]);
-        assert_eq!(
-            clients(64, Placement::Spread, 3),
-            [(1, 22), (2, 21), (3, 21)]
-        );
+        assert_eq!(clients(64, Placement::Spread, 3), [(1, 22), (2, 21), (3, 21)]);
         assert_eq!(clients(4, Placement::Spread, 3), [(1, 2), (2, 1), (3, 1)]);
         assert_eq!(clients(1, Placement::Spread, 3), [(1, 1)]);
         let total: u32 = clients(16, Placement::Spread, 3).iter().map(|c| c.1).sum();

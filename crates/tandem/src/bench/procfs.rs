@@ -51,16 +51,12 @@ pub fn ticks_per_second() -> u64 {
 /// parentheses and may itself contain spaces and ')', so fields are counted
 /// from the last ')'.
 pub fn parse_cpu_ticks(stat: &str) -> Result<u64> {
-    let rest = stat
-        .rfind(')')
-        .map(|i| &stat[i + 1..])
-        .ok_or_else(|| anyhow!("no ')' after the command name"))?;
+    let rest = stat.rfind(')').map(|i| &stat[i + 1..]).ok_or_else(|| anyhow!("no ')' after the command name"))?;
     // rest starts at field 3 (state): utime is field 14, i.e. index 11 here.
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let number = |i: usize| -> Result<u64> {
         let word = fields.get(i).ok_or_else(|| anyhow!("too few fields"))?;
-        word.parse()
-            .map_err(|_| anyhow!("field {} is {word:?}", i + 3))
+        word.parse().map_err(|_| anyhow!("field {} is {word:?}", i + 3))
     };
     Ok(number(11)? + number(12)?)
 }
@@ -71,14 +67,9 @@ pub fn parse_peak_rss_kib(status: &str) -> Result<u64> {
 
 /// A `Key:   1234 kB` line of /proc/PID/status.
 fn status_kib(status: &str, key: &str) -> Result<u64> {
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(key))
-        .ok_or_else(|| anyhow!("no {key} line"))?;
+    let line = status.lines().find(|l| l.starts_with(key)).ok_or_else(|| anyhow!("no {key} line"))?;
     let value = line[key.len()..].trim().trim_end_matches("kB").trim();
-    value
-        .parse()
-        .map_err(|_| anyhow!("cannot read {key} {value:?}"))
+    value.parse().map_err(|_| anyhow!("cannot read {key} {value:?}"))
 }
 
 #[cfg(test)]
@@ -97,8 +88,7 @@ mod tests {
 
     #[test]
     fn peak_rss_is_vmhwm() {
-        let status =
-            "Name:\tmariadbd\nVmPeak:\t 2000000 kB\nVmHWM:\t  812345 kB\nVmRSS:\t  800000 kB\n";
+        let status = "Name:\tmariadbd\nVmPeak:\t 2000000 kB\nVmHWM:\t  812345 kB\nVmRSS:\t  800000 kB\n";
         assert_eq!(parse_peak_rss_kib(status).unwrap(), 812_345);
         assert!(parse_peak_rss_kib("Name:\tkthreadd\n").is_err());
         let split = "VmRSS:\t  900 kB\nRssAnon:\t  700 kB\nRssFile:\t  180 kB\nRssShmem:\t 20 kB\n";

@@ -64,11 +64,8 @@ impl Plan {
     /// Every run in order: variant by variant, a variant's rounds back to
     /// back, the replicated targets swapping who goes first every round.
     pub fn runs(&self, targets: &[ProviderKind]) -> Vec<(RejoinVariant, u32, ProviderKind)> {
-        let replicated: Vec<ProviderKind> = targets
-            .iter()
-            .copied()
-            .filter(|&t| t != ProviderKind::Standalone)
-            .collect();
+        let replicated: Vec<ProviderKind> =
+            targets.iter().copied().filter(|&t| t != ProviderKind::Standalone).collect();
         let mut runs = Vec::new();
         for (v, variant) in self.variants().into_iter().enumerate() {
             for round in 0..self.rounds.max(1) {
@@ -119,21 +116,14 @@ pub fn run(
     if out.skipped.is_some() {
         return out;
     }
-    out.data_mib = clusters
-        .iter()
-        .find(|c| c.0 != ProviderKind::Standalone)
-        .and_then(|c| data_mib(c.1.node(1)).ok());
+    out.data_mib = clusters.iter().find(|c| c.0 != ProviderKind::Standalone).and_then(|c| data_mib(c.1.node(1)).ok());
     let sync_limit = sync_timeout(plan.writes, out.data_mib);
     // A target whose node did not come back after a failed run: its later runs are not attempted.
     let mut broken: Vec<(ProviderKind, String)> = Vec::new();
     for (variant, round, kind) in plan.runs(&targets) {
         let what = match plan.rounds {
             1 => format!("{kind} rejoin after {}", variant.label()),
-            n => format!(
-                "{kind} rejoin after {} (round {}/{n})",
-                variant.label(),
-                round + 1
-            ),
+            n => format!("{kind} rejoin after {} (round {}/{n})", variant.label(), round + 1),
         };
         progress.start(&what);
         let failed = |error: String| RejoinRun {
@@ -146,28 +136,24 @@ pub fn run(
         let run = if let Some((_, why)) = broken.iter().find(|b| b.0 == kind) {
             failed(format!("not run: {why}"))
         } else {
-            let cluster = &mut clusters
-                .iter_mut()
-                .find(|c| c.0 == kind)
-                .expect("started")
-                .1;
+            let cluster = &mut clusters.iter_mut().find(|c| c.0 == kind).expect("started").1;
             match once(bench, kind, cluster, variant, plan, round, sync_limit) {
                 Ok(run) => run,
                 Err(e) => {
                     if let Err(again) = restore(kind, cluster, sync_limit) {
-                        broken.push((kind, format!("node {nodes} did not come back after an earlier failure: {again:#}")));
+                        broken.push((
+                            kind,
+                            format!("node {nodes} did not come back after an earlier failure: {again:#}"),
+                        ));
                     }
                     failed(format!("{e:#}"))
                 }
             }
         };
         let outcome = match &run.error {
-            None => format!(
-                "{what}: {} write-sets, {}, Synced in {:.1} s",
-                run.writes,
-                run.transfer.label(),
-                run.synced_s
-            ),
+            None => {
+                format!("{what}: {} write-sets, {}, Synced in {:.1} s", run.writes, run.transfer.label(), run.synced_s)
+            }
             Some(e) => format!("{what}: FAILED: {e}"),
         };
         progress.finish(&outcome);
@@ -203,14 +189,7 @@ fn once(
     let target = bench.target(writer.socket.as_path());
     let (args, limit) = match variant {
         RejoinVariant::Downtime => (
-            sysbench::steady_args(
-                &target,
-                Workload::OltpWriteOnly,
-                THREADS,
-                plan.rate,
-                plan.downtime_s,
-                seed,
-            ),
+            sysbench::steady_args(&target, Workload::OltpWriteOnly, THREADS, plan.rate, plan.downtime_s, seed),
             Duration::from_secs(u64::from(plan.downtime_s) + 120),
         ),
         _ => (
@@ -218,11 +197,8 @@ fn once(
             write_timeout(plan.writes),
         ),
     };
-    let sysbench_log = bench.logs.join(format!(
-        "{kind}-rejoin-{}-round{}.txt",
-        format!("{variant:?}").to_lowercase(),
-        round + 1
-    ));
+    let sysbench_log =
+        bench.logs.join(format!("{kind}-rejoin-{}-round{}.txt", format!("{variant:?}").to_lowercase(), round + 1));
     let wrote = Instant::now();
     let status = runner::wait_or_kill(bench.spawn(&args, &sysbench_log)?, limit)?;
     let write_s = wrote.elapsed().as_secs_f64();
@@ -234,8 +210,7 @@ fn once(
     cluster.start(n)?;
     wait_synced(cluster, n, sync_limit)?;
     let synced_s = started.elapsed().as_secs_f64();
-    let excerpt =
-        transfer::log_since(&log, offset).with_context(|| format!("reading {}", log.display()))?;
+    let excerpt = transfer::log_since(&log, offset).with_context(|| format!("reading {}", log.display()))?;
     let decision = transfer::decide(kind, &excerpt);
     // Everyone caught up before the next run; not part of the figure.
     runner::drain(kind, cluster)?;
@@ -266,8 +241,7 @@ fn data_mib(node: &crate::cluster::Node) -> Result<f64> {
 fn position(node: &crate::cluster::Node) -> Result<(u64, u64)> {
     let s = node.statuses("wsrep_%")?;
     let get = |k: &str| -> Result<u64> {
-        runner::number(s.get(k).map(String::as_str).unwrap_or("missing"))
-            .with_context(|| format!("{}: {k}", node.name))
+        runner::number(s.get(k).map(String::as_str).unwrap_or("missing")).with_context(|| format!("{}: {k}", node.name))
     };
     Ok((get("wsrep_last_committed")?, get("wsrep_replicated_bytes")?))
 }
@@ -345,12 +319,7 @@ mod tests {
     use RejoinVariant::*;
 
     fn plan(downtime_s: u32, rounds: u32) -> Plan {
-        Plan {
-            writes: 2000,
-            rounds,
-            downtime_s,
-            rate: 200,
-        }
+        Plan { writes: 2000, rounds, downtime_s, rate: 200 }
     }
 
     #[test]
@@ -381,15 +350,9 @@ mod tests {
     #[test]
     fn needs_three_nodes_and_a_replicated_target() {
         let p = plan(0, 1);
-        assert!(p
-            .cannot_run(1, &[Tandem])
-            .unwrap()
-            .contains("3 or more nodes"));
+        assert!(p.cannot_run(1, &[Tandem]).unwrap().contains("3 or more nodes"));
         assert!(p.cannot_run(2, &[Tandem]).is_some());
-        assert!(p
-            .cannot_run(3, &[Standalone])
-            .unwrap()
-            .contains("no replicated target"));
+        assert!(p.cannot_run(3, &[Standalone]).unwrap().contains("no replicated target"));
         assert_eq!(p.cannot_run(3, &[Tandem, Standalone]), None);
     }
 }

@@ -96,10 +96,8 @@ pub struct RejoinSummary {
 impl RejoinSummary {
     /// "IST", "SST", "IST 2, SST 1", ...: what the rounds did.
     pub fn transfers(&self) -> String {
-        let parts: Vec<(usize, &str)> = [(self.ist, "IST"), (self.sst, "SST"), (self.unknown, "?")]
-            .into_iter()
-            .filter(|p| p.0 > 0)
-            .collect();
+        let parts: Vec<(usize, &str)> =
+            [(self.ist, "IST"), (self.sst, "SST"), (self.unknown, "?")].into_iter().filter(|p| p.0 > 0).collect();
         match parts.as_slice() {
             [] => "–".into(),
             [(_, one)] => (*one).to_string(),
@@ -118,11 +116,8 @@ impl Rejoin {
     }
 
     pub fn summary(&self, target: ProviderKind, variant: RejoinVariant) -> Option<RejoinSummary> {
-        let all: Vec<&RejoinRun> = self
-            .runs
-            .iter()
-            .filter(|r| r.target == Some(target) && r.variant == Some(variant))
-            .collect();
+        let all: Vec<&RejoinRun> =
+            self.runs.iter().filter(|r| r.target == Some(target) && r.variant == Some(variant)).collect();
         let ok: Vec<&RejoinRun> = all.iter().copied().filter(|r| r.error.is_none()).collect();
         if ok.is_empty() {
             return None;

@@ -172,11 +172,7 @@ impl Combined {
             cpu_s: rounds.iter().map(|m| m.cpu_s).sum(),
             drain_s: rounds.iter().map(|m| m.drain_s).fold(0.0, f64::max),
             rounds: rounds.len(),
-            round_spread_pct: if mid > 0.0 {
-                (tps.last()? - tps.first()?) / mid * 100.0
-            } else {
-                0.0
-            },
+            round_spread_pct: if mid > 0.0 { (tps.last()? - tps.first()?) / mid * 100.0 } else { 0.0 },
         })
     }
 }
@@ -191,11 +187,8 @@ impl CellResult {
     /// The target's successful rounds combined; none if every round failed
     /// (or the target did not run this cell).
     pub fn of(&self, target: ProviderKind) -> Option<Combined> {
-        let ok: Vec<&Measurement> = self
-            .runs
-            .iter()
-            .filter(|m| m.target == Some(target) && m.error.is_none())
-            .collect();
+        let ok: Vec<&Measurement> =
+            self.runs.iter().filter(|m| m.target == Some(target) && m.error.is_none()).collect();
         if ok.is_empty() {
             return None;
         }
@@ -253,19 +246,13 @@ impl Results {
         self.cells
             .iter()
             .filter_map(|c| c.of(target))
-            .fold((0.0, 0), |(cpu, trx), m| {
-                (cpu + m.cpu_s, trx + m.transactions)
-            })
+            .fold((0.0, 0), |(cpu, trx), m| (cpu + m.cpu_s, trx + m.transactions))
     }
 }
 
 /// Geometric mean; none for an empty set.
 pub fn geomean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let logs: Vec<f64> = values
-        .into_iter()
-        .filter(|v| *v > 0.0)
-        .map(f64::ln)
-        .collect();
+    let logs: Vec<f64> = values.into_iter().filter(|v| *v > 0.0).map(f64::ln).collect();
     (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
 }
 
@@ -332,16 +319,10 @@ pub fn spread(previous: &Results, now: &Results) -> Option<Spread> {
     if previous.format != FORMAT || previous.settings != now.settings {
         return None;
     }
-    let pairs = || {
-        now.cells
-            .iter()
-            .zip(&previous.cells)
-            .filter(|(a, b)| a.cell == b.cell)
-    };
+    let pairs = || now.cells.iter().zip(&previous.cells).filter(|(a, b)| a.cell == b.cell);
     // (cell, figure now, figure before) for the cells measured in both runs.
-    let ratios: Vec<(&Cell, f64, f64)> = pairs()
-        .filter_map(|(a, b)| Some((&a.cell, a.tps_ratio()?, b.tps_ratio()?)))
-        .collect();
+    let ratios: Vec<(&Cell, f64, f64)> =
+        pairs().filter_map(|(a, b)| Some((&a.cell, a.tps_ratio()?, b.tps_ratio()?))).collect();
     let standalone: Vec<(&Cell, f64, f64)> = pairs()
         .filter_map(|(a, b)| {
             let tps = |c: &CellResult| c.of(ProviderKind::Standalone).map(|m| m.tps).filter(|t| *t > 0.0);
@@ -360,14 +341,8 @@ pub fn spread(previous: &Results, now: &Results) -> Option<Spread> {
 /// TPS of its rounds): how noisy a single run is on this machine. None with
 /// one round.
 pub fn round_noise(results: &Results, target: ProviderKind) -> Option<f64> {
-    let v = sorted(
-        results
-            .cells
-            .iter()
-            .filter_map(|c| c.of(target))
-            .filter(|m| m.rounds > 1)
-            .map(|m| m.round_spread_pct),
-    );
+    let v =
+        sorted(results.cells.iter().filter_map(|c| c.of(target)).filter(|m| m.rounds > 1).map(|m| m.round_spread_pct));
     (!v.is_empty()).then(|| median(&v))
 }
 
@@ -496,10 +471,7 @@ pub(crate) mod tests {
         let cell = &mut r.cells[0];
         cell.runs = [(0, 90.0), (1, 30.0), (2, 100.0)]
             .into_iter()
-            .map(|(round, tps)| Measurement {
-                round,
-                ..measurement(Galera, tps, tps / 10.0)
-            })
+            .map(|(round, tps)| Measurement { round, ..measurement(Galera, tps, tps / 10.0) })
             .chain([measurement(Tandem, 120.0, 4.0)])
             .collect();
         cell.runs[2].drain_s = 1.5;

@@ -46,10 +46,7 @@ impl Bench<'_> {
         let child = self.spawn(&args, &log)?;
         let status = wait_or_kill(child, PREPARE_TIMEOUT)?;
         if !status.success() {
-            bail!(
-                "sysbench prepare on {kind} failed ({status}):\n{}",
-                process::tail(&log, 20)
-            );
+            bail!("sysbench prepare on {kind} failed ({status}):\n{}", process::tail(&log, 20));
         }
         drain(kind, cluster)?;
         Ok(())
@@ -64,23 +61,13 @@ impl Bench<'_> {
     /// "last inactive check more than PT1.5S ago (PT4.4S)") takes the nodes
     /// out of the primary component whatever the provider. The report names
     /// every retried run with the first attempt's error, so nothing is hidden.
-    pub fn measure(
-        &self,
-        kind: ProviderKind,
-        cluster: &Cluster,
-        cell: &Cell,
-        round: u32,
-        seed: u32,
-    ) -> Measurement {
+    pub fn measure(&self, kind: ProviderKind, cluster: &Cluster, cell: &Cell, round: u32, seed: u32) -> Measurement {
         let first = match self.try_measure(kind, cluster, cell, round, seed) {
             Ok(m) => return m,
             Err(e) => format!("{e:#}"),
         };
         match self.try_measure(kind, cluster, cell, round, seed) {
-            Ok(m) => Measurement {
-                retried_after: Some(first),
-                ..m
-            },
+            Ok(m) => Measurement { retried_after: Some(first), ..m },
             Err(e) => Measurement {
                 target: Some(kind),
                 round,
@@ -108,14 +95,7 @@ impl Bench<'_> {
             // Distinct seeds per client process: equal ones would make every
             // node write the same rows in the same order, all conflicts.
             let node_seed = seed * 100 + node as u32;
-            let args = sysbench::run_args(
-                &target,
-                cell.workload,
-                threads,
-                self.warmup_s,
-                self.duration_s,
-                node_seed,
-            );
+            let args = sysbench::run_args(&target, cell.workload, threads, self.warmup_s, self.duration_s, node_seed);
             let log = self.logs.join(format!(
                 "{kind}-{}-{}thr-{:?}-round{}-node{node}.txt",
                 cell.workload.script(),
@@ -143,9 +123,7 @@ impl Bench<'_> {
             p95_ms: combined.p95_ms,
             transactions: combined.transactions,
             ignored_errors: combined.ignored_errors,
-            cert_failures: cert_before
-                .zip(cert_after)
-                .map(|(b, a)| a.saturating_sub(b)),
+            cert_failures: cert_before.zip(cert_after).map(|(b, a)| a.saturating_sub(b)),
             cpu_s,
             drain_s,
             error: None,
@@ -154,16 +132,11 @@ impl Bench<'_> {
     }
 
     pub fn target<'s>(&self, socket: &'s Path) -> sysbench::Target<'s> {
-        sysbench::Target {
-            socket,
-            tables: self.data.tables,
-            table_size: self.data.table_size,
-        }
+        sysbench::Target { socket, tables: self.data.tables, table_size: self.data.table_size }
     }
 
     pub fn spawn(&self, args: &[String], log: &Path) -> Result<Child> {
-        let out =
-            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
         Command::new(self.sysbench)
             .args(args)
             .stdin(Stdio::null())
@@ -178,8 +151,7 @@ pub fn read_reports(logs: &[PathBuf], statuses: &[std::process::ExitStatus]) -> 
     logs.iter()
         .zip(statuses)
         .map(|(log, status)| {
-            let text = std::fs::read_to_string(log)
-                .with_context(|| format!("reading {}", log.display()))?;
+            let text = std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
             let report = sysbench::parse(&text).with_context(|| format!("{}", log.display()))?;
             if !status.success() {
                 bail!("sysbench exited with {status} ({})", log.display());
@@ -214,9 +186,7 @@ pub fn members(cluster: &Cluster) -> impl Iterator<Item = &Node> {
 fn cpu_ticks(cluster: &Cluster) -> Result<u64> {
     let mut total = 0;
     for node in members(cluster) {
-        let pid = node
-            .pid
-            .ok_or_else(|| anyhow!("{} is not running", node.name))?;
+        let pid = node.pid.ok_or_else(|| anyhow!("{} is not running", node.name))?;
         total += procfs::cpu_ticks(pid)?;
     }
     Ok(total)
@@ -235,9 +205,7 @@ pub fn memory(cluster: &Cluster) -> Result<Memory> {
     let mib = |kib: u64| kib as f64 / 1024.0;
     let mut m = Memory { peak: vec![], anon: vec![], file: vec![] };
     for node in cluster.nodes() {
-        let pid = node
-            .pid
-            .ok_or_else(|| anyhow!("{} is not running", node.name))?;
+        let pid = node.pid.ok_or_else(|| anyhow!("{} is not running", node.name))?;
         let (anon, file) = procfs::rss_split_kib(pid)?;
         m.peak.push(mib(procfs::peak_rss_kib(pid)?));
         m.anon.push(mib(anon));
@@ -291,10 +259,7 @@ pub fn drain(kind: ProviderKind, cluster: &Cluster) -> Result<f64> {
             return Ok(start.elapsed().as_secs_f64());
         }
         if start.elapsed() > DRAIN_TIMEOUT {
-            bail!(
-                "{kind}: nodes still applying {} s after the clients stopped",
-                DRAIN_TIMEOUT.as_secs()
-            );
+            bail!("{kind}: nodes still applying {} s after the clients stopped", DRAIN_TIMEOUT.as_secs());
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -317,7 +282,5 @@ fn caught_up(cluster: &Cluster) -> Result<bool> {
 }
 
 pub fn number(text: &str) -> Result<u64> {
-    text.trim()
-        .parse()
-        .map_err(|_| anyhow!("not a number: {text:?}"))
+    text.trim().parse().map_err(|_| anyhow!("not a number: {text:?}"))
 }

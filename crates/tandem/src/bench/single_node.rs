@@ -37,16 +37,8 @@ pub fn run(
     let targets: Vec<ProviderKind> = clusters.iter().map(|c| c.0).collect();
     let m = matrix(&targets, rounds);
     let cells: Vec<Cell> = m.cells();
-    let mut out = SingleNode {
-        skipped: None,
-        cells: cells
-            .iter()
-            .map(|&cell| CellResult {
-                cell,
-                runs: Vec::new(),
-            })
-            .collect(),
-    };
+    let mut out =
+        SingleNode { skipped: None, cells: cells.iter().map(|&cell| CellResult { cell, runs: Vec::new() }).collect() };
     // Targets whose cluster could not be shrunk, and why.
     let mut broken: Vec<(ProviderKind, String)> = Vec::new();
     for (kind, cluster) in clusters.iter_mut() {
@@ -56,10 +48,7 @@ pub fn run(
         progress.start(&format!("{kind}: stopping every node but node 1"));
         let took = Instant::now();
         match shrink(*kind, cluster) {
-            Ok(()) => progress.note(&format!(
-                "{kind}: node 1 alone after {:.0} s",
-                took.elapsed().as_secs_f64()
-            )),
+            Ok(()) => progress.note(&format!("{kind}: node 1 alone after {:.0} s", took.elapsed().as_secs_f64())),
             Err(e) => broken.push((*kind, format!("{e:#}"))),
         }
     }
@@ -67,12 +56,7 @@ pub fn run(
         let cell = &cells[run.cell];
         let what = match rounds {
             1 => format!("{} 1-node {}", run.target, cell.label()),
-            n => format!(
-                "{} 1-node {} (round {}/{n})",
-                run.target,
-                cell.label(),
-                run.round + 1
-            ),
+            n => format!("{} 1-node {} (round {}/{n})", run.target, cell.label(), run.round + 1),
         };
         progress.start(&what);
         let measured = if let Some((_, why)) = broken.iter().find(|b| b.0 == run.target) {
@@ -83,11 +67,7 @@ pub fn run(
                 ..Measurement::default()
             }
         } else {
-            let cluster = &clusters
-                .iter()
-                .find(|c| c.0 == run.target)
-                .expect("started")
-                .1;
+            let cluster = &clusters.iter().find(|c| c.0 == run.target).expect("started").1;
             let seed = 500 + (run.cell as u32 + 1) * 10 + run.round;
             bench.measure(run.target, cluster, cell, run.round, seed)
         };
@@ -138,9 +118,7 @@ mod tests {
         let m = matrix(&[Tandem, Galera, Standalone], 3);
         let cells = m.cells();
         assert_eq!(cells.len(), 2);
-        assert!(cells
-            .iter()
-            .all(|c| c.workload == Workload::OltpWriteOnly && c.placement == Placement::Node1));
+        assert!(cells.iter().all(|c| c.workload == Workload::OltpWriteOnly && c.placement == Placement::Node1));
         assert_eq!(cells.iter().map(|c| c.threads).collect::<Vec<_>>(), THREADS);
         // 2 cells x 3 rounds x 3 targets, the standalone server included.
         let runs = m.runs();

@@ -465,20 +465,40 @@ mod tests {
         let second = RAWCOPY_SCRIPT.lines().find(|l| l.contains("own=\"$own|")).expect("the own+= line");
         let pattern = format!("{}|{}", quoted(first, '\''), quoted(second, '"').trim_start_matches("$own|"));
         let names = [
-            "galera.cache", "node1.galera.cache", "grastate.dat", "gvwstate.dat", "sst_in_progress",
-            crate::sst::files::STAGING, tandem_health::sst_progress::FILE_NAME, "tables_flushed.tmp",
-            "sst_error", "sst_error.log", "node.err", "mysqld.log", "mariadbd.pid", "mysql.sock",
-            "mysql.sock.lock", "wsrep_recovery.ok", "wsrep_recovery.fail",
+            "galera.cache",
+            "node1.galera.cache",
+            "grastate.dat",
+            "gvwstate.dat",
+            "sst_in_progress",
+            crate::sst::files::STAGING,
+            tandem_health::sst_progress::FILE_NAME,
+            "tables_flushed.tmp",
+            "sst_error",
+            "sst_error.log",
+            "node.err",
+            "mysqld.log",
+            "mariadbd.pid",
+            "mysql.sock",
+            "mysql.sock.lock",
+            "wsrep_recovery.ok",
+            "wsrep_recovery.fail",
             // Data: sent by both.
-            "ibdata1", "ib_logfile0", "ib_buffer_pool", "aria_log.00000001", "aria_log_control", "mysql",
-            "sbtest", "undo001", "ibtmp1", "mariadb-bin.000001", "mariadb-bin.index", "log_data", "grastate",
+            "ibdata1",
+            "ib_logfile0",
+            "ib_buffer_pool",
+            "aria_log.00000001",
+            "aria_log_control",
+            "mysql",
+            "sbtest",
+            "undo001",
+            "ibtmp1",
+            "mariadb-bin.000001",
+            "mariadb-bin.index",
+            "log_data",
+            "grastate",
         ];
-        let mut grep = Command::new("grep")
-            .args(["-E", &pattern])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut grep =
+            Command::new("grep").args(["-E", &pattern]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let input = names.iter().chain(&["tables_flushed"]).copied().collect::<Vec<_>>().join("\n");
         grep.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
         let out = grep.wait_with_output().unwrap();

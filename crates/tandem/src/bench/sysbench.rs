@@ -87,7 +87,14 @@ pub fn events_args(target: &Target, workload: Workload, threads: u32, events: u6
 /// A steady load: `rate` transactions per second on average (sysbench
 /// `--rate`) for `seconds`, so that every target gets the same amount of work
 /// whatever its capacity (as long as the rate is below it).
-pub fn steady_args(target: &Target, workload: Workload, threads: u32, rate: u32, seconds: u32, seed: u32) -> Vec<String> {
+pub fn steady_args(
+    target: &Target,
+    workload: Workload,
+    threads: u32,
+    rate: u32,
+    seconds: u32,
+    seed: u32,
+) -> Vec<String> {
     let mut args = vec![crate::basedir::sysbench_script(workload.script())];
     args.extend(target.common_args());
     args.extend([
@@ -129,13 +136,7 @@ pub fn parse(text: &str) -> Result<Report> {
     let (transactions, tps) = counter_with_rate(report, "transactions:")?;
     let (ignored_errors, _) = counter_with_rate(report, "ignored errors:")?;
     let p95_ms = field(report, "th percentile:").and_then(|v| v.parse().ok());
-    Ok(Report {
-        transactions,
-        tps,
-        ignored_errors,
-        p95_ms,
-        histogram: histogram(text),
-    })
+    Ok(Report { transactions, tps, ignored_errors, p95_ms, histogram: histogram(text) })
 }
 
 /// `transactions:   5860   (2926.82 per sec.)` -> (5860, 2926.82).
@@ -145,9 +146,7 @@ fn counter_with_rate(report: &str, label: &str) -> Result<(u64, f64)> {
     };
     let mut words = value.split_whitespace();
     let count = words.next().and_then(|w| w.parse().ok());
-    let rate = words
-        .next()
-        .and_then(|w| w.trim_start_matches('(').parse().ok());
+    let rate = words.next().and_then(|w| w.trim_start_matches('(').parse().ok());
     match (count, rate) {
         (Some(count), Some(rate)) => Ok((count, rate)),
         _ => bail!("cannot read sysbench line \"{label} {value}\""),
@@ -156,9 +155,7 @@ fn counter_with_rate(report: &str, label: &str) -> Result<(u64, f64)> {
 
 /// The text after `label` on the first line containing it, trimmed.
 fn field<'a>(report: &'a str, label: &str) -> Option<&'a str> {
-    report
-        .lines()
-        .find_map(|l| l.split_once(label).map(|(_, rest)| rest.trim()))
+    report.lines().find_map(|l| l.split_once(label).map(|(_, rest)| rest.trim()))
 }
 
 /// FATAL lines shown in an error; every client thread repeats its own.
@@ -223,10 +220,7 @@ pub struct Combined {
 }
 
 pub fn combine(reports: &[Report]) -> Combined {
-    let mut histogram: Vec<(f64, u64)> = reports
-        .iter()
-        .flat_map(|r| r.histogram.iter().copied())
-        .collect();
+    let mut histogram: Vec<(f64, u64)> = reports.iter().flat_map(|r| r.histogram.iter().copied()).collect();
     histogram.sort_by(|a, b| a.0.total_cmp(&b.0));
     // Processes share sysbench's fixed bucket boundaries; fold equal values.
     let mut merged: Vec<(f64, u64)> = Vec::with_capacity(histogram.len());
@@ -315,13 +309,8 @@ mod tests {
 
     #[test]
     fn combining_adds_counts_and_merges_histograms() {
-        let fast = Report {
-            transactions: 90,
-            tps: 9.0,
-            ignored_errors: 1,
-            p95_ms: Some(1.0),
-            histogram: vec![(1.0, 90)],
-        };
+        let fast =
+            Report { transactions: 90, tps: 9.0, ignored_errors: 1, p95_ms: Some(1.0), histogram: vec![(1.0, 90)] };
         let slow = Report {
             transactions: 10,
             tps: 1.0,
@@ -348,11 +337,7 @@ mod tests {
     #[test]
     fn run_arguments() {
         let socket = Path::new("/d/node1/mysql.sock");
-        let t = Target {
-            socket,
-            tables: 8,
-            table_size: 100_000,
-        };
+        let t = Target { socket, tables: 8, table_size: 100_000 };
         let args = run_args(&t, Workload::OltpUpdateIndex, 16, 3, 20, 7);
         assert_eq!(args[0], "oltp_update_index");
         for want in [

@@ -59,17 +59,9 @@ pub struct Decision {
 /// A full state transfer, with either provider.
 const SST_ALWAYS: &[&str] = &["WSREP_SST: [INFO] Proceeding with SST"];
 /// Tandem only: it never runs the joiner script for an IST, so a run of it is an SST.
-const SST_TANDEM: &[&str] = &[
-    "falling back to a full state transfer",
-    "full state transfer (SST)",
-    "--role 'joiner'",
-];
+const SST_TANDEM: &[&str] = &["falling back to a full state transfer", "full state transfer (SST)", "--role 'joiner'"];
 const IST_TANDEM: &[&str] = &["WSREP: Resuming at local seqno"];
-const IST_GALERA: &[&str] = &[
-    "received from donor: Running IST",
-    "WSREP: Receiving IST:",
-    "WSREP: IST received:",
-];
+const IST_GALERA: &[&str] = &["received from donor: Running IST", "WSREP: Receiving IST:", "WSREP: IST received:"];
 
 pub fn decide(kind: ProviderKind, excerpt: &str) -> Decision {
     let (sst_own, ist): (&[&str], &[&str]) = match kind {
@@ -78,27 +70,15 @@ pub fn decide(kind: ProviderKind, excerpt: &str) -> Decision {
         ProviderKind::Standalone => (&[], &[]),
     };
     let first = |marks: &[&str]| {
-        excerpt
-            .lines()
-            .find(|line| marks.iter().any(|m| line.contains(m)))
-            .map(|line| line.trim().to_string())
+        excerpt.lines().find(|line| marks.iter().any(|m| line.contains(m))).map(|line| line.trim().to_string())
     };
     if let Some(line) = first(SST_ALWAYS).or_else(|| first(sst_own)) {
-        return Decision {
-            transfer: Transfer::Sst,
-            evidence: Some(line),
-        };
+        return Decision { transfer: Transfer::Sst, evidence: Some(line) };
     }
     if let Some(line) = first(ist) {
-        return Decision {
-            transfer: Transfer::Ist,
-            evidence: Some(line),
-        };
+        return Decision { transfer: Transfer::Ist, evidence: Some(line) };
     }
-    Decision {
-        transfer: Transfer::Unknown,
-        evidence: None,
-    }
+    Decision { transfer: Transfer::Unknown, evidence: None }
 }
 
 /// What a log file holds from byte `from` on (what was logged since then).
@@ -134,10 +114,7 @@ mod tests {
             let d = decide(Tandem, log);
             assert_eq!(d.transfer, Transfer::Ist, "{d:?}");
             assert!(d.evidence.unwrap().contains("Resuming at local seqno"));
-            assert!(
-                !log.contains("wsrep_sst_mariabackup"),
-                "no SST script runs for Tandem's IST"
-            );
+            assert!(!log.contains("wsrep_sst_mariabackup"), "no SST script runs for Tandem's IST");
         }
     }
 
@@ -167,10 +144,7 @@ mod tests {
         for log in [GALERA_IST, GALERA_IST_KILLED] {
             let d = decide(Galera, log);
             assert_eq!(d.transfer, Transfer::Ist, "{d:?}");
-            assert!(d
-                .evidence
-                .unwrap()
-                .contains("'xtrabackup_ist' received from donor: Running IST"));
+            assert!(d.evidence.unwrap().contains("'xtrabackup_ist' received from donor: Running IST"));
             // Galera runs the joiner script for an IST too, and MariaDB then
             // says "SST received": neither means a full transfer.
             assert!(log.contains("--role 'joiner'"));
@@ -200,22 +174,10 @@ mod tests {
     #[test]
     fn nothing_said_is_unknown() {
         let d = decide(Galera, "2026-11-23  8:43:35 0 [Note] Starting MariaDB\n");
-        assert_eq!(
-            d,
-            Decision {
-                transfer: Transfer::Unknown,
-                evidence: None
-            }
-        );
+        assert_eq!(d, Decision { transfer: Transfer::Unknown, evidence: None });
         // Each provider's lines only count for that provider.
-        assert_eq!(
-            decide(Galera, "WSREP: Resuming at local seqno 5: ...").transfer,
-            Transfer::Unknown
-        );
-        assert_eq!(
-            decide(Tandem, "WSREP: IST received: 5feb:10").transfer,
-            Transfer::Unknown
-        );
+        assert_eq!(decide(Galera, "WSREP: Resuming at local seqno 5: ...").transfer, Transfer::Unknown);
+        assert_eq!(decide(Tandem, "WSREP: IST received: 5feb:10").transfer, Transfer::Unknown);
     }
 
     #[test]

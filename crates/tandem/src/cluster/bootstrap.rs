@@ -11,8 +11,8 @@
 //! less advanced node loses what only the others hold, so it is refused
 //! unless forced.
 
-use super::{recover_position, Cluster, ProviderKind};
 pub(crate) use super::{mark_safe_to_bootstrap, parse_recovered_position};
+use super::{recover_position, Cluster, ProviderKind};
 use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
 use std::path::Path;
@@ -71,10 +71,7 @@ pub fn choose(candidates: &[Candidate], wanted: Option<usize>, force: bool) -> R
         .max_by(|a, b| a.rank().cmp(&b.rank()).then(b.index.cmp(&a.index)))
         .context("the cluster has no nodes")?;
     let Some(wanted) = wanted else { return Ok(best.index) };
-    let chosen = candidates
-        .iter()
-        .find(|c| c.index == wanted)
-        .with_context(|| format!("there is no node {wanted}"))?;
+    let chosen = candidates.iter().find(|c| c.index == wanted).with_context(|| format!("there is no node {wanted}"))?;
     if chosen.rank().cmp(&best.rank()) == Ordering::Less && !force {
         bail!(
             "{} is less advanced ({}) than {} ({}): bootstrapping it would lose what only the others hold. \

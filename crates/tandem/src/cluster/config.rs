@@ -12,12 +12,8 @@ pub fn render_cnf(state: &ClusterState, node: &Node) -> String {
     for (key, value) in &state.mysqld_options {
         set_option(&mut options, key, value);
     }
-    let mut out = format!(
-        "{CNF_MARKER}: node {} of {}, provider {}\n[mysqld]\n",
-        node.index,
-        state.nodes.len(),
-        state.provider
-    );
+    let mut out =
+        format!("{CNF_MARKER}: node {} of {}, provider {}\n[mysqld]\n", node.index, state.nodes.len(), state.provider);
     for (key, value) in options {
         out.push_str(&format!("{key}={}\n", quote(&value)));
     }
@@ -63,22 +59,13 @@ fn base_options(state: &ClusterState, node: &Node) -> Vec<(String, String)> {
         ("wsrep_cluster_name", "tandem".into()),
         ("wsrep_cluster_address", cluster_address(state)),
         ("wsrep_node_name", node.name.clone()),
-        (
-            "wsrep_node_address",
-            format!("{}:{}", node.host, node.base_port),
-        ),
-        (
-            "wsrep_node_incoming_address",
-            format!("{}:{}", node.host, node.sql_port),
-        ),
+        ("wsrep_node_address", format!("{}:{}", node.host, node.base_port)),
+        ("wsrep_node_incoming_address", format!("{}:{}", node.host, node.sql_port)),
         ("wsrep_provider_options", provider_options(state, node)),
         // rsync SST refuses to run as root; mariabackup works and uses the socket.
         ("wsrep_sst_method", "mariabackup".into()),
         ("wsrep_sst_auth", "root:".into()),
-        (
-            "wsrep_sst_receive_address",
-            format!("{}:{}", node.host, node.sst_port),
-        ),
+        ("wsrep_sst_receive_address", format!("{}:{}", node.host, node.sst_port)),
         ("wsrep_slave_threads", state.slave_threads.to_string()),
     ];
     if state.provider == ProviderKind::Standalone {
@@ -95,11 +82,7 @@ fn base_options(state: &ClusterState, node: &Node) -> Vec<(String, String)> {
 
 /// Every node lists all members; a node ignores its own address when joining.
 pub fn cluster_address(state: &ClusterState) -> String {
-    let members: Vec<String> = state
-        .nodes
-        .iter()
-        .map(|n| format!("{}:{}", n.host, n.base_port))
-        .collect();
+    let members: Vec<String> = state.nodes.iter().map(|n| format!("{}:{}", n.host, n.base_port)).collect();
     format!("gcomm://{}", members.join(","))
 }
 
@@ -222,11 +205,7 @@ mod tests {
         state.provider = crate::cluster::ProviderKind::Tandem;
         state.provider_path = "/w/target/release/libtandem.so".into();
         let tandem = render_cnf(&state, &state.nodes[0]);
-        let differ: Vec<_> = lines(&galera)
-            .into_iter()
-            .zip(lines(&tandem))
-            .filter(|(a, b)| a != b)
-            .collect();
+        let differ: Vec<_> = lines(&galera).into_iter().zip(lines(&tandem)).filter(|(a, b)| a != b).collect();
         assert_eq!(differ.len(), 2, "{differ:?}"); // the marker comment and wsrep_provider
         assert!(differ[1].1.starts_with("wsrep_provider=/w/target"));
     }
@@ -239,12 +218,7 @@ mod tests {
         let standalone = render_cnf(&state, &state.nodes[0]);
         assert!(!standalone.contains("wsrep"), "{standalone}");
         let server_lines = |cnf: &str| -> Vec<String> {
-            lines(cnf)
-                .into_iter()
-                .skip(1)
-                .filter(|l| !l.starts_with("wsrep_"))
-                .map(String::from)
-                .collect()
+            lines(cnf).into_iter().skip(1).filter(|l| !l.starts_with("wsrep_")).map(String::from).collect()
         };
         assert_eq!(server_lines(&galera), server_lines(&standalone));
         assert!(standalone.contains("\ninnodb_flush_log_at_trx_commit=2\n"));
@@ -253,10 +227,8 @@ mod tests {
     #[test]
     fn extra_options_replace_or_append() {
         let mut state = sample_state(Path::new("/d"), 1);
-        state.mysqld_options = vec![
-            ("innodb-buffer-pool-size".into(), "128M".into()),
-            ("wsrep_debug".into(), "1".into()),
-        ];
+        state.mysqld_options =
+            vec![("innodb-buffer-pool-size".into(), "128M".into()), ("wsrep_debug".into(), "1".into())];
         let cnf = render_cnf(&state, &state.nodes[0]);
         assert!(cnf.contains("\ninnodb_buffer_pool_size=128M\n"));
         assert!(!cnf.contains("64M"));
@@ -307,10 +279,7 @@ mod tests {
 
     #[test]
     fn key_value_parsing() {
-        assert_eq!(
-            parse_key_value("a=b=c").unwrap(),
-            ("a".into(), "b=c".into())
-        );
+        assert_eq!(parse_key_value("a=b=c").unwrap(), ("a".into(), "b=c".into()));
         assert_eq!(parse_key_value("k=").unwrap(), ("k".into(), "".into()));
         assert!(parse_key_value("novalue").is_err());
         assert!(parse_key_value("=v").is_err());

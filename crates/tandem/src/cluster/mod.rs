@@ -142,11 +142,7 @@ impl Cluster {
             let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
             certs::generate(&state.dir, &names)?;
         }
-        let mut cluster = Cluster {
-            state,
-            children: BTreeMap::new(),
-            stop_on_drop: true,
-        };
+        let mut cluster = Cluster { state, children: BTreeMap::new(), stop_on_drop: true };
         cluster.create_nodes(&tools)?;
         cluster.save()?;
         for i in 1..=spec.nodes {
@@ -165,17 +161,9 @@ impl Cluster {
     /// Loads the cluster recorded in `dir` without taking ownership of its processes.
     pub fn open(dir: &Path) -> Result<Cluster> {
         let Some(state) = ClusterState::load(dir)? else {
-            bail!(
-                "no cluster recorded in {} (no {})",
-                dir.display(),
-                state::STATE_FILE
-            )
+            bail!("no cluster recorded in {} (no {})", dir.display(), state::STATE_FILE)
         };
-        Ok(Cluster {
-            state,
-            children: BTreeMap::new(),
-            stop_on_drop: false,
-        })
+        Ok(Cluster { state, children: BTreeMap::new(), stop_on_drop: false })
     }
 
     /// Hands the processes over to whoever reads the state file (the CLI exits after `up`).
@@ -280,10 +268,7 @@ impl Cluster {
             }
             if start.elapsed() >= timeout {
                 let seen = last_state.as_deref().unwrap_or("no answer");
-                let what = format!(
-                    "not Synced after {} s (last state: {seen})",
-                    timeout.as_secs()
-                );
+                let what = format!("not Synced after {} s (last state: {seen})", timeout.as_secs());
                 return Err(self.failure(i, &what));
             }
             std::thread::sleep(Duration::from_millis(500));
@@ -322,8 +307,7 @@ impl Cluster {
 
     fn create_nodes(&self, tools: &Tools) -> Result<()> {
         for node in self.nodes() {
-            std::fs::create_dir_all(&node.dir)
-                .with_context(|| format!("creating {}", node.dir.display()))?;
+            std::fs::create_dir_all(&node.dir).with_context(|| format!("creating {}", node.dir.display()))?;
             std::fs::write(&node.cnf, config::render_cnf(&self.state, node))?;
             if node.index == 1 {
                 install_db(tools, node)?;
@@ -339,11 +323,7 @@ impl Cluster {
         self.reap(i);
         let node = self.node_checked(i)?.clone();
         if node.is_running() {
-            bail!(
-                "{} is already running (pid {})",
-                node.name,
-                node.pid.unwrap_or(0)
-            );
+            bail!("{} is already running (pid {})", node.name, node.pid.unwrap_or(0));
         }
         let mariadbd = find_program("mariadbd")?;
         let replicated = self.state.provider != ProviderKind::Standalone;
@@ -419,11 +399,7 @@ impl Cluster {
         };
         let log = &node.error_log;
         let tail = process::tail(log, LOG_TAIL_LINES);
-        let mut text = format!(
-            "{} {what}; last {LOG_TAIL_LINES} lines of {}:\n{tail}",
-            node.name,
-            log.display()
-        );
+        let mut text = format!("{} {what}; last {LOG_TAIL_LINES} lines of {}:\n{tail}", node.name, log.display());
         // A joiner's failure is often the donor's: its SST script's verdict
         // and errors are in the donor's log, not the joiner's.
         for other in self.state.nodes.iter().filter(|n| n.name != node.name) {
@@ -471,12 +447,7 @@ fn mariadbd_args(node: &Node, bootstrap: bool) -> Vec<String> {
     args
 }
 
-fn new_state(
-    spec: &ClusterSpec,
-    dir: PathBuf,
-    provider_path: PathBuf,
-    ports: &[ports::NodePorts],
-) -> ClusterState {
+fn new_state(spec: &ClusterSpec, dir: PathBuf, provider_path: PathBuf, ports: &[ports::NodePorts]) -> ClusterState {
     let node = |(k, p): (usize, &ports::NodePorts)| {
         let nd = dir.join(format!("node{}", k + 1));
         let host = spec.hosts.get(k);
@@ -546,9 +517,8 @@ fn node_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let numbered = name
-            .strip_prefix("node")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        let numbered =
+            name.strip_prefix("node").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         if numbered && entry.file_type()?.is_dir() {
             out.push(entry.path());
         }
@@ -563,10 +533,7 @@ fn refuse_if_stray_server(node_dir: &Path) -> Result<()> {
         return Ok(());
     };
     if process::is_our_mariadbd(pid, &node_dir.join("my.cnf")) {
-        bail!(
-            "mariadbd pid {pid} still runs from {}: stop it first",
-            node_dir.display()
-        );
+        bail!("mariadbd pid {pid} still runs from {}: stop it first", node_dir.display());
     }
     Ok(())
 }
@@ -607,10 +574,7 @@ fn install_db(tools: &Tools, node: &Node) -> Result<()> {
         .with_context(|| format!("running {}", tools.install_db.display()))?;
     if !status.success() {
         let tail = process::tail(&log_path, LOG_TAIL_LINES);
-        bail!(
-            "mariadb-install-db failed for {} ({status}):\n{tail}",
-            node.name
-        );
+        bail!("mariadb-install-db failed for {} ({status}):\n{tail}", node.name);
     }
     Ok(())
 }
@@ -631,21 +595,11 @@ fn recover_position(mariadbd: &Path, node: &Node) -> Result<Option<String>> {
     if is_root() {
         cmd.arg("--user=root");
     }
-    cmd.args([
-        "--wsrep-recover".to_string(),
-        format!("--log-error={}", log.display()),
-    ]);
-    let status = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()?;
+    cmd.args(["--wsrep-recover".to_string(), format!("--log-error={}", log.display())]);
+    let status = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status()?;
     if !status.success() {
         let tail = process::tail(&log, LOG_TAIL_LINES);
-        bail!(
-            "mariadbd --wsrep-recover failed for {} ({status}):\n{tail}",
-            node.name
-        );
+        bail!("mariadbd --wsrep-recover failed for {} ({status}):\n{tail}", node.name);
     }
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     Ok(parse_recovered_position(&text))
@@ -699,18 +653,8 @@ mod tests {
     fn state_from_spec_uses_ports_and_paths() {
         let spec = ClusterSpec::new("/unused", 2, ProviderKind::Galera);
         let ports = [
-            ports::NodePorts {
-                sql: 1,
-                base: 2,
-                sst: 4,
-                health: 9,
-            },
-            ports::NodePorts {
-                sql: 5,
-                base: 6,
-                sst: 8,
-                health: 10,
-            },
+            ports::NodePorts { sql: 1, base: 2, sst: 4, health: 9 },
+            ports::NodePorts { sql: 5, base: 6, sst: 8, health: 10 },
         ];
         let state = new_state(&spec, "/c".into(), "/p.so".into(), &ports);
         assert_eq!(state.nodes[1].index, 2);
@@ -718,7 +662,8 @@ mod tests {
         assert_eq!(state.nodes[1].base_port, 6);
         assert_eq!(state.nodes[0].pid, None);
         assert_eq!(state.nodes[1].health_port, None, "Galera has no health.* options");
-        let tandem = new_state(&ClusterSpec::new("/unused", 2, ProviderKind::Tandem), "/c".into(), "/p.so".into(), &ports);
+        let tandem =
+            new_state(&ClusterSpec::new("/unused", 2, ProviderKind::Tandem), "/c".into(), "/p.so".into(), &ports);
         assert_eq!(tandem.nodes[1].health_port, Some(10));
     }
 
@@ -782,9 +727,7 @@ mod tests {
         let grastate = tmp.path().join("grastate.dat");
         std::fs::write(&grastate, "version: 2.1\nseqno: -1\nsafe_to_bootstrap: 0\n").unwrap();
         mark_safe_to_bootstrap(tmp.path()).unwrap();
-        assert!(std::fs::read_to_string(grastate)
-            .unwrap()
-            .contains("safe_to_bootstrap: 1"));
+        assert!(std::fs::read_to_string(grastate).unwrap().contains("safe_to_bootstrap: 1"));
         mark_safe_to_bootstrap(&tmp.path().join("missing")).unwrap();
     }
 }

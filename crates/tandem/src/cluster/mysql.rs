@@ -10,17 +10,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// Runs `query` as root over `socket`; rows of tab-separated, unescaped fields.
-pub fn query(
-    client: &Path,
-    socket: &Path,
-    query: &str,
-    timeout: Duration,
-) -> Result<Vec<Vec<String>>> {
-    let target = [
-        "--protocol=socket".to_string(),
-        format!("--socket={}", socket.display()),
-        "--user=root".to_string(),
-    ];
+pub fn query(client: &Path, socket: &Path, query: &str, timeout: Duration) -> Result<Vec<Vec<String>>> {
+    let target = ["--protocol=socket".to_string(), format!("--socket={}", socket.display()), "--user=root".to_string()];
     query_with(client, &target, None, query, timeout)
 }
 
@@ -57,9 +48,7 @@ pub fn query_with(
 
 /// Waits for the client on a helper thread so a hung server cannot hang us.
 fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<std::process::Output> {
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("running {:?}", cmd.get_program()))?;
+    let child = cmd.spawn().with_context(|| format!("running {:?}", cmd.get_program()))?;
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -77,9 +66,7 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<std::process:
 
 /// Splits `--batch` output: rows by newline, fields by tab.
 pub fn parse_batch(out: &str) -> Vec<Vec<String>> {
-    out.lines()
-        .map(|line| line.split('\t').map(unescape).collect())
-        .collect()
+    out.lines().map(|line| line.split('\t').map(unescape).collect()).collect()
 }
 
 /// Undoes the client's batch-mode escaping (`\t`, `\n`, `\\`, `\0`).
@@ -136,10 +123,7 @@ mod tests {
         let map = parse_status(&parse_batch(SHOW_STATUS));
         assert_eq!(map["wsrep_cluster_size"], "3");
         assert_eq!(map["wsrep_local_state_comment"], "Synced");
-        assert_eq!(
-            map["wsrep_incoming_addresses"],
-            "127.0.0.1:21001,127.0.0.1:21002"
-        );
+        assert_eq!(map["wsrep_incoming_addresses"], "127.0.0.1:21001,127.0.0.1:21002");
         assert_eq!(map["wsrep_cluster_state_uuid"], "");
         assert_eq!(map.len(), 8);
     }

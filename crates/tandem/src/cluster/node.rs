@@ -38,8 +38,7 @@ impl Node {
 
     /// True while the recorded PID is still this node's mariadbd.
     pub fn is_running(&self) -> bool {
-        self.pid
-            .is_some_and(|pid| process::is_our_mariadbd(pid, &self.cnf))
+        self.pid.is_some_and(|pid| process::is_our_mariadbd(pid, &self.cnf))
     }
 
     /// `wsrep_local_state_comment`, or None when the server does not answer yet.
@@ -51,9 +50,7 @@ impl Node {
 
     /// A standalone server's stand-in for `probe_state`: "Synced" once it answers.
     pub fn probe_ready(&self) -> Option<String> {
-        let rows = self
-            .sql_with_timeout("SELECT 1", Duration::from_secs(10))
-            .ok()?;
+        let rows = self.sql_with_timeout("SELECT 1", Duration::from_secs(10)).ok()?;
         (rows == [["1"]]).then(|| "Synced".to_string())
     }
 

@@ -84,10 +84,7 @@ mod tests {
     use super::*;
 
     fn flatten(ports: &[NodePorts]) -> Vec<u16> {
-        ports
-            .iter()
-            .flat_map(|p| [p.sql, p.base, p.base + 1, p.sst, p.health, p.health + 1])
-            .collect()
+        ports.iter().flat_map(|p| [p.sql, p.base, p.base + 1, p.sst, p.health, p.health + 1]).collect()
     }
 
     #[test]
@@ -102,9 +99,7 @@ mod tests {
     #[test]
     fn collisions_are_redrawn() {
         // A draw sequence full of repeats must still yield distinct ports.
-        let seq = [
-            21000, 21000, 21001, 21000, 21005, 21005, 21010, 21020, 21030, 21040, 21050, 21060,
-        ];
+        let seq = [21000, 21000, 21001, 21000, 21005, 21005, 21010, 21020, 21030, 21040, 21050, 21060];
         let mut it = seq.iter().copied().cycle();
         let ports = allocate_with(2, || it.next().unwrap(), |_| true).unwrap();
         let all = flatten(&ports);
@@ -122,15 +117,7 @@ mod tests {
         };
         let ports = allocate_with(1, draw, |p| !busy.contains(&p)).unwrap();
         // sql skips 22001/22002; base 22004 is refused because 22005 (IST) is busy.
-        assert_eq!(
-            ports[0],
-            NodePorts {
-                sql: 22003,
-                base: 22006,
-                sst: 22008,
-                health: 22009
-            }
-        );
+        assert_eq!(ports[0], NodePorts { sql: 22003, base: 22006, sst: 22008, health: 22009 });
     }
 
     #[test]

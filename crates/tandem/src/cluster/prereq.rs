@@ -40,10 +40,8 @@ impl Tools {
 pub fn find_program(name: &str) -> Result<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let extra = ["/usr/sbin", "/usr/local/sbin", "/usr/bin", "/usr/local/bin"].map(PathBuf::from);
-    let found = std::env::split_paths(&path)
-        .chain(extra)
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable(candidate));
+    let found =
+        std::env::split_paths(&path).chain(extra).map(|dir| dir.join(name)).find(|candidate| is_executable(candidate));
     match found {
         Some(program) => Ok(program),
         None => bail!("{name} not found: run make deps"),
@@ -52,23 +50,20 @@ pub fn find_program(name: &str) -> Result<PathBuf> {
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    path.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
 /// The library mariadbd will load: explicit path, else $TANDEM_PROVIDER (tandem
 /// only), else the release build in this workspace / the Galera package file.
 pub fn resolve_provider(kind: ProviderKind, explicit: Option<&Path>) -> Result<PathBuf> {
-    let env = std::env::var_os(PROVIDER_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from);
+    let env = std::env::var_os(PROVIDER_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
     let chosen = match (kind, explicit, env) {
         (_, Some(path), _) => path.to_path_buf(),
         (ProviderKind::Tandem, None, Some(path)) => path,
         (ProviderKind::Tandem, None, None) => default_tandem_provider()?,
-        (ProviderKind::Galera, None, _) => crate::basedir::current()
-            .map_or_else(|| PathBuf::from(GALERA_PROVIDER), |dir| crate::basedir::galera(&dir)),
+        (ProviderKind::Galera, None, _) => {
+            crate::basedir::current().map_or_else(|| PathBuf::from(GALERA_PROVIDER), |dir| crate::basedir::galera(&dir))
+        }
         (ProviderKind::Standalone, None, _) => return Ok(PathBuf::from(NO_PROVIDER)),
     };
     check_provider_file(kind, &chosen)
@@ -104,17 +99,11 @@ fn check_provider_file(kind: ProviderKind, path: &Path) -> Result<PathBuf> {
 pub fn workspace_root() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok();
     let cwd = std::env::current_dir().ok();
-    [exe, cwd]
-        .into_iter()
-        .flatten()
-        .find_map(|start| find_workspace_above(&start))
+    [exe, cwd].into_iter().flatten().find_map(|start| find_workspace_above(&start))
 }
 
 pub fn find_workspace_above(start: &Path) -> Option<PathBuf> {
-    start
-        .ancestors()
-        .find(|dir| is_workspace(dir))
-        .map(Path::to_path_buf)
+    start.ancestors().find(|dir| is_workspace(dir)).map(Path::to_path_buf)
 }
 
 fn is_workspace(dir: &Path) -> bool {
@@ -129,10 +118,7 @@ mod tests {
     #[test]
     fn missing_program_says_make_deps() {
         let err = find_program("definitely-not-a-program-xyz").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "definitely-not-a-program-xyz not found: run make deps"
-        );
+        assert_eq!(err.to_string(), "definitely-not-a-program-xyz not found: run make deps");
     }
 
     #[test]
@@ -141,20 +127,12 @@ mod tests {
         std::fs::write(tmp.path().join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
         let nested = tmp.path().join("target/debug");
         std::fs::create_dir_all(&nested).unwrap();
-        assert_eq!(
-            find_workspace_above(&nested.join("tandem")).unwrap(),
-            tmp.path()
-        );
+        assert_eq!(find_workspace_above(&nested.join("tandem")).unwrap(), tmp.path());
     }
 
     #[test]
     fn explicit_missing_provider_is_a_clear_error() {
-        let err =
-            resolve_provider(ProviderKind::Tandem, Some(Path::new("/nope/lib.so"))).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("cargo build --release -p tandem-provider"),
-            "{err}"
-        );
+        let err = resolve_provider(ProviderKind::Tandem, Some(Path::new("/nope/lib.so"))).unwrap_err();
+        assert!(err.to_string().contains("cargo build --release -p tandem-provider"), "{err}");
     }
 }

@@ -1,9 +1,9 @@
 //! Starting, probing and signalling mariadbd processes by PID.
 
 use anyhow::{Context, Result};
-use std::fs::OpenOptions;
-use rustix::process::{kill_process, Pid};
 pub use rustix::process::Signal;
+use rustix::process::{kill_process, Pid};
+use std::fs::OpenOptions;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,11 +65,8 @@ pub fn process_state(stat: &str) -> Option<char> {
 /// The process's argv joined by spaces, None when it is gone.
 pub fn cmdline(pid: u32) -> Option<String> {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+    let args: Vec<String> =
+        raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
     Some(args.join(" "))
 }
 
@@ -139,10 +136,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("error.log");
         std::fs::write(&log, "a SST 1\nb\nc SST 2\nd SST 3\n").unwrap();
-        assert_eq!(
-            tail_matching(&log, 2, |l| l.contains("SST")),
-            "c SST 2\nd SST 3"
-        );
+        assert_eq!(tail_matching(&log, 2, |l| l.contains("SST")), "c SST 2\nd SST 3");
         assert_eq!(tail_matching(&log, 5, |l| l.contains("none")), "");
         assert_eq!(tail_matching(&dir.path().join("missing"), 5, |_| true), "");
     }
@@ -165,18 +159,9 @@ mod tests {
     #[test]
     fn cmdline_match_requires_program_and_cnf() {
         let cnf = Path::new("/d/node1/my.cnf");
-        assert!(cmdline_matches(
-            "/usr/sbin/mariadbd --defaults-file=/d/node1/my.cnf --user=root",
-            cnf
-        ));
-        assert!(!cmdline_matches(
-            "/usr/sbin/mariadbd --defaults-file=/d/node2/my.cnf",
-            cnf
-        ));
-        assert!(!cmdline_matches(
-            "/bin/sleep --defaults-file=/d/node1/my.cnf",
-            cnf
-        ));
+        assert!(cmdline_matches("/usr/sbin/mariadbd --defaults-file=/d/node1/my.cnf --user=root", cnf));
+        assert!(!cmdline_matches("/usr/sbin/mariadbd --defaults-file=/d/node2/my.cnf", cnf));
+        assert!(!cmdline_matches("/bin/sleep --defaults-file=/d/node1/my.cnf", cnf));
     }
 
     #[test]

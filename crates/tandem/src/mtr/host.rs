@@ -8,13 +8,7 @@ use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Packages whose versions the report names.
-pub const PACKAGES: [&str; 5] = [
-    "mariadb-server",
-    "mariadb-test",
-    "mariadb-backup",
-    "galera-4",
-    "socat",
-];
+pub const PACKAGES: [&str; 5] = ["mariadb-server", "mariadb-test", "mariadb-backup", "galera-4", "socat"];
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
@@ -41,24 +35,13 @@ impl Machine {
             mem_total_kib: mem_total_kib(&meminfo),
             kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
             os: os_name(&read("/etc/os-release")),
-            load_avg: read("/proc/loadavg")
-                .split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" "),
-            packages: PACKAGES
-                .iter()
-                .map(|p| (p.to_string(), package_version(p)))
-                .collect(),
+            load_avg: read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+            packages: PACKAGES.iter().map(|p| (p.to_string(), package_version(p))).collect(),
         }
     }
 
     pub fn package(&self, name: &str) -> &str {
-        self.packages
-            .iter()
-            .find(|(p, _)| p == name)
-            .map(|(_, v)| v.as_str())
-            .unwrap_or("unknown")
+        self.packages.iter().find(|(p, _)| p == name).map(|(_, v)| v.as_str()).unwrap_or("unknown")
     }
 }
 
@@ -67,10 +50,7 @@ fn read(path: &str) -> String {
 }
 
 pub fn cores(cpuinfo: &str) -> usize {
-    let n = cpuinfo
-        .lines()
-        .filter(|l| l.split(':').next().map(str::trim) == Some("processor"))
-        .count();
+    let n = cpuinfo.lines().filter(|l| l.split(':').next().map(str::trim) == Some("processor")).count();
     if n > 0 {
         n
     } else {
@@ -108,9 +88,7 @@ fn os_name(os_release: &str) -> String {
 
 /// `dpkg-query`'s version of an installed package, else "not installed".
 pub fn package_version(package: &str) -> String {
-    let out = Command::new("dpkg-query")
-        .args(["-W", "-f", "${Status}|${Version}", package])
-        .output();
+    let out = Command::new("dpkg-query").args(["-W", "-f", "${Status}|${Version}", package]).output();
     match out {
         Ok(o) if o.status.success() => {
             let text = String::from_utf8_lossy(&o.stdout);
@@ -126,29 +104,16 @@ pub fn package_version(package: &str) -> String {
 
 /// Hex md5 of a file (coreutils' md5sum; no hashing crate needed).
 pub fn md5(path: &Path) -> Result<String> {
-    let out = Command::new("md5sum")
-        .arg(path)
-        .output()
-        .context("cannot run md5sum")?;
+    let out = Command::new("md5sum").arg(path).output().context("cannot run md5sum")?;
     if !out.status.success() {
-        bail!(
-            "md5sum {} failed: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        bail!("md5sum {} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim());
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_string())
+    Ok(text.split_whitespace().next().unwrap_or_default().to_string())
 }
 
 pub fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 pub fn mtime_unix(path: &Path) -> u64 {
@@ -163,12 +128,7 @@ pub fn mtime_unix(path: &Path) -> u64 {
 pub fn utc(unix: u64) -> String {
     let (days, secs) = (unix / 86_400, unix % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 /// `2026-11-22`.
@@ -226,10 +186,7 @@ mod tests {
         let cpuinfo = "processor\t: 0\nmodel name\t: Intel Xeon\n\nprocessor\t: 1\nmodel name\t: Intel Xeon\n";
         assert_eq!(cores(cpuinfo), 2);
         assert_eq!(cpu_model(cpuinfo), "Intel Xeon");
-        assert_eq!(
-            mem_total_kib("MemTotal:       24608404 kB\nMemFree: 1 kB\n"),
-            24_608_404
-        );
+        assert_eq!(mem_total_kib("MemTotal:       24608404 kB\nMemFree: 1 kB\n"), 24_608_404);
         assert_eq!(
             os_name("NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"),
             "Debian GNU/Linux 12 (bookworm)"

@@ -15,8 +15,8 @@ pub fn parse_list(text: &str) -> Vec<String> {
 }
 
 pub fn read_list(path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the test list {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read the test list {}", path.display()))?;
     let tests = parse_list(&text);
     if tests.is_empty() {
         bail!("the test list {} names no test", path.display());
@@ -29,11 +29,7 @@ pub fn read_list(path: &Path) -> Result<Vec<String>> {
 pub fn qualify(tests: &[String], default_suite: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::with_capacity(tests.len());
     for t in tests {
-        let name = if t.contains('.') {
-            t.clone()
-        } else {
-            format!("{default_suite}.{t}")
-        };
+        let name = if t.contains('.') { t.clone() } else { format!("{default_suite}.{t}") };
         if !out.contains(&name) {
             out.push(name);
         }
@@ -71,10 +67,7 @@ mod tests {
     #[test]
     fn bare_names_get_the_default_suite() {
         let tests = ["basic", "galera_3nodes.x", "galera.basic", "fk"].map(String::from);
-        assert_eq!(
-            qualify(&tests, "galera"),
-            ["galera.basic", "galera_3nodes.x", "galera.fk"]
-        );
+        assert_eq!(qualify(&tests, "galera"), ["galera.basic", "galera_3nodes.x", "galera.fk"]);
     }
 
     #[test]
@@ -91,9 +84,6 @@ mod tests {
     #[test]
     fn missing_list_is_a_clear_error() {
         let err = read_list(Path::new("/nonexistent/list.txt")).unwrap_err();
-        assert!(
-            format!("{err:#}").contains("cannot read the test list /nonexistent/list.txt"),
-            "{err:#}"
-        );
+        assert!(format!("{err:#}").contains("cannot read the test list /nonexistent/list.txt"), "{err:#}");
     }
 }

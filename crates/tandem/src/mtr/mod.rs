@@ -200,20 +200,12 @@ pub fn run(args: MtrArgs) -> Result<()> {
     let doc = doc_path(&args)?;
     let out = match &args.out {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
             std::path::absolute(dir)?
         }
         None => fresh_temp_dir()?,
     };
-    let parallel = args.parallel.map_or(
-        if tests.is_empty() {
-            SUITE_PARALLEL
-        } else {
-            LIST_PARALLEL
-        },
-        usize::from,
-    );
+    let parallel = args.parallel.map_or(if tests.is_empty() { SUITE_PARALLEL } else { LIST_PARALLEL }, usize::from);
 
     let mut meta = RunMeta {
         command: quote_command(std::env::args()),
@@ -254,10 +246,8 @@ pub fn run(args: MtrArgs) -> Result<()> {
         write_doc(doc, &meta, &results, &out)?;
         progress.say(&format!("wrote {}", doc.display()));
     }
-    progress.say(&format!(
-        "raw logs: {} (<provider>/mtr.log, <provider>/summary.tsv, <provider>/var/log/)",
-        out.display()
-    ));
+    progress
+        .say(&format!("raw logs: {} (<provider>/mtr.log, <provider>/summary.tsv, <provider>/var/log/)", out.display()));
     if args.expect_pass {
         verdict(&results, &out)?;
     }
@@ -276,14 +266,9 @@ impl RunMeta {
 fn reparse(args: &MtrArgs, dir: &Path) -> Result<()> {
     let meta_path = dir.join(META_FILE);
     let text = std::fs::read_to_string(&meta_path).with_context(|| {
-        format!(
-            "cannot read {} (is {} the --out of a tandem mtr run?)",
-            meta_path.display(),
-            dir.display()
-        )
+        format!("cannot read {} (is {} the --out of a tandem mtr run?)", meta_path.display(), dir.display())
     })?;
-    let meta: RunMeta = serde_json::from_str(&text)
-        .with_context(|| format!("cannot parse {}", meta_path.display()))?;
+    let meta: RunMeta = serde_json::from_str(&text).with_context(|| format!("cannot parse {}", meta_path.display()))?;
     let mut results = Vec::new();
     for &kind in &meta.providers {
         let pdir = dir.join(kind.to_string());
@@ -354,13 +339,9 @@ fn doc_path(args: &MtrArgs) -> Result<Option<PathBuf>> {
 
 fn write_doc(doc: &Path, meta: &RunMeta, results: &[ProviderResults], out: &Path) -> Result<()> {
     let notes_path = workspace_root().map(|root| root.join(NOTES_PATH));
-    let notes = notes_path
-        .as_ref()
-        .and_then(|p| std::fs::read_to_string(p).ok());
+    let notes = notes_path.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
     if notes.is_none() {
-        eprintln!(
-            "tandem mtr: warning: {NOTES_PATH} not found; the report has no analysis section"
-        );
+        eprintln!("tandem mtr: warning: {NOTES_PATH} not found; the report has no analysis section");
     }
     let text = report::render(&ReportInput {
         runs: results,
@@ -396,22 +377,14 @@ fn verdict(results: &[ProviderResults], out: &Path) -> Result<()> {
                 bad.join("\n")
             ));
         } else if r.parsed.count(Outcome::Pass) == 0 {
-            problems.push(format!(
-                "{kind}: no test passed ({} reported; log {})",
-                r.parsed.tests.len(),
-                log.display()
-            ));
+            problems.push(format!("{kind}: no test passed ({} reported; log {})", r.parsed.tests.len(), log.display()));
         } else if r.record.exit_code != Some(0) {
             let why = if r.parsed.fatal.is_empty() {
                 "no test is to blame; see the end of the log".to_string()
             } else {
                 r.parsed.fatal.join("; ")
             };
-            problems.push(format!(
-                "{kind}: MTR exit status {}: {why} (log {})",
-                r.record.exit_text(),
-                log.display()
-            ));
+            problems.push(format!("{kind}: MTR exit status {}: {why} (log {})", r.record.exit_text(), log.display()));
         }
     }
     if problems.is_empty() {
@@ -429,8 +402,7 @@ fn fresh_temp_dir() -> Result<PathBuf> {
         let mut n = seed.wrapping_add(attempt.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let suffix: String = (0..6)
             .map(|_| {
-                let c = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                    [(n % 62) as usize];
+                let c = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[(n % 62) as usize];
                 n /= 62;
                 c as char
             })
@@ -442,10 +414,7 @@ fn fresh_temp_dir() -> Result<PathBuf> {
             Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
         }
     }
-    bail!(
-        "cannot create a temporary directory under {}",
-        base.display()
-    )
+    bail!("cannot create a temporary directory under {}", base.display())
 }
 
 /// Words joined for a shell: quoted only where needed.
@@ -460,8 +429,7 @@ where
             let w = w.as_ref();
             let plain = !w.is_empty()
                 && !w.starts_with('#')
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+#".contains(c));
+                && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+#".contains(c));
             if plain {
                 w.to_string()
             } else {

@@ -44,14 +44,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 6] = [
-        Outcome::Pass,
-        Outcome::Fail,
-        Outcome::Warn,
-        Outcome::Skipped,
-        Outcome::Disabled,
-        Outcome::NotRun,
-    ];
+    pub const ALL: [Outcome; 6] =
+        [Outcome::Pass, Outcome::Fail, Outcome::Warn, Outcome::Skipped, Outcome::Disabled, Outcome::NotRun];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -138,10 +132,7 @@ impl Parsed {
     /// combinations.
     pub fn add_not_run(&mut self, expected: &[String]) {
         for want in expected {
-            let reported = self
-                .tests
-                .iter()
-                .any(|t| t.name == *want || t.base_name() == want);
+            let reported = self.tests.iter().any(|t| t.name == *want || t.base_name() == want);
             if !reported {
                 self.tests.push(TestResult {
                     name: want.clone(),
@@ -252,19 +243,15 @@ fn reason_from_block(head: &str, block: &[String]) -> String {
     let diff = diff_reason(block);
     let block = &join_included_file(block);
     for pat in &p.reasons {
-        let found = std::iter::once(head)
-            .chain(block.iter().map(String::as_str))
-            .find_map(|line| pat.find(line));
+        let found = std::iter::once(head).chain(block.iter().map(String::as_str)).find_map(|line| pat.find(line));
         if let Some(m) = found {
             let found = &shorten_exec(m.as_str().trim());
             return match &diff {
                 Some(diff) if found.contains("mismatch") => cut(&format!("{found}: {diff}")),
-                _ if found.contains("Explicit --die command executed") => {
-                    match die_message(block) {
-                        Some(msg) => cut(&format!("{found}: {msg}")),
-                        None => cut(found),
-                    }
-                }
+                _ if found.contains("Explicit --die command executed") => match die_message(block) {
+                    Some(msg) => cut(&format!("{found}: {msg}")),
+                    None => cut(found),
+                },
                 _ => cut(found),
             };
         }
@@ -274,10 +261,7 @@ fn reason_from_block(head: &str, block: &[String]) -> String {
     }
     for line in block {
         let t = line.trim();
-        if !t.is_empty()
-            && !t.starts_with("Test ended")
-            && !t.starts_with("CURRENT_TEST")
-            && !t.starts_with("- saving")
+        if !t.is_empty() && !t.starts_with("Test ended") && !t.starts_with("CURRENT_TEST") && !t.starts_with("- saving")
         {
             return cut(t);
         }
@@ -304,12 +288,7 @@ fn join_included_file(block: &[String]) -> Vec<String> {
     let mut file: Option<String> = None;
     for line in block {
         if let Some(rest) = line.strip_prefix("mysqltest: In included file ") {
-            file = Some(
-                rest.trim()
-                    .trim_end_matches(':')
-                    .trim_matches('"')
-                    .to_string(),
-            );
+            file = Some(rest.trim().trim_end_matches(':').trim_matches('"').to_string());
             continue;
         }
         match (&file, line.strip_prefix("At line ")) {
@@ -337,15 +316,10 @@ fn shorten_exec(reason: &str) -> String {
 /// still not ready after a minute, giving up!"): the last line of the query
 /// output shown, other than `=====` rulers.
 fn die_message(block: &[String]) -> Option<String> {
-    let start = block
-        .iter()
-        .position(|l| l.starts_with("The result from queries just before the failure was"))?;
+    let start = block.iter().position(|l| l.starts_with("The result from queries just before the failure was"))?;
     block[start + 1..]
         .iter()
-        .take_while(|l| {
-            !l.starts_with("More results from queries before failure")
-                && !l.starts_with(" - saving")
-        })
+        .take_while(|l| !l.starts_with("More results from queries before failure") && !l.starts_with(" - saving"))
         .map(|l| l.trim())
         .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '='))
         .last()
@@ -354,9 +328,7 @@ fn die_message(block: &[String]) -> Option<String> {
 
 /// `-expected / +got`: the first changed lines of a unified diff of the .result file.
 fn diff_reason(block: &[String]) -> Option<String> {
-    let start = block
-        .iter()
-        .position(|l| l.starts_with("--- ") && l.contains(".result"))?;
+    let start = block.iter().position(|l| l.starts_with("--- ") && l.contains(".result"))?;
     if !block.get(start + 1)?.starts_with("+++ ") {
         return None;
     }
@@ -468,10 +440,7 @@ impl Parser {
         }
         self.close();
         self.apply_shutdown_warnings();
-        Parsed {
-            tests: self.tests,
-            fatal,
-        }
+        Parsed { tests: self.tests, fatal }
     }
 
     fn on_result(&mut self, r: ResultLine) {
@@ -482,25 +451,12 @@ impl Parser {
             wall
         });
         let (mtr_ms, reason) = if r.outcome == Outcome::Pass {
-            (
-                r.rest
-                    .split_whitespace()
-                    .next()
-                    .and_then(|w| w.parse().ok()),
-                String::new(),
-            )
+            (r.rest.split_whitespace().next().and_then(|w| w.parse().ok()), String::new())
         } else {
             (None, r.rest)
         };
-        self.latest
-            .insert(base_name(&r.test).to_string(), r.test.clone());
-        let result = TestResult {
-            name: r.test.clone(),
-            outcome: r.outcome,
-            mtr_ms,
-            wall_s,
-            reason,
-        };
+        self.latest.insert(base_name(&r.test).to_string(), r.test.clone());
+        let result = TestResult { name: r.test.clone(), outcome: r.outcome, mtr_ms, wall_s, reason };
         let i = match self.index.get(&r.test) {
             Some(&i) => {
                 self.tests[i] = result;
@@ -543,19 +499,15 @@ mod tests {
 
     #[test]
     fn result_line_variants() {
-        let r = result_line(
-            "261122  2:30:34 +15.831 galera.basic                             [ pass ]   2269",
-        )
-        .unwrap();
+        let r =
+            result_line("261122  2:30:34 +15.831 galera.basic                             [ pass ]   2269").unwrap();
         assert_eq!(r.test, "galera.basic");
         assert_eq!(r.outcome, Outcome::Pass);
         assert_eq!(r.diff_s, Some(15.831));
         assert_eq!(r.rest, "2269");
 
-        let r = result_line(
-            "261122  2:48:50 +0.918 galera.galera_partitioned_tables 'binlogon' w2 [ pass ]   2758",
-        )
-        .unwrap();
+        let r = result_line("261122  2:48:50 +0.918 galera.galera_partitioned_tables 'binlogon' w2 [ pass ]   2758")
+            .unwrap();
         assert_eq!(r.test, "galera.galera_partitioned_tables 'binlogon'");
 
         let r = result_line("galera.galera#505 [ retry-fail ]  timeout after 300 seconds").unwrap();

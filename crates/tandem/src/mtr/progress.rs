@@ -84,12 +84,7 @@ impl Progress {
             Some(total) => format!("{}/{total}", self.done),
             None => self.done.to_string(),
         };
-        format!(
-            "[{} {count}] {}  elapsed {}",
-            self.label,
-            self.last,
-            duration(self.started.elapsed().as_secs_f64())
-        )
+        format!("[{} {count}] {}  elapsed {}", self.label, self.last, duration(self.started.elapsed().as_secs_f64()))
     }
 
     fn draw(&mut self) {
@@ -143,10 +138,7 @@ mod tests {
         p.done = 36;
         p.result("galera.galera_foo", Outcome::Pass);
         let line = p.line();
-        assert!(
-            line.starts_with("[tandem 37/412] galera.galera_foo pass  elapsed "),
-            "{line}"
-        );
+        assert!(line.starts_with("[tandem 37/412] galera.galera_foo pass  elapsed "), "{line}");
         p.start("galera", None);
         p.result("galera.basic", Outcome::Skipped);
         assert!(p.line().starts_with("[galera 1] galera.basic skipped"));

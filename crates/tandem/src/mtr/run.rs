@@ -40,27 +40,23 @@ pub fn check_environment() -> Result<MtrEnv> {
             dir.join("mariadb-test-run.pl").display()
         );
     }
-    let perl = find_program("perl")
-        .map_err(|_| anyhow!("perl not found: MTR is a perl program (apt-get install perl)"))?;
+    let perl =
+        find_program("perl").map_err(|_| anyhow!("perl not found: MTR is a perl program (apt-get install perl)"))?;
     if find_program("mariabackup").is_err() && find_program("mariadb-backup").is_err() {
         bail!(
             "mariabackup not found: MTR's servers are started with \
              --wsrep_sst_method=mariabackup (rsync SST fails as root); apt-get install mariadb-backup"
         );
     }
-    find_program("socat").map_err(|_| {
-        anyhow!("socat not found: mariabackup SST streams through it (apt-get install socat)")
-    })?;
+    find_program("socat")
+        .map_err(|_| anyhow!("socat not found: mariabackup SST streams through it (apt-get install socat)"))?;
     Ok(MtrEnv { dir, perl })
 }
 
 impl MtrEnv {
     pub fn check_suite(&self, suite: &str) -> Result<()> {
         if !self.dir.join("suite").join(suite).join("t").is_dir() {
-            bail!(
-                "MTR suite '{suite}' not found: no {}",
-                self.dir.join("suite").join(suite).join("t").display()
-            );
+            bail!("MTR suite '{suite}' not found: no {}", self.dir.join("suite").join(suite).join("t").display());
         }
         Ok(())
     }
@@ -72,12 +68,7 @@ impl MtrEnv {
             bail!("test name {test:?} has no suite");
         };
         self.check_suite(suite)?;
-        let file = self
-            .dir
-            .join("suite")
-            .join(suite)
-            .join("t")
-            .join(format!("{name}.test"));
+        let file = self.dir.join("suite").join(suite).join("t").join(format!("{name}.test"));
         if !file.is_file() {
             bail!("unknown MTR test {test}: no {}", file.display());
         }
@@ -167,8 +158,7 @@ impl RunRecord {
 
     pub fn load(dir: &Path) -> Result<RunRecord> {
         let path = dir.join(RECORD_FILE);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         serde_json::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))
     }
 
@@ -225,22 +215,14 @@ fn selection_args(spec: &RunSpec) -> Vec<String> {
 /// Copies the library, runs MTR for one provider and records the run.
 pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Result<RunRecord> {
     let dir = &spec.dir;
-    std::fs::create_dir_all(dir.join("provider"))
-        .with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir.join("provider")).with_context(|| format!("cannot create {}", dir.display()))?;
     // Rebuilding target/release/libtandem.so during a run must not mix two
     // builds in one run: the servers load a copy.
-    let file_name = spec
-        .library
-        .file_name()
-        .ok_or_else(|| anyhow!("provider path {} has no file name", spec.library.display()))?;
+    let file_name =
+        spec.library.file_name().ok_or_else(|| anyhow!("provider path {} has no file name", spec.library.display()))?;
     let loaded = dir.join("provider").join(file_name);
-    std::fs::copy(&spec.library, &loaded).with_context(|| {
-        format!(
-            "cannot copy {} to {}",
-            spec.library.display(),
-            loaded.display()
-        )
-    })?;
+    std::fs::copy(&spec.library, &loaded)
+        .with_context(|| format!("cannot copy {} to {}", spec.library.display(), loaded.display()))?;
     if let Some(user) = &spec.run_as {
         user.prepare_dir(dir)?;
     }
@@ -275,8 +257,7 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
         quote_command(&args)
     );
     let log_path = dir.join(LOG_FILE);
-    let mut log = std::fs::File::create(&log_path)
-        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let mut log = std::fs::File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
     let started = host::now_unix();
     writeln!(
         log,
@@ -292,11 +273,7 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
     } else {
         format!("{} listed test(s)", spec.tests.len())
     };
-    let count = if expected.is_empty() {
-        String::new()
-    } else {
-        format!("{} tests, ", expected.len())
-    };
+    let count = if expected.is_empty() { String::new() } else { format!("{} tests, ", expected.len()) };
     progress.say(&format!(
         "{}: running MTR: {what} ({count}--parallel {}, --testcase-timeout {} min); log {}",
         spec.provider,
@@ -306,10 +283,7 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
     ));
 
     let clock = Instant::now();
-    progress.start(
-        &spec.provider.to_string(),
-        (!expected.is_empty()).then_some(expected.len()),
-    );
+    progress.start(&spec.provider.to_string(), (!expected.is_empty()).then_some(expected.len()));
     let status = stream_mtr(env, &loaded, &args, spec.run_as.as_ref(), &mut log, progress);
     progress.finish();
     let elapsed_s = clock.elapsed().as_secs_f64();
@@ -317,9 +291,7 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
     writeln!(
         log,
         "# mtr exit status {}, elapsed {:.0}s",
-        status
-            .code()
-            .map_or("signal".to_string(), |c| c.to_string()),
+        status.code().map_or("signal".to_string(), |c| c.to_string()),
         elapsed_s
     )?;
 
@@ -364,10 +336,7 @@ fn dry_run(env: &MtrEnv, spec: &RunSpec, loaded: &Path) -> Result<Vec<String>> {
     let _ = std::fs::remove_dir_all(&vardir);
     if !out.status.success() {
         let text = String::from_utf8_lossy(&out.stderr);
-        bail!(
-            "mariadb-test-run.pl --dry-run failed: {}",
-            text.lines().last().unwrap_or("").trim()
-        );
+        bail!("mariadb-test-run.pl --dry-run failed: {}", text.lines().last().unwrap_or("").trim());
     }
     Ok(dry_run_names(&String::from_utf8_lossy(&out.stdout)))
 }
@@ -375,12 +344,7 @@ fn dry_run(env: &MtrEnv, spec: &RunSpec, loaded: &Path) -> Result<Vec<String>> {
 /// The test lines of `--dry-run` output: `suite.name` or `suite.name 'combination'`.
 pub fn dry_run_names(stdout: &str) -> Vec<String> {
     let re = regex::Regex::new(r"^[A-Za-z0-9_\-]+\.\S+(?: '[^']*')?$").expect("static regex");
-    stdout
-        .lines()
-        .map(str::trim_end)
-        .filter(|l| re.is_match(l) && !l.ends_with("..."))
-        .map(str::to_string)
-        .collect()
+    stdout.lines().map(str::trim_end).filter(|l| re.is_match(l) && !l.ends_with("...")).map(str::to_string).collect()
 }
 
 enum Event {
@@ -424,9 +388,7 @@ fn stream_mtr(
             match reader.read_until(b'\n', &mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
-                    let line = String::from_utf8_lossy(&buf)
-                        .trim_end_matches(['\n', '\r'])
-                        .to_string();
+                    let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
                     if tx.send(Event::Line(line)).is_err() {
                         return;
                     }
@@ -459,10 +421,7 @@ fn phase(line: &str) -> Option<&'static str> {
     [
         ("Checking supported features", "checking supported features"),
         ("Collecting tests", "collecting tests"),
-        (
-            "Installing system database",
-            "installing the system database",
-        ),
+        ("Installing system database", "installing the system database"),
         ("Using MTR_BUILD_THREAD", "starting workers"),
     ]
     .into_iter()
@@ -499,12 +458,7 @@ mod tests {
                    galera_3nodes.galera_garbd\n";
         assert_eq!(
             dry_run_names(out),
-            [
-                "galera.GAL-419",
-                "galera.MW-402 'binlogon'",
-                "galera.galera#505",
-                "galera_3nodes.galera_garbd"
-            ]
+            ["galera.GAL-419", "galera.MW-402 'binlogon'", "galera.galera#505", "galera_3nodes.galera_garbd"]
         );
     }
 
@@ -525,18 +479,9 @@ mod tests {
         assert_eq!(args[0], "--vardir=/o/tandem/var");
         assert!(args.contains(&"--mysqld=--wsrep_sst_method=mariabackup".to_string()));
         assert!(args.contains(&"--testcase-timeout=5".to_string()));
-        assert_eq!(
-            &args[args.len() - 2..],
-            ["--big-test", "--suite=galera,galera_3nodes"]
-        );
-        let spec = RunSpec {
-            tests: vec!["galera.basic".into()],
-            ..spec
-        };
-        assert_eq!(
-            mtr_args(&spec, Path::new("/o")).last().unwrap(),
-            "galera.basic"
-        );
+        assert_eq!(&args[args.len() - 2..], ["--big-test", "--suite=galera,galera_3nodes"]);
+        let spec = RunSpec { tests: vec!["galera.basic".into()], ..spec };
+        assert_eq!(mtr_args(&spec, Path::new("/o")).last().unwrap(), "galera.basic");
         // The dry run sees the same --mysqld options (they decide which
         // combinations exist), with its own vardir and no report.
         let dry = dry_run_args(&spec, Path::new("/o/tandem/dry-run-var"));

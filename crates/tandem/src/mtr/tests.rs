@@ -4,15 +4,11 @@
 use super::parse::{parse_log, Outcome, Parsed, TestResult};
 
 fn get<'a>(parsed: &'a Parsed, name: &str) -> &'a TestResult {
-    parsed
-        .get(name)
-        .unwrap_or_else(|| panic!("{name} not parsed; got {:#?}", parsed.tests))
+    parsed.get(name).unwrap_or_else(|| panic!("{name} not parsed; got {:#?}", parsed.tests))
 }
 
 fn wall(t: &TestResult) -> f64 {
-    let w = t
-        .wall_s
-        .unwrap_or_else(|| panic!("{} has no wall time", t.name));
+    let w = t.wall_s.unwrap_or_else(|| panic!("{} has no wall time", t.name));
     (w * 1000.0).round() / 1000.0
 }
 
@@ -48,11 +44,7 @@ fn serial_run_with_shutdown_warnings() {
     // last on that server is the one flagged.
     let aria = get(&parsed, "galera.galera_aria 'binlogon'");
     assert_eq!(aria.outcome, Outcome::Warn);
-    assert!(
-        aria.reason.contains("9843905361594028892"),
-        "{}",
-        aria.reason
-    );
+    assert!(aria.reason.contains("9843905361594028892"), "{}", aria.reason);
     assert_eq!(aria.base_name(), "galera.galera_aria");
 
     // A failed test keeps its own reason; the shutdown warning is appended.
@@ -101,11 +93,9 @@ fn serial_run_with_failures() {
     );
 
     // Collateral: passed, but in the session whose shutdown logged warnings.
-    for name in [
-        "galera.galera_lock_table",
-        "galera.galera_sp_insert_parallel",
-        "galera.galera_myisam_autocommit 'binlogoff'",
-    ] {
+    for name in
+        ["galera.galera_lock_table", "galera.galera_sp_insert_parallel", "galera.galera_myisam_autocommit 'binlogoff'"]
+    {
         let t = get(&parsed, name);
         assert_eq!(t.outcome, Outcome::Warn, "{name}");
         assert_eq!(
@@ -121,10 +111,7 @@ fn serial_run_with_failures() {
     // "Result content mismatch" plus the first changed lines of the diff.
     let t = get(&parsed, "galera.MDEV-37366");
     assert_eq!(t.outcome, Outcome::Fail);
-    assert_eq!(
-        t.reason,
-        "Result content mismatch: -AUTO_INCREMENT_OFFSET 1 1 / +AUTO_INCREMENT_OFFSET 2 2"
-    );
+    assert_eq!(t.reason, "Result content mismatch: -AUTO_INCREMENT_OFFSET 1 1 / +AUTO_INCREMENT_OFFSET 2 2");
 
     let t = get(&parsed, "galera.galera_var_trx_fragment_size");
     assert!(
@@ -168,10 +155,7 @@ fn not_run_tests_are_added() {
     assert_eq!(parsed.tests.len(), 26);
     let t = get(&parsed, "galera.basic");
     assert_eq!(t.outcome, Outcome::NotRun);
-    assert_eq!(
-        t.reason,
-        "not reported by MTR (aborted run or unknown test)"
-    );
+    assert_eq!(t.reason, "not reported by MTR (aborted run or unknown test)");
     assert!(parsed.get("galera.galera_aria").is_none());
 }
 
@@ -181,51 +165,25 @@ fn not_run_tests_are_added() {
 #[test]
 fn parallel_run() {
     let parsed = parse_log(include_str!("testdata/parallel_tandem.log"));
-    let rows: Vec<(&str, Outcome, Option<u64>, f64)> = parsed
-        .tests
-        .iter()
-        .map(|t| (t.name.as_str(), t.outcome, t.mtr_ms, wall(t)))
-        .collect();
+    let rows: Vec<(&str, Outcome, Option<u64>, f64)> =
+        parsed.tests.iter().map(|t| (t.name.as_str(), t.outcome, t.mtr_ms, wall(t))).collect();
     assert_eq!(
         rows,
         [
-            (
-                "galera.galera_var_notify_cmd",
-                Outcome::Disabled,
-                None,
-                3.367
-            ),
+            ("galera.galera_var_notify_cmd", Outcome::Disabled, None, 3.367),
             ("galera.basic", Outcome::Pass, Some(2690), 19.649),
             ("galera.fk", Outcome::Pass, Some(3154), 0.807),
-            (
-                "galera.galera_aria 'binlogon'",
-                Outcome::Pass,
-                Some(2250),
-                18.226
-            ),
+            ("galera.galera_aria 'binlogon'", Outcome::Pass, Some(2250), 18.226),
             ("galera.MDEV-35748", Outcome::Skipped, None, 0.47),
-            (
-                "galera.galera_var_trx_fragment_size",
-                Outcome::Fail,
-                None,
-                18.032
-            ),
-            (
-                "galera.galera_aria 'binlogoff'",
-                Outcome::Pass,
-                Some(2319),
-                0.166
-            ),
+            ("galera.galera_var_trx_fragment_size", Outcome::Fail, None, 18.032),
+            ("galera.galera_aria 'binlogoff'", Outcome::Pass, Some(2319), 0.166),
         ]
     );
     assert_eq!(
         get(&parsed, "galera.galera_var_notify_cmd").reason,
         "MDEV-37257 WSREP: Notification command failed: 1 (Operation not permitted)"
     );
-    assert_eq!(
-        get(&parsed, "galera.MDEV-35748").reason,
-        "Test requires MyRocks engine"
-    );
+    assert_eq!(get(&parsed, "galera.MDEV-35748").reason, "Test requires MyRocks engine");
     assert_eq!(
         get(&parsed, "galera.galera_var_trx_fragment_size").reason,
         "mysqltest: At line 15: query 'SET GLOBAL wsrep_trx_fragment_size=-1' failed: \
@@ -240,11 +198,7 @@ fn parallel_run() {
 #[test]
 fn progress_sees_every_result_line() {
     let text = include_str!("testdata/parallel_tandem.log");
-    let streamed: Vec<String> = text
-        .lines()
-        .filter_map(super::parse::result_line)
-        .map(|r| r.test)
-        .collect();
+    let streamed: Vec<String> = text.lines().filter_map(super::parse::result_line).map(|r| r.test).collect();
     let parsed: Vec<String> = parse_log(text).tests.into_iter().map(|t| t.name).collect();
     assert_eq!(streamed, parsed);
 }
@@ -255,10 +209,7 @@ fn progress_sees_every_result_line() {
 fn aborted_run() {
     let mut parsed = parse_log(include_str!("testdata/unknown_test.log"));
     assert!(parsed.tests.is_empty());
-    assert_eq!(
-        parsed.fatal,
-        ["mysql-test-run: *** ERROR: Could not find 'nosuch_test' in 'galera' suite"]
-    );
+    assert_eq!(parsed.fatal, ["mysql-test-run: *** ERROR: Could not find 'nosuch_test' in 'galera' suite"]);
     parsed.add_not_run(&["galera.nosuch_test".to_string()]);
     assert_eq!(parsed.count(Outcome::NotRun), 1);
 }

@@ -4,8 +4,8 @@ mod elsewhere;
 mod goals;
 mod rejoin;
 
-pub use rejoin::LARGE_REJOIN;
 use rejoin::rejoin_section;
+pub use rejoin::LARGE_REJOIN;
 
 use super::plan::Placement;
 use super::results::{geomean, round_noise, spread, CellResult, Combined, Results, SingleNode, Spread};
@@ -77,11 +77,7 @@ fn header(out: &mut String, r: &Results) {
         "| Machine | `{}`: {} cores ({}), {:.1} GiB RAM, Linux {} |",
         m.host, m.cores, m.cpu, m.memory_gib, m.kernel
     );
-    let _ = writeln!(
-        out,
-        "| MariaDB | {} (the same binaries for every target) |",
-        v.mariadb
-    );
+    let _ = writeln!(out, "| MariaDB | {} (the same binaries for every target) |", v.mariadb);
     let _ = writeln!(out, "| Galera | galera-4 {} |", v.galera);
     let _ = writeln!(out, "| Tandem | {} |", v.tandem);
     let _ = writeln!(out, "| sysbench | {} |", v.sysbench);
@@ -90,18 +86,11 @@ fn header(out: &mut String, r: &Results) {
         "| Cluster | {} node(s) on 127.0.0.1, `wsrep_slave_threads={}`; standalone = one MariaDB without wsrep, same settings |",
         s.matrix.nodes, s.slave_threads
     );
-    let options: Vec<String> = s
-        .mysqld_options
-        .iter()
-        .map(|(k, v)| format!("`{k}={v}`"))
-        .collect();
+    let options: Vec<String> = s.mysqld_options.iter().map(|(k, v)| format!("`{k}={v}`")).collect();
     let _ = writeln!(out, "| Server settings | {} |", options.join(", "));
     if !s.provider_options.is_empty() {
-        let _ = writeln!(
-            out,
-            "| Provider options | {}, the same for Tandem and Galera |",
-            code_list(&s.provider_options)
-        );
+        let _ =
+            writeln!(out, "| Provider options | {}, the same for Tandem and Galera |", code_list(&s.provider_options));
     }
     if !s.tandem_options.is_empty() {
         let _ = writeln!(out, "| Tandem's own options | {} |", code_list(&s.tandem_options));
@@ -112,11 +101,7 @@ fn header(out: &mut String, r: &Results) {
             "| TLS | on for both providers: group channel (`socket.ssl=YES`, one CA, a certificate per node) and SST (`[sst] encrypt=4`) |"
         );
     }
-    let _ = writeln!(
-        out,
-        "| Data | {} tables x {} rows (sysbench `oltp_common`) |",
-        s.tables, s.table_size
-    );
+    let _ = writeln!(out, "| Data | {} tables x {} rows (sysbench `oltp_common`) |", s.tables, s.table_size);
     let _ = writeln!(
         out,
         "| Each run | {} s warm-up (not counted), then {} s measured; {} round(s) per cell and target |\n",
@@ -156,10 +141,7 @@ and the retry are listed under the workload's table.
 ";
 
 fn summary(out: &mut String, r: &Results) {
-    let _ = writeln!(
-        out,
-        "## Summary: Tandem / Galera TPS (geometric mean over thread counts)\n"
-    );
+    let _ = writeln!(out, "## Summary: Tandem / Galera TPS (geometric mean over thread counts)\n");
     let placements = r.settings.matrix.placements();
     let mut head = "| Workload |".to_string();
     let mut rule = "|---|".to_string();
@@ -192,10 +174,7 @@ fn per_workload(out: &mut String, r: &Results) {
             out,
             "| Clients | Threads | Standalone TPS | Galera TPS | Tandem TPS | T/G TPS | rounds ± S / G / T | Galera p95 | Tandem p95 | T/G p95 | cert fail G / T | drain s G / T |"
         );
-        let _ = writeln!(
-            out,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for c in r.cells.iter().filter(|c| c.cell.workload == w) {
             let _ = writeln!(out, "{}", cell_row(c));
         }
@@ -205,15 +184,8 @@ fn per_workload(out: &mut String, r: &Results) {
 }
 
 fn cell_row(c: &CellResult) -> String {
-    let get = |k| Figures {
-        ran: c.ran(k),
-        combined: c.of(k),
-    };
-    let (s, g, t) = (
-        get(ProviderKind::Standalone),
-        get(ProviderKind::Galera),
-        get(ProviderKind::Tandem),
-    );
+    let get = |k| Figures { ran: c.ran(k), combined: c.of(k) };
+    let (s, g, t) = (get(ProviderKind::Standalone), get(ProviderKind::Galera), get(ProviderKind::Tandem));
     let standalone = match c.cell.placement {
         Placement::Node1 => tps(&s),
         Placement::Spread => "–".into(),
@@ -261,10 +233,10 @@ fn errors(out: &mut String, r: &Results, w: super::plan::Workload) {
             }
         }
     }
-    if r.cells.iter().any(|c| {
-        c.cell.workload == w
-            && c.runs.iter().any(|m| m.error.is_some() || m.retried_after.is_some())
-    }) {
+    if r.cells
+        .iter()
+        .any(|c| c.cell.workload == w && c.runs.iter().any(|m| m.error.is_some() || m.retried_after.is_some()))
+    {
         out.push('\n');
     }
 }
@@ -366,26 +338,15 @@ fn resources(out: &mut String, r: &Results) {
             ""
         }
     );
-    let (head, rule) = if split {
-        (" RSS anon + file per node (MiB) |", "---|")
-    } else {
-        ("", "")
-    };
-    let _ = writeln!(
-        out,
-        "| Target | Peak RSS per node (MiB) |{head} CPU s | Transactions | CPU s per 1000 trx |"
-    );
+    let (head, rule) = if split { (" RSS anon + file per node (MiB) |", "---|") } else { ("", "") };
+    let _ = writeln!(out, "| Target | Peak RSS per node (MiB) |{head} CPU s | Transactions | CPU s per 1000 trx |");
     let _ = writeln!(out, "|---|---|{rule}---:|---:|---:|");
     let join = |v: &[f64]| v.iter().map(|m| format!("{m:.0}")).collect::<Vec<_>>().join(" / ");
     for res in &r.resources {
         let per_1000 = res.cpu_per_1000().map_or("–".into(), |v| format!("{v:.3}"));
         let anon_file = if split {
-            let pairs: Vec<String> = res
-                .rss_anon_mib
-                .iter()
-                .zip(&res.rss_file_mib)
-                .map(|(a, f)| format!("{a:.0} + {f:.0}"))
-                .collect();
+            let pairs: Vec<String> =
+                res.rss_anon_mib.iter().zip(&res.rss_file_mib).map(|(a, f)| format!("{a:.0} + {f:.0}")).collect();
             format!(" {} |", if pairs.is_empty() { "–".into() } else { pairs.join(" / ") })
         } else {
             String::new()
@@ -436,27 +397,15 @@ fn repeatability(out: &mut String, r: &Results, spread: Option<Spread>) {
         s.groups.len()
     );
     for g in &s.groups {
-        let _ = writeln!(
-            out,
-            "| {} | {:.2} | {:.2} | {:+.1}% |",
-            g.label,
-            g.previous,
-            g.now,
-            g.moved_pct()
-        );
+        let _ = writeln!(out, "| {} | {:.2} | {:.2} | {:+.1}% |", g.label, g.previous, g.now, g.moved_pct());
     }
     out.push('\n');
 }
 
 /// The rounds' spread, per target: the noise a single run carries here.
 fn noise_within_run(out: &mut String, r: &Results) {
-    let noise: Vec<String> = r
-        .settings
-        .matrix
-        .targets
-        .iter()
-        .filter_map(|&t| Some(format!("{t} {:.0}%", round_noise(r, t)?)))
-        .collect();
+    let noise: Vec<String> =
+        r.settings.matrix.targets.iter().filter_map(|&t| Some(format!("{t} {:.0}%", round_noise(r, t)?))).collect();
     if !noise.is_empty() {
         let _ = writeln!(
             out,
@@ -504,9 +453,7 @@ fn p95(f: &Figures) -> String {
 }
 
 fn seconds(f: &Figures) -> String {
-    f.combined
-        .as_ref()
-        .map_or("–".into(), |m| format!("{:.1}", m.drain_s))
+    f.combined.as_ref().map_or("–".into(), |m| format!("{:.1}", m.drain_s))
 }
 
 fn count(v: Option<u64>) -> String {
@@ -521,23 +468,18 @@ fn ratio(v: Option<f64>) -> String {
 mod tests {
     use super::*;
     use crate::bench::results::tests::sample;
-    use crate::bench::results::{Measurement, Resources};
     use crate::bench::results::RejoinVariant;
+    use crate::bench::results::{Measurement, Resources};
 
     #[test]
     fn cell_rows_carry_both_providers_and_ratios() {
         let r = sample([120.0, 80.0]);
         let md = render(&r, None);
         assert!(
-            md.contains(
-                "| node 1 | 1 | 400 | 100 | 120 | 1.20 | – / – / – | 5.00 | 4.00 | 0.80 | 3 / 3 | 0.2 / 0.2 |"
-            ),
+            md.contains("| node 1 | 1 | 400 | 100 | 120 | 1.20 | – / – / – | 5.00 | 4.00 | 0.80 | 3 / 3 | 0.2 / 0.2 |"),
             "{md}"
         );
-        assert!(
-            md.contains("| node 1 | 16 | 400 | 100 | 80 | 0.80 |"),
-            "{md}"
-        );
+        assert!(md.contains("| node 1 | 16 | 400 | 100 | 80 | 0.80 |"), "{md}");
         assert!(md.contains("### oltp_write_only"));
         assert!(md.contains("```sh\ntandem bench\n```"));
     }
@@ -554,10 +496,13 @@ mod tests {
         let mut r = sample([120.0, 80.0]);
         r.cells[1].runs[0].retried_after = Some("sysbench failed: FATAL: stall".into());
         let md = render(&r, None);
-        assert!(md.contains(
-            "* tandem, oltp_write_only 16 thr node 1: run twice, the figures are the second run's; \
+        assert!(
+            md.contains(
+                "* tandem, oltp_write_only 16 thr node 1: run twice, the figures are the second run's; \
              the first failed: sysbench failed: FATAL: stall"
-        ), "{md}");
+            ),
+            "{md}"
+        );
     }
 
     #[test]
@@ -565,13 +510,8 @@ mod tests {
         let mut r = sample([120.0, 80.0]);
         r.cells[1].runs[0].error = Some("sysbench failed: FATAL: x".into());
         let md = render(&r, None);
-        assert!(
-            md.contains("| node 1 | 16 | 400 | 100 | failed | – |"),
-            "{md}"
-        );
-        assert!(md.contains(
-            "* tandem, oltp_write_only 16 thr node 1: **failed**: sysbench failed: FATAL: x"
-        ));
+        assert!(md.contains("| node 1 | 16 | 400 | 100 | failed | – |"), "{md}");
+        assert!(md.contains("* tandem, oltp_write_only 16 thr node 1: **failed**: sysbench failed: FATAL: x"));
     }
 
     #[test]
@@ -591,14 +531,8 @@ mod tests {
         let md = render(&r, None);
         // Galera: median of 80, 100, 110 and (110 - 80) / 100; Tandem's one
         // surviving round has nothing to compare with.
-        assert!(
-            md.contains("| node 1 | 1 | 400 | 100 | 120 | 1.20 | – / 30% / – |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("* tandem, oltp_write_only 1 thr node 1, round 2: **failed**: FATAL: gone"),
-            "{md}"
-        );
+        assert!(md.contains("| node 1 | 1 | 400 | 100 | 120 | 1.20 | – / 30% / – |"), "{md}");
+        assert!(md.contains("* tandem, oltp_write_only 1 thr node 1, round 2: **failed**: FATAL: gone"), "{md}");
         assert!(md.contains("3 round(s) per cell and target"), "{md}");
         // Galera's one cell with rounds: 30%; Tandem and standalone have none.
         assert!(md.contains("by: galera 30%."), "{md}");
@@ -616,10 +550,7 @@ mod tests {
             transactions: 24_000,
         }];
         let md = render(&r, None);
-        assert!(
-            md.contains("| tandem | 700 / 650 / 651 | 12.0 | 24000 | 0.500 |"),
-            "{md}"
-        );
+        assert!(md.contains("| tandem | 700 / 650 / 651 | 12.0 | 24000 | 0.500 |"), "{md}");
     }
 
     fn with_rejoin() -> Results {
@@ -658,9 +589,17 @@ mod tests {
             ),
             "{md}"
         );
-        assert!(md.contains("| kill -9 | 100000 / 100000 | 169.0 / 153.0 | IST / IST | 26.0 (21.0–31.0) | 11.0 (9.0–13.0) | 0.42 |"), "{md}");
+        assert!(
+            md.contains(
+                "| kill -9 | 100000 / 100000 | 169.0 / 153.0 | IST / IST | 26.0 (21.0–31.0) | 11.0 (9.0–13.0) | 0.42 |"
+            ),
+            "{md}"
+        );
         assert!(md.contains("| downtime | – / 60000 | – / 153.0 | failed / IST | failed | 3.0 | – | – / – |"), "{md}");
-        assert!(md.contains("* galera, rejoin after downtime, round 1: **failed**: node3 not Synced after 1800 s"), "{md}");
+        assert!(
+            md.contains("* galera, rejoin after downtime, round 1: **failed**: node3 not Synced after 1800 s"),
+            "{md}"
+        );
         assert!(md.contains("T/G clean stop 0.40, kill -9 0.42."), "{md}");
         assert!(md.contains("(Tandem IST in 3.0 s here, on 8 tables x 1000 rows)"), "{md}");
         assert!(md.contains(LARGE_REJOIN), "{md}");
@@ -674,7 +613,10 @@ mod tests {
         j.runs.clear();
         j.skipped = Some("needs 3 or more nodes per cluster (this run has 1)".into());
         let md = render(&r, None);
-        assert!(md.contains("## Rejoin: a node restarted after missing write-sets\n\nNot run: needs 3 or more nodes"), "{md}");
+        assert!(
+            md.contains("## Rejoin: a node restarted after missing write-sets\n\nNot run: needs 3 or more nodes"),
+            "{md}"
+        );
         assert!(!md.contains("| Variant |"), "{md}");
     }
 
@@ -701,7 +643,10 @@ mod tests {
         let old: Results = serde_json::from_str(crate::bench::results::tests::RUN7).unwrap();
         let md = render(&old, None);
         assert!(!md.contains("## Rejoin") && !md.contains("## 1-node") && !md.contains("Provider options"), "{md}");
-        assert!(md.contains("| Target | Peak RSS per node (MiB) | CPU s | Transactions | CPU s per 1000 trx |"), "{md}");
+        assert!(
+            md.contains("| Target | Peak RSS per node (MiB) | CPU s | Transactions | CPU s per 1000 trx |"),
+            "{md}"
+        );
         assert!(md.contains("| tandem | 997 / 936 / 935 | 1147.9 | 6120139 | 0.188 |"), "{md}");
         assert!(md.contains("| node 1 | 1 | 1886 | 762 | 864 | 1.13 |"), "{md}");
     }
@@ -725,7 +670,14 @@ mod tests {
     fn a_quick_run_renders_every_section() {
         let r: Results = serde_json::from_str(QUICK).unwrap();
         let md = render(&r, None);
-        for section in ["## Summary", "## Results per workload", "## Rejoin", "## 1-node cluster", "## Resources", "## Repeatability"] {
+        for section in [
+            "## Summary",
+            "## Results per workload",
+            "## Rejoin",
+            "## 1-node cluster",
+            "## Resources",
+            "## Repeatability",
+        ] {
             assert!(md.contains(section), "{section} in {md}");
         }
         let j = r.rejoin.as_ref().unwrap();
@@ -771,9 +723,6 @@ mod tests {
         let md = render(&b, Some(&a));
         assert!(md.contains("median of 5.0% and at most 10.0%"), "{md}");
         assert!(md.contains("2 of 2 cells stayed within ±15%"), "{md}");
-        assert!(
-            md.contains("standalone server's own TPS (no provider involved) moved by a median of 0.0%"),
-            "{md}"
-        );
+        assert!(md.contains("standalone server's own TPS (no provider involved) moved by a median of 0.0%"), "{md}");
     }
 }

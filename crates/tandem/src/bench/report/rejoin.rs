@@ -115,17 +115,13 @@ fn targets_note(out: &mut String, r: &Results, j: &Rejoin) {
     );
     let downtime = j
         .summary(ProviderKind::Tandem, RejoinVariant::Downtime)
-        .map_or("not run".to_string(), |s| {
-            format!("Tandem {} in {:.1} s here", s.transfers(), s.synced_s)
-        });
+        .map_or("not run".to_string(), |s| format!("Tandem {} in {:.1} s here", s.transfers(), s.synced_s));
     let _ = writeln!(
         out,
         "* A restart after 1 minute of downtime on a 2 GB data set takes seconds, not an SST: the downtime variant\n  \
          ({downtime}, on {} tables x {} rows). For the 2 GB data set (8 x 1000000 rows) run\n  \
          `{}`.\n",
-        r.settings.tables,
-        r.settings.table_size,
-        LARGE_REJOIN
+        r.settings.tables, r.settings.table_size, LARGE_REJOIN
     );
 }
 
