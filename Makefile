@@ -43,11 +43,13 @@ demo-down:
 
 test: build lint test-unit test-cluster test-mtr
 
-# Clippy with every warning an error, and the lock lints of Cargo.toml
-# ([workspace.lints.clippy]: no guard in a match/if-let scrutinee, none
-# across an await) among them.
+# rustfmt's layout (rustfmt.toml), and clippy with every warning an error,
+# the lock lints of Cargo.toml ([workspace.lints.clippy]: no guard in a
+# match/if-let scrutinee, none across an await) among them.
 lint:
+	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
+	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 test-unit:
