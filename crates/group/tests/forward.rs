@@ -13,6 +13,18 @@ fn payloads(origin: u64, texts: &[&str]) -> Vec<wire::AppPayload> {
     texts.iter().map(|t| wire::AppPayload { origin, bytes: wire::Bytes::from(t.as_bytes().to_vec()) }).collect()
 }
 
+/// Forwards `texts` as `origin` on `s`, and checks the answer hands every
+/// one of them back, in order.
+fn handed_back(s: &mut std::net::TcpStream, origin: u64, texts: &[&str]) {
+    let sent = payloads(origin, texts);
+    s.write_all(&wire::encode_request(&wire::Request::Forward { payloads: sent.clone() }).unwrap()).unwrap();
+    let answer: wire::Response = read_frame(s);
+    let wire::Response::Returned { payloads: back } = answer else {
+        panic!("forwarded payloads not handed back: {answer:?}");
+    };
+    assert_eq!(back, sent, "all of them, in order");
+}
+
 /// Forwarded payloads are answered only when not taken: the leader appends
 /// them and says nothing (the next answer on the connection is that of the
 /// keepalive sent after them); a member that does not lead hands them back,
@@ -41,13 +53,7 @@ fn forwards_are_answered_only_when_handed_back_by_a_member_that_does_not_lead() 
     wait_delivered(&all, b"taken-2");
 
     let mut s = connect_as(followers[1], sender);
-    let sent = payloads(sender, &["back-1", "back-2", "back-3"]);
-    s.write_all(&wire::encode_request(&wire::Request::Forward { payloads: sent.clone() }).unwrap()).unwrap();
-    let answer: wire::Response = read_frame(&mut s);
-    let wire::Response::Returned { payloads: back } = answer else {
-        panic!("a follower hands forwarded payloads back: {answer:?}");
-    };
-    assert_eq!(back, sent, "all of them, in order");
+    handed_back(&mut s, sender, &["back-1", "back-2", "back-3"]);
     submit(leader, b"after-the-hand-back");
     wait_delivered(&all, b"after-the-hand-back");
     for m in &all {
@@ -70,13 +76,7 @@ fn a_refused_forward_is_handed_back_not_failed() {
     let stranger = 0x5eed_u64;
     assert!(all.iter().all(|m| m.id() != stranger));
     let mut s = connect_as(leader, stranger);
-    let sent = payloads(stranger, &["refused-1", "refused-2"]);
-    s.write_all(&wire::encode_request(&wire::Request::Forward { payloads: sent.clone() }).unwrap()).unwrap();
-    let answer: wire::Response = read_frame(&mut s);
-    let wire::Response::Returned { payloads: back } = answer else {
-        panic!("a refused forward is handed back: {answer:?}");
-    };
-    assert_eq!(back, sent, "all of them, in order");
+    handed_back(&mut s, stranger, &["refused-1", "refused-2"]);
     submit(leader, b"after-the-refusal");
     wait_delivered(&all, b"after-the-refusal");
     for m in &all {
