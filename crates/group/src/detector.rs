@@ -31,9 +31,9 @@ use log::{info, warn};
 use openraft::{Instant as _, ServerState};
 
 use crate::partition;
-use crate::raft::state_machine::{blocking_section, lock};
 use crate::raft::types::Metrics;
 use crate::shared::Shared;
+use crate::sync::{blocking_section, lock};
 use crate::weight;
 use crate::{Connectivity, MemberId};
 

@@ -32,9 +32,9 @@ use tokio::runtime::Handle;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio::task::JoinHandle;
 
-use crate::raft::state_machine::lock;
 use crate::raft::types::AppPayload;
 use crate::shared::Shared;
+use crate::sync::lock;
 use crate::transport::tls::PeerStream;
 use crate::wire::{self, Request, Response};
 use crate::{GroupError, MemberId};

@@ -180,7 +180,7 @@ impl Window {
 
     fn note_lost(&self, count: usize, why: &str) {
         let total = self.lost.fetch_add(count as u64, Ordering::AcqRel) + count as u64;
-        let mut logged = crate::raft::state_machine::lock(&self.logged);
+        let mut logged = crate::sync::lock(&self.logged);
         if logged.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1)) {
             *logged = Some(std::time::Instant::now());
             info!(

@@ -519,12 +519,9 @@ async fn hand_over_leadership(shared: &Shared, voters: &[MemberId]) {
             return;
         }
         let try_ends = (Instant::now() + TRANSFER_TRY).min(deadline);
-        while Instant::now() < try_ends {
-            if matches!(shared.metrics().current_leader, Some(l) if l != me) {
-                info!("Member {me} handed the leadership over to {successor}");
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        if until_metrics(shared, try_ends, |m| m.current_leader.is_some_and(|l| l != me)).await {
+            info!("Member {me} handed the leadership over to {successor}");
+            return;
         }
     }
     info!("Member {me}: no successor took the leadership over within {HAND_OVER_WAIT:?}; leaving anyway");
@@ -533,17 +530,29 @@ async fn hand_over_leadership(shared: &Shared, voters: &[MemberId]) {
 /// Waits, until `deadline` at most, for `successor` to hold every entry in
 /// this leader's log: the transfer is ignored otherwise.
 async fn until_caught_up(shared: &Shared, successor: MemberId, deadline: Instant) {
+    until_metrics(shared, deadline, |m| {
+        let matched = m.replication.as_ref().and_then(|r| r.get(&successor).cloned().flatten());
+        matched.map(|l| l.index) >= m.last_log_index
+    })
+    .await;
+}
+
+/// Waits until `holds` is true of openraft's metrics, or `until` passes;
+/// whether it held. Woken by each change of the metrics, not by polling.
+async fn until_metrics(shared: &Shared, until: Instant, holds: impl Fn(&crate::raft::types::Metrics) -> bool) -> bool {
     use openraft::async_runtime::WatchReceiver;
     let mut metrics = shared.raft().metrics();
     loop {
-        let caught_up = shared.with_metrics(|m| {
-            let matched = m.replication.as_ref().and_then(|r| r.get(&successor).cloned().flatten());
-            matched.map(|l| l.index) >= m.last_log_index
-        });
-        let left = deadline.saturating_duration_since(Instant::now());
-        if caught_up || left.is_zero() {
-            return;
+        if shared.with_metrics(&holds) {
+            return true;
         }
-        let _ = tokio::time::timeout(left, metrics.changed()).await;
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        // A stopped Raft changes nothing any more: wait out the time.
+        if let Ok(Err(_)) = tokio::time::timeout(left, metrics.changed()).await {
+            tokio::time::sleep(left).await;
+        }
     }
 }

@@ -29,6 +29,7 @@ pub mod send_window;
 mod shared;
 mod store;
 mod submit;
+mod sync;
 mod transport;
 mod weight;
 pub mod wire;

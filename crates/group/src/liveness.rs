@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::raft::state_machine::lock;
+use crate::sync::lock;
 use crate::MemberId;
 
 #[derive(Default)]

@@ -41,8 +41,8 @@ use std::time::Duration;
 use openraft::{LinearizerOption, ReadPolicy};
 use tokio::sync::oneshot;
 
-use crate::raft::state_machine::lock;
 use crate::shared::Shared;
+use crate::sync::lock;
 use crate::wire::{Request, Response};
 use crate::GroupError;
 

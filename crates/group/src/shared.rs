@@ -90,7 +90,7 @@ impl Shared {
     }
 
     pub fn partition_policy(&self) -> crate::PartitionPolicy {
-        *crate::raft::state_machine::lock(&self.partition)
+        *crate::sync::lock(&self.partition)
     }
 
     pub fn is_primary(&self) -> bool {

@@ -325,7 +325,7 @@ pub const BULK_FRAME_BYTES: usize = 8 << 20;
 /// Runs `f`, in a blocking section when it handles a frame of `bytes`.
 fn for_frame<R>(bytes: usize, f: impl FnOnce() -> R) -> R {
     if bytes >= BULK_FRAME_BYTES {
-        crate::raft::state_machine::blocking_section(f)
+        crate::sync::blocking_section(f)
     } else {
         f()
     }

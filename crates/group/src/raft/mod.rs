@@ -28,9 +28,9 @@ use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc;
 
 pub use self::startup::RaftStarter;
-use self::state_machine::lock;
 use self::types::{AppPayload, Bytes};
 use crate::shared::Shared;
+use crate::sync::lock;
 use crate::wire::{Request, MAX_PAYLOAD_BYTES};
 use crate::{join, submit, CacheStatus, GroupChannel, GroupError, GroupStatus, MemberId, Membership};
 
@@ -272,7 +272,7 @@ impl GroupChannel for RaftGroup {
     }
 
     fn set_partition_policy(&self, policy: crate::PartitionPolicy) {
-        *state_machine::lock(&self.shared.partition) = policy;
+        *lock(&self.shared.partition) = policy;
     }
 
     fn isolate(&self, to: crate::Isolation) -> Result<(), GroupError> {

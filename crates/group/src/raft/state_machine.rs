@@ -22,6 +22,7 @@ use openraft::{EntryPayload, RaftSnapshotBuilder};
 use super::types::{uniform_view, Entry, GroupTypes, LogId, Snapshot, SnapshotMeta, StoredMembership};
 use crate::store::checkpoint::{CheckpointRecord, Checkpoints};
 use crate::store::log_store::DurableLog;
+use crate::sync::{blocking_section, lock};
 use crate::{Membership, Ordered, Replica};
 
 /// The engine's replica. Every call into it goes through this mutex, which is
@@ -30,25 +31,6 @@ pub type SharedReplica = Arc<Mutex<Box<dyn Replica>>>;
 
 /// Entries handed to the replica per blocking section.
 const APPLY_BATCH: usize = 1024;
-
-/// Runs `f`, which may block or take long: a call into the replica (the
-/// engine's own locks, a slow disk), disk work of the log, a frame of tens
-/// of MiB. On the group runtime tell tokio first: it moves this worker's
-/// other tasks (the Raft core, heartbeats) to another thread meanwhile, so
-/// a slow replica or a large copy cannot get this member evicted.
-pub(crate) fn blocking_section<R>(f: impl FnOnce() -> R) -> R {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
-    }
-}
-
-pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic inside the replica poisons the mutex; the state machine task is
-    // gone by then and openraft reports it as fatal, so keep serving status.
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// What openraft needs to know about the applied state, kept next to it.
 #[derive(Default)]

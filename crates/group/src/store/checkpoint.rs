@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use tandem_gcache::{list_blobs, read_blob, remove_blob, write_blob};
 
 use super::disk::Disk;
-use crate::raft::state_machine::lock;
 use crate::raft::types::{LogId, StoredMembership};
+use crate::sync::lock;
 
 const PREFIX: &str = "checkpoint.";
 const CHECKPOINT_VERSION: u8 = 1;

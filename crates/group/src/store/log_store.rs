@@ -30,8 +30,8 @@ use super::rate::AppendRate;
 use super::{decode_entry, encode_entry, BLOB_COMMITTED, BLOB_PURGED, BLOB_VOTE};
 // Disk work that may wait (fsync, reads of old entries, cuts) runs in a
 // blocking section, so the worker's other tasks (heartbeats) move elsewhere.
-use crate::raft::state_machine::{blocking_section as blocking, lock};
 use crate::raft::types::{Entry, GroupTypes, LogId, Vote};
+use crate::sync::{blocking_section as blocking, lock};
 
 /// `committed` is saved at most this often (it only speeds up a restart).
 const COMMITTED_EVERY_MS: u128 = 1_000;

@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 use self::tls::{PeerStream, Tls};
 
 use crate::liveness::Liveness;
-use crate::raft::state_machine::lock;
+use crate::sync::lock;
 use crate::wire::{self, Hello, Request, Response};
 use crate::{Isolation, MemberId};
 
