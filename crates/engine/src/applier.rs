@@ -10,7 +10,7 @@
 //!             → sst_received(Y) → write-sets after Y → synced
 //! ```
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::admission::{Admission, Plan};
@@ -18,7 +18,7 @@ use crate::app::ApplyJob;
 use crate::certification::Verdict;
 use crate::group_state::ViewChange;
 use crate::message::Body;
-use crate::monitor::Monitor;
+use crate::monitor::{Interrupted, Monitor};
 use crate::node::Node;
 use crate::queue::Task;
 use crate::stats::Stats;
@@ -27,9 +27,13 @@ use crate::view::{View, ViewStatus};
 use crate::waiter::Reply;
 use crate::writeset::{flags, WriteSet};
 
-/// How long the final view waits for the other receivers to finish their
-/// task before the position is saved.
+/// How long the final view waits for what was ordered before it (and then
+/// for the other receivers to finish their task) before the position is
+/// saved.
 const FINAL_DRAIN: Duration = Duration::from_secs(5);
+/// While the provider closes, how long a wait for a turn lasts with nothing
+/// leaving the monitor before it gives up (`Node::wait_in_order`).
+const CLOSING_STALL: Duration = Duration::from_secs(10);
 
 /// How the applier loop ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,11 +79,11 @@ impl Node {
                 Step::ExitThread if self.inner.receivers.load(Ordering::Acquire) > 1 => break RecvEnd::Closed,
                 Step::ExitThread => {}
                 Step::Fatal => {
-                    self.inner.queue.close();
+                    self.end_applying();
                     break RecvEnd::Fatal;
                 }
                 Step::RestartRequired => {
-                    self.inner.queue.close();
+                    self.end_applying();
                     break RecvEnd::RestartRequired;
                 }
             }
@@ -99,6 +103,7 @@ impl Node {
             Task::Donate { after, request, joiner } => self.donate(ctx, after, &request, joiner),
             Task::Synced { after } => self.become_synced(after),
             Task::Final => {
+                self.await_last_ordered(FINAL_DRAIN);
                 let group_uuid = self.inner.core.lock().group_uuid();
                 self.inner.app.view(ctx, &View::final_view(group_uuid));
                 self.inner.core.lock().on_final();
@@ -106,10 +111,33 @@ impl Node {
                 // the other receivers were still draining (a view among them).
                 self.wait_other_receivers(FINAL_DRAIN);
                 self.save_state();
-                self.inner.queue.close();
+                self.end_applying();
                 Step::Next
             }
             Task::RestartRequired => Step::RestartRequired,
+        }
+    }
+
+    /// Nothing more will be applied on this connection: the queue drops
+    /// what it holds and every monitor wait that could only end by a seqno
+    /// leaving ends now (a client or applier would wait for good).
+    pub(crate) fn end_applying(&self) {
+        self.inner.queue.close();
+        self.inner.apply.close();
+        self.inner.commit.close();
+    }
+
+    /// Before the final view: waits, at most `limit`, until everything the
+    /// group ordered to this node has been applied or committed (the
+    /// write-sets queued before the final view, and local clients ordered
+    /// among them), so that the position saved next is the data's.
+    fn await_last_ordered(&self, limit: Duration) {
+        let last = self.inner.core.lock().last_ordered;
+        if self.inner.apply.wait_left(last, Some(limit)).is_err() {
+            log::info!(
+                "Leaving with seqnos up to {last} ordered and {} applied: the rest is not applied here",
+                self.inner.apply.last_left()
+            );
         }
     }
 
@@ -160,7 +188,7 @@ impl Node {
         if inner.apply.last_left() < depends_on {
             inner.stats.apply_waits.fetch_add(1, Ordering::Relaxed);
         }
-        if inner.apply.enter(seqno, depends_on, None, None).is_err() {
+        if self.wait_in_order(&inner.apply, seqno, depends_on, None).is_err() {
             return Step::Next;
         }
         let job = ApplyJob {
@@ -225,16 +253,32 @@ impl Node {
         }
     }
 
-    /// Waits until `seqno` may enter `monitor`; false if the provider closes first.
+    /// Waits until `seqno` may enter `monitor`; false if nothing more will
+    /// be applied first. Not merely because the provider is closing: what
+    /// was queued before the final view is still applied.
     fn wait_turn(&self, monitor: &Monitor, seqno: Seqno) -> bool {
-        loop {
-            if monitor.enter(seqno, seqno - 1, None, Some(Duration::from_millis(500))).is_ok() {
-                return true;
-            }
-            if self.inner.closing.load(Ordering::Acquire) {
-                return false;
-            }
+        self.wait_in_order(monitor, seqno, seqno - 1, None).is_ok()
+    }
+
+    /// A wait for a turn in `monitor` that ends when it never will: the
+    /// monitor is closed (`end_applying`), or, while the provider closes,
+    /// nothing has left it for [`CLOSING_STALL`].
+    pub(crate) fn wait_in_order(
+        &self,
+        monitor: &Monitor,
+        seqno: Seqno,
+        upto: Seqno,
+        abort: Option<&AtomicBool>,
+    ) -> Result<(), Interrupted> {
+        let closing = &self.inner.closing;
+        let waited = monitor.enter_unless_stalled(seqno, upto, abort, closing, CLOSING_STALL);
+        if waited == Err(Interrupted::Closed) && !self.inner.queue.is_closed() {
+            log::warn!(
+                "Seqno {seqno} gave up its turn while leaving: nothing has committed past {} for {CLOSING_STALL:?}",
+                monitor.last_left()
+            );
         }
+        waited
     }
 
     /// A primary view consumes its seqno: it goes through both monitors alone.
@@ -244,8 +288,8 @@ impl Node {
         if inner.apply.has_left(s) {
             return Step::Next;
         }
-        // While closing, what comes before the view may never be applied (the
-        // queue is dropped): a view is not worth a hung shutdown.
+        // Once nothing more is applied, what comes before the view never
+        // will be: a view is not worth a hung shutdown.
         if !self.wait_turn(&inner.apply, s) || !self.wait_turn(&inner.commit, s) {
             return Step::Next;
         }
@@ -469,7 +513,15 @@ impl Node {
 
     fn donate(&self, ctx: usize, after: Seqno, request: &[u8], joiner: crate::group_state::Sender) -> Step {
         let inner = &self.inner;
-        let _ = inner.apply.wait_left(after, None);
+        if inner.closing.load(Ordering::Acquire) {
+            // Asked just before this node left: the joiner sees its donor
+            // gone from the group and asks another.
+            log::info!("Not donating to {}: this node is leaving the group", joiner.uuid);
+            return Step::Next;
+        }
+        if inner.apply.wait_left(after, None).is_err() {
+            return Step::Next;
+        }
         if inner.core.lock().on_donating(joiner) {
             self.set_synced();
         }
@@ -485,7 +537,9 @@ impl Node {
     }
 
     fn become_synced(&self, after: Seqno) -> Step {
-        let _ = self.inner.apply.wait_left(after, None);
+        if self.inner.apply.wait_left(after, None).is_err() {
+            return Step::Next; // nothing more is applied: never synced
+        }
         if self.inner.core.lock().desyncs > 0 {
             return Step::Next; // still desynced by the operator
         }

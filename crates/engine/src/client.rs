@@ -325,7 +325,8 @@ impl Node {
     pub fn commit_order_enter(&self, trx_id: u64, opaque: usize, seqno: Seqno) -> Status {
         let trx = if opaque == TRACKED { self.known_trx(trx_id) } else { None };
         let abort = trx.as_ref().map(|t| &t.aborted);
-        if self.inner.commit.enter(seqno, seqno - 1, abort, None).is_ok() {
+        let waited = self.wait_in_order(&self.inner.commit, seqno, seqno - 1, abort);
+        if waited.is_ok() {
             return Status::Ok;
         }
         // An applier's write-set is already ordered and certified; only a
@@ -334,6 +335,10 @@ impl Node {
             self.new_lock_epoch("a transaction waiting to commit is rolled back");
         }
         match trx {
+            // Its turn never comes here (the node left before what precedes
+            // it was applied): rolled back, and not replayed. The group
+            // ordered it, so this node gets it back by IST at its next start.
+            Some(_) if waited == Err(Interrupted::Closed) => Status::TrxFail,
             // A fragment is not replayed: the server rolls the transaction
             // back, as Galera has it fail here.
             Some(t) if !t.ordered_at().1 => Status::TrxFail,
@@ -480,7 +485,9 @@ impl Node {
         if b.seqno < 0 || !b.passed {
             return Status::TrxFail;
         }
-        let _ = self.inner.apply.enter(b.seqno, b.depends_on, None, None);
+        if self.wait_in_order(&self.inner.apply, b.seqno, b.depends_on, None).is_err() {
+            return Status::TrxFail; // never its turn here: the node left
+        }
         let job = ApplyJob {
             trx_id,
             conn_id: b.conn_id,
@@ -523,8 +530,14 @@ impl Node {
         if verdict == Verdict::Fail {
             return (Status::TrxFail, ordered);
         }
-        let _ = self.inner.apply.enter(seqno, seqno - 1, None, None);
-        let _ = self.inner.commit.enter(seqno, seqno - 1, None, None);
+        let inner = &self.inner;
+        let turn = self.wait_in_order(&inner.apply, seqno, seqno - 1, None);
+        if turn.and_then(|()| self.wait_in_order(&inner.commit, seqno, seqno - 1, None)).is_err() {
+            // The node left before what precedes the statement was applied:
+            // it does not run here (the next start brings it by IST).
+            inner.local.toi.lock().remove(&conn_id);
+            return (Status::ConnFail, ordered);
+        }
         (Status::Ok, ordered)
     }
 
@@ -558,6 +571,7 @@ impl Node {
         match self.inner.apply.wait_left(target, Some(left)) {
             Ok(()) => Ok(self.last_committed()),
             Err(Interrupted::TimedOut) | Err(Interrupted::Aborted) => Err(Status::TrxFail),
+            Err(Interrupted::Closed) => Err(Status::ConnFail),
         }
     }
 

@@ -7,7 +7,10 @@
 //!
 //! Every seqno must eventually `leave` each monitor, or everything after it
 //! stalls; leaving twice, or leaving a seqno below the start, is harmless so
-//! that cleanup paths can be defensive.
+//! that cleanup paths can be defensive. The one exception is the end of the
+//! applier queue: once nothing more will be applied, [`Monitor::close`] sends
+//! every waiter whose turn has not come away with [`Interrupted::Closed`]
+//! (a shutdown must not wait for a seqno that will never leave).
 //!
 //! Each waiter sleeps on its own thread's condition variable and a `leave`
 //! wakes only the waiters whose turn has come. With one shared condition
@@ -23,6 +26,9 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::types::Seqno;
 
+/// How often a wait in [`Monitor::enter_unless_stalled`] looks for a stall.
+const STALL_POLL: Duration = Duration::from_millis(500);
+
 #[derive(Debug)]
 struct State {
     /// Every seqno up to here has left.
@@ -31,6 +37,8 @@ struct State {
     early: BTreeSet<Seqno>,
     /// While set, nothing above it may enter (FTWRL / pause).
     paused_at: Option<Seqno>,
+    /// Nothing more will leave: a wait that is not over already ends.
+    closed: bool,
     /// Sleeping waiters by (the seqno they wait for, waiter id).
     waiters: BTreeMap<(Seqno, u64), Arc<Condvar>>,
     next_waiter: u64,
@@ -68,6 +76,8 @@ pub enum Interrupted {
     /// The waiter's abort flag was raised (BF abort).
     Aborted,
     TimedOut,
+    /// The monitor was closed before the turn came: it never will.
+    Closed,
 }
 
 impl Monitor {
@@ -77,6 +87,7 @@ impl Monitor {
                 last_left: position,
                 early: BTreeSet::new(),
                 paused_at: None,
+                closed: false,
                 waiters: BTreeMap::new(),
                 next_waiter: 0,
             }),
@@ -90,6 +101,7 @@ impl Monitor {
     /// Restarts the monitor at `position` (a joiner after state transfer).
     pub fn reset(&self, position: Seqno) {
         let mut s = self.state.lock();
+        s.closed = false;
         s.last_left = position;
         s.early.retain(|&n| n > position);
         Self::advance(&mut s);
@@ -117,6 +129,9 @@ impl Monitor {
             if s.last_left >= upto && !paused {
                 break Ok(());
             }
+            if s.closed {
+                break Err(Interrupted::Closed);
+            }
             let (_, cv) = waiting.get_or_insert_with(|| {
                 let (id, cv) = (s.next_waiter, WAKER.with(Arc::clone));
                 s.next_waiter += 1;
@@ -136,6 +151,35 @@ impl Monitor {
             s.waiters.remove(&(upto, id));
         }
         outcome
+    }
+
+    /// [`Monitor::enter`] without a deadline but for one case: while
+    /// `closing` is raised, a wait during which nothing has left for
+    /// `stall` ends with [`Interrupted::Closed`]. A leaving node applies
+    /// what was ordered before it left (the final view comes behind it), so
+    /// the turn normally comes; this bounds a shutdown when it cannot (a
+    /// seqno whose owner is gone), rather than hanging the server for good.
+    pub fn enter_unless_stalled(
+        &self,
+        seqno: Seqno,
+        upto: Seqno,
+        abort: Option<&AtomicBool>,
+        closing: &AtomicBool,
+        stall: Duration,
+    ) -> Result<(), Interrupted> {
+        let mut progress = (self.last_left(), Instant::now());
+        loop {
+            match self.enter(seqno, upto, abort, Some(STALL_POLL.min(stall))) {
+                Err(Interrupted::TimedOut) => {}
+                done => return done,
+            }
+            let left = self.last_left();
+            if left != progress.0 {
+                progress = (left, Instant::now());
+            } else if closing.load(Ordering::Acquire) && progress.1.elapsed() >= stall {
+                return Err(Interrupted::Closed);
+            }
+        }
     }
 
     /// Waits until `seqno` itself has left (used by sync_wait and pause).
@@ -163,6 +207,20 @@ impl Monitor {
     /// Wakes every waiter so it re-checks its abort flag.
     pub fn interrupt(&self) {
         self.state.lock().wake_all();
+    }
+
+    /// Nothing more will leave (the applier queue is closed): every wait
+    /// whose turn has not come ends with [`Interrupted::Closed`], now and
+    /// from now on, until [`Monitor::reopen`] or [`Monitor::reset`].
+    pub fn close(&self) {
+        let mut s = self.state.lock();
+        s.closed = true;
+        s.wake_all();
+    }
+
+    /// Waits again (the next `connect`), from where the monitor stands.
+    pub fn reopen(&self) {
+        self.state.lock().closed = false;
     }
 
     /// Holds back every seqno above `at` until [`Monitor::resume`].
@@ -245,6 +303,62 @@ mod tests {
         flag.store(true, Ordering::Release);
         m.interrupt();
         assert_eq!(waiter.join().unwrap(), Err(Interrupted::Aborted));
+    }
+
+    /// A closed monitor sends away the waiters whose turn has not come, and
+    /// every later one, while a turn that has come is still taken.
+    #[test]
+    fn close_ends_the_waits_that_would_never_end() {
+        let m = Arc::new(Monitor::new(3));
+        let waiter = {
+            let m = m.clone();
+            thread::spawn(move || m.enter(6, 5, None, None))
+        };
+        while m.sleeping() == 0 {
+            thread::yield_now();
+        }
+        m.close();
+        assert_eq!(waiter.join().unwrap(), Err(Interrupted::Closed));
+        assert_eq!(m.enter(7, 6, None, None), Err(Interrupted::Closed), "a later wait does not start");
+        assert_eq!(m.enter(4, 3, None, None), Ok(()), "a turn that has come is taken");
+        assert_eq!(m.wait_left(3, None), Ok(()));
+        m.reopen();
+        assert_eq!(m.enter(6, 5, None, Some(Duration::from_millis(20))), Err(Interrupted::TimedOut), "waits again");
+        m.close();
+        m.reset(5);
+        assert_eq!(m.enter(6, 5, None, None), Ok(()), "reset reopens");
+    }
+
+    /// Progress keeps a closing wait going (seqnos leave for twice the
+    /// stall bound, each well within it); only a stall while closing ends
+    /// it, and an open one never does.
+    #[test]
+    fn a_wait_gives_up_only_on_a_stall_while_closing() {
+        let m = Arc::new(Monitor::new(0));
+        let open = AtomicBool::new(false);
+        let short = Duration::from_millis(50);
+        assert_eq!(m.enter_unless_stalled(1, 0, None, &open, short), Ok(()), "its turn has come");
+        let waiter = {
+            let m = m.clone();
+            thread::spawn(move || m.enter_unless_stalled(5, 4, None, &AtomicBool::new(false), short))
+        };
+        thread::sleep(short * 10);
+        assert!(!waiter.is_finished(), "not closing: waits on");
+        (1..=4).for_each(|s| m.leave(s));
+        assert_eq!(waiter.join().unwrap(), Ok(()));
+
+        let stall = Duration::from_secs(1);
+        let waiter = {
+            let m = m.clone();
+            thread::spawn(move || m.enter_unless_stalled(45, 44, None, &AtomicBool::new(true), stall))
+        };
+        for s in 5..=44 {
+            thread::sleep(stall / 20);
+            m.leave(s);
+        }
+        assert_eq!(waiter.join().unwrap(), Ok(()), "seqnos kept leaving");
+        let closing = AtomicBool::new(true);
+        assert_eq!(m.enter_unless_stalled(47, 46, None, &closing, short), Err(Interrupted::Closed), "45 never leaves");
     }
 
     #[test]

@@ -308,6 +308,8 @@ impl Node {
         self.inner.incarnation.store(incarnation, Ordering::Release);
         self.inner.closing.store(false, Ordering::Release);
         self.inner.queue.reopen();
+        self.inner.apply.reopen();
+        self.inner.commit.reopen();
         {
             let mut core = self.inner.core.lock();
             *core = NodeCore::new(me, incarnation, start, donors.to_string());
@@ -421,9 +423,18 @@ impl Node {
             self.inner.inconsistent_at.lock().get_or_insert(seqno);
         }
         self.save_state();
-        // Applier pushes waiting for room give up; the final view goes in.
-        self.inner.queue.release_hold();
-        self.inner.queue.push_front(Task::Final);
+        // A synced node's final view goes behind what the group ordered
+        // before it left: its appliers apply that (flow control keeps it
+        // short), so the local clients ordered among it commit. (With the
+        // final view first they waited for seqnos nobody would apply, for
+        // good, and the clean stop of a loaded node never ended.) A node
+        // catching up or donating (a backlog flow control does not bound)
+        // stops at once: a client ordered behind it is rolled back, and
+        // the next start applies the rest by IST.
+        let drain = self.inner.core.lock().state == crate::core::LocalState::Synced;
+        if self.inner.queue.push_final(drain) {
+            log::info!("Applying what the group ordered before this node left, then the final view");
+        }
     }
 
     /// Records where the local data is, for the next start.
@@ -484,7 +495,7 @@ impl Node {
         if let Some(group) = group {
             group.shutdown();
         }
-        self.inner.queue.close();
+        self.end_applying();
     }
 
     /// Ticker threads still running: the library is unmapped right after

@@ -152,6 +152,30 @@ impl TaskQueue {
         self.ready.notify_one();
     }
 
+    /// The end of the connection (`disconnect`). With `drain`, behind
+    /// everything already queued: what the group ordered before this node
+    /// left is applied, as Galera applies what its group delivered before
+    /// its own leave, so the monitors drain and the local clients ordered
+    /// among those write-sets commit. Otherwise, and always while the queue
+    /// holds (the join task has not run: nothing queued can be applied),
+    /// first, and nothing queued is applied. Never waits for room. Returns
+    /// whether it went behind other tasks.
+    pub fn push_final(&self, drain: bool) -> bool {
+        let mut s = self.state.lock();
+        if s.closed {
+            return false;
+        }
+        let queued = Queued { task: Task::Final, since: Instant::now() };
+        let behind = drain && !s.holding && !s.tasks.is_empty();
+        if behind {
+            s.tasks.push_back(queued);
+        } else {
+            s.tasks.push_front(queued);
+        }
+        self.ready.notify_all();
+        behind
+    }
+
     /// Blocks for the next task; `None` once closed.
     #[cfg(test)]
     pub fn pop(&self) -> Option<Task> {
@@ -205,6 +229,11 @@ impl TaskQueue {
     /// Re-opens after a disconnect, for the next `connect`.
     pub fn reopen(&self) {
         *self.state.lock() = State::default();
+    }
+
+    /// Closed: nothing queued will be applied any more.
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().closed
     }
 
     pub fn len(&self) -> usize {
@@ -277,16 +306,38 @@ mod tests {
         assert_eq!(q.pop(), Some(apply(1, 50)));
     }
 
+    /// A node that leaves applies what its group ordered before: the end
+    /// of the connection goes behind it, and nothing after the end is
+    /// handed out (it would be applied past the saved position).
     #[test]
-    fn nothing_queued_behind_the_end_of_a_connection_is_handed_out() {
+    fn the_end_of_a_connection_comes_after_what_was_queued_and_nothing_after_it() {
         let q = draining(1 << 20);
         for s in 1..5 {
             q.push(apply(s, 10));
         }
-        q.push_front(Task::Final);
+        assert!(q.push_final(true), "behind four write-sets");
+        q.push(apply(5, 10)); // too late: after the end
+        for s in 1..5 {
+            assert_eq!(q.pop(), Some(apply(s, 10)));
+        }
         assert_eq!(q.pop(), Some(Task::Final));
         assert!(q.is_empty(), "another receiver would apply past the saved position");
         assert_eq!(q.bytes(), 0);
+    }
+
+    /// Before the join task has run nothing queued can be applied (the
+    /// server is not in step), so the end of the connection goes first; so
+    /// it does when the node is not to drain (it was not serving clients).
+    #[test]
+    fn a_held_queue_or_one_not_to_drain_ends_at_once() {
+        for (q, drain) in [(TaskQueue::with_bound(1 << 20), true), (draining(1 << 20), false)] {
+            for s in 1..5 {
+                q.push(apply(s, 10));
+            }
+            assert!(!q.push_final(drain));
+            assert_eq!(q.pop(), Some(Task::Final));
+            assert!(q.is_empty());
+        }
     }
 
     #[test]
