@@ -11,3 +11,4 @@ pub mod option_files;
 pub mod progress;
 pub mod remote;
 pub mod sst;
+pub mod time_fmt;

@@ -89,7 +89,7 @@ pub fn remaining(elapsed: Duration, done: usize, total: usize) -> Option<Duratio
 
 /// `1h02m03s`, `12m03s`, `7s`.
 pub fn clock(d: Duration) -> String {
-    crate::mtr::host::duration(d.as_secs() as f64)
+    crate::time_fmt::duration(d.as_secs() as f64)
 }
 
 #[cfg(test)]

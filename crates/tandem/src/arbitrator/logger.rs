@@ -40,7 +40,7 @@ pub fn format_line(unix: u64, level: log::Level, text: &str) -> String {
         log::Level::Info => "Note",
         _ => "Debug",
     };
-    let stamp = crate::mtr::host::utc(unix);
+    let stamp = crate::time_fmt::utc(unix);
     let stamp = stamp.trim_end_matches(" UTC");
     format!("{stamp} [{label}] WSREP: {}\n", text.replace('\n', " "))
 }

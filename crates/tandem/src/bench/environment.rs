@@ -3,6 +3,7 @@
 
 use super::results::{Machine, Versions};
 use crate::mtr::host;
+use crate::time_fmt;
 use std::path::Path;
 use std::process::Command;
 
@@ -42,7 +43,7 @@ fn sysbench_version(sysbench: &Path) -> String {
 
 /// Now, UTC, to the minute: `2026-11-22 13:45`.
 pub fn utc_now() -> String {
-    host::utc(host::now_unix())[..16].to_string()
+    time_fmt::utc(host::now_unix())[..16].to_string()
 }
 
 #[cfg(test)]

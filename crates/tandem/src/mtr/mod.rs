@@ -24,6 +24,7 @@ pub mod run_as;
 
 use crate::cluster::prereq::{resolve_provider, workspace_root};
 use crate::cluster::ProviderKind;
+use crate::time_fmt;
 use anyhow::{anyhow, bail, Context, Result};
 use parse::{Outcome, Parsed};
 use progress::Progress;
@@ -232,7 +233,7 @@ pub fn run(args: MtrArgs) -> Result<()> {
         let parsed = parse_run(&spec.dir, &record)?;
         progress.say(&format!(
             "{kind}: done in {}: {}; MTR exit status {}",
-            host::duration(record.elapsed_s),
+            time_fmt::duration(record.elapsed_s),
             run::summary_line(&parsed),
             record.exit_text()
         ));

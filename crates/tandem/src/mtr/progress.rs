@@ -2,8 +2,8 @@
 //! (`[tandem 37/412] galera.galera_foo pass  elapsed 12m03s`) and cleared
 //! at the end. Otherwise (CI logs, `| tee`): one plain line per finished test.
 
-use super::host::duration;
 use super::parse::Outcome;
+use crate::time_fmt::duration;
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 

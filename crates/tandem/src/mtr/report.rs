@@ -2,10 +2,11 @@
 //! the tests where Tandem and Galera differ, every test's result, and the
 //! hand-written analysis from `tests/mtr/notes.md`, verbatim.
 
-use super::host::{self, Machine};
+use super::host::Machine;
 use super::parse::{Outcome, Parsed, TestResult};
 use super::run::RunRecord;
 use super::Provider;
+use crate::time_fmt;
 use std::cmp::Ordering;
 use std::fmt::Write;
 
@@ -96,7 +97,7 @@ pub fn render(input: &ReportInput) -> String {
          \"Analysis\" at the end is included verbatim from `{NOTES_PATH}`: edit that file, \
          then re-run `tandem mtr` (or `tandem mtr --reparse DIR` to re-render from the raw \
          logs of a run).\n",
-        host::utc_date(input.started)
+        time_fmt::utc_date(input.started)
     );
     headline(&mut doc, input.runs);
     run_facts(&mut doc, input);
@@ -137,7 +138,7 @@ fn headline(doc: &mut String, runs: &[ProviderResults]) {
             title(run.record.provider),
             all.len(),
             counts_text(&all),
-            host::duration(run.record.elapsed_s)
+            time_fmt::duration(run.record.elapsed_s)
         );
     }
     if let (Some(g), Some(t)) = (find(runs, Provider::Galera), find(runs, Provider::Tandem)) {
@@ -174,7 +175,7 @@ fn find(runs: &[ProviderResults], kind: Provider) -> Option<&ProviderResults> {
 fn run_facts(doc: &mut String, input: &ReportInput) {
     let m = input.machine;
     doc.push_str("## Run\n\n| | |\n|---|---|\n");
-    let _ = writeln!(doc, "| Date | {} to {} |", host::utc(input.started), host::utc(input.finished));
+    let _ = writeln!(doc, "| Date | {} to {} |", time_fmt::utc(input.started), time_fmt::utc(input.finished));
     let _ = writeln!(doc, "| Command | `{}` |", cell(input.command));
     let _ = writeln!(
         doc,
@@ -207,7 +208,7 @@ fn run_facts(doc: &mut String, input: &ReportInput) {
             title(r.provider),
             r.library.display(),
             r.md5,
-            host::utc(r.library_mtime)
+            time_fmt::utc(r.library_mtime)
         );
     }
     if let Some(first) = input.runs.first() {
@@ -261,12 +262,12 @@ fn totals(doc: &mut String, runs: &[ProviderResults], suites: &[String]) {
         for suite in suites {
             let tests: Vec<&TestResult> = run.parsed.tests.iter().filter(|t| t.suite() == suite).collect();
             let wall: f64 = tests.iter().filter_map(|t| t.wall_s).sum();
-            rows.push((format!("`{suite}`"), tests, host::duration(wall)));
+            rows.push((format!("`{suite}`"), tests, time_fmt::duration(wall)));
         }
         if suites.len() > 1 {
-            rows.push(("all".into(), run.parsed.tests.iter().collect(), host::duration(run.record.elapsed_s)));
+            rows.push(("all".into(), run.parsed.tests.iter().collect(), time_fmt::duration(run.record.elapsed_s)));
         } else if let Some(row) = rows.last_mut() {
-            row.2 = host::duration(run.record.elapsed_s);
+            row.2 = time_fmt::duration(run.record.elapsed_s);
         }
         for (suite, tests, time) in rows {
             let n = |o: Outcome| tests.iter().filter(|t| t.outcome == o).count();
@@ -301,7 +302,7 @@ fn totals(doc: &mut String, runs: &[ProviderResults], suites: &[String]) {
                  yet are counted as `not-run`.\n",
                 title(r.provider),
                 r.exit_text(),
-                host::duration(r.elapsed_s)
+                time_fmt::duration(r.elapsed_s)
             );
         }
         if !run.parsed.fatal.is_empty() {

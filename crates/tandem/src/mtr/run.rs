@@ -7,6 +7,7 @@ use super::progress::Progress;
 use super::run_as::RunAs;
 use super::{host, quote_command, Provider};
 use crate::cluster::prereq::find_program;
+use crate::time_fmt;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -233,7 +234,7 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
         "{}: {} (md5 {md5}, built {}), loaded from a copy in {}",
         spec.provider,
         spec.library.display(),
-        host::utc(library_mtime),
+        time_fmt::utc(library_mtime),
         loaded.display()
     ));
 
@@ -262,10 +263,10 @@ pub fn run_provider(env: &MtrEnv, spec: &RunSpec, progress: &mut Progress) -> Re
     writeln!(
         log,
         "# tandem mtr {} provider={} library={} md5={md5} mtime={}\n# cd {} && {mtr_command}",
-        host::utc(started),
+        time_fmt::utc(started),
         spec.provider,
         spec.library.display(),
-        host::utc(library_mtime),
+        time_fmt::utc(library_mtime),
         env.dir.display()
     )?;
     let what = if spec.tests.is_empty() {

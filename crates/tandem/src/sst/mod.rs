@@ -79,7 +79,7 @@ pub fn run(cmd: SstCommand) -> u8 {
 
 fn stamp() -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    crate::mtr::host::utc(now.as_secs())
+    crate::time_fmt::utc(now.as_secs())
 }
 
 pub(crate) fn log_info(msg: &str) {
