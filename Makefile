@@ -8,6 +8,8 @@ LEAN_PACKAGES := prometheus
 CARGO ?= cargo
 PROVIDER := target/release/libtandem.so
 TANDEM := target/release/tandem
+# The lab beside it: benchmarks and MariaDB's MTR suites.
+LAB := target/release/tandem-lab
 DEMO_DIR ?= .tandem/demo
 
 .PHONY: deps build lint demo demo-down test test-unit test-cluster test-partitions test-mtr mtr bench bench-quick clean
@@ -28,7 +30,7 @@ deps:
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (rustup) first"; exit 1; }
 
 build: deps
-	$(CARGO) build --release -p tandem-provider -p tandem
+	$(CARGO) build --release -p tandem-provider -p tandem -p tandem-lab
 
 # A 3-node cluster on loopback, a short write workload on all nodes, then
 # every node's status and row counts. Stop it with `make demo-down`.
@@ -68,23 +70,23 @@ test-partitions: build
 
 # A fast subset of MariaDB's own galera suite (tests/mtr/ci.txt) against our provider.
 test-mtr: build
-	$(TANDEM) mtr --providers tandem --tandem-path $(CURDIR)/$(PROVIDER) --list tests/mtr/ci.txt --no-doc --expect-pass
+	$(LAB) mtr --providers tandem --tandem-path $(CURDIR)/$(PROVIDER) --list tests/mtr/ci.txt --no-doc --expect-pass
 
 # MariaDB's galera, galera_3nodes and galera_sr suites, whole, with Galera and
 # with Tandem (hours: every test of three suites, once per provider); writes docs/compatibility.md.
 mtr: build
-	$(TANDEM) mtr --tandem-path $(CURDIR)/$(PROVIDER)
+	$(LAB) mtr --tandem-path $(CURDIR)/$(PROVIDER)
 
 # Tandem, Galera and standalone MariaDB side by side under sysbench; writes
 # docs/benchmarks.md (+ .json, compared with on the next run). Needs an idle machine.
 # Beside the matrix, the rejoin scenario and the 1-node cell: causal reads, flow
 # control with a slow node, one 100 MiB streaming transaction, and what TLS costs.
 bench: build
-	$(TANDEM) bench --causal-cell --fc-cell --stream-cell --tls-cell
+	$(LAB) bench --causal-cell --fc-cell --stream-cell --tls-cell
 
 # The same in a few minutes, report under .tandem/bench/ (a smoke, not a measurement).
 bench-quick: build
-	$(TANDEM) bench --quick
+	$(LAB) bench --quick
 
 clean:
 	$(CARGO) clean

@@ -3,7 +3,7 @@
 # cluster of each, oltp_write_only with 4 threads on node 1 while
 # oltp_point_select with 4 threads and wsrep_sync_wait=1 reads on node 1 (the
 # group's leader on Tandem, its first node) and then on node 2; 10 s each.
-# The bench's causal cell (`tandem bench --causal-cell`) reads on node 2 only.
+# The bench's causal cell (`tandem-lab bench --causal-cell`) reads on node 2 only.
 #
 # Usage: scripts/causal-reader-node.sh [BASEDIR]
 #   BASEDIR: a relocated MariaDB/Galera/sysbench tree (scripts/device-bench.sh

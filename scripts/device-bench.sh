@@ -5,8 +5,8 @@
 #   scripts/device-bench.sh pack [EXTRA.so ...]   # here: .devbench/ (git-ignored; about 45 MiB)
 #   scripts/device-bench.sh run OUTDIR            # there, from the repository root
 #
-# `pack` takes target/release/libtandem.so and tandem (build them first) and, optionally, other
-# builds of the provider to compare (named variant-1.so, variant-2.so, ... there).
+# `pack` takes target/release/libtandem.so, tandem and tandem-lab (build them first) and, optionally,
+# other builds of the provider to compare (named variant-1.so, variant-2.so, ... there).
 # `run` measures, each step bounded so that a slow one leaves the next its time:
 #   1. the causal-read and flow-control cells (quick sizes, 10 s runs) on Tandem and Galera (Tandem's
 #      causal reads twice: by default and with repl.causal_read_lease=YES);
@@ -19,7 +19,7 @@
 #      one group thread; N=2 measures what a second one gives on this machine).
 # CELLS=0 skips steps 1 and 2; PLACEMENTS=node1 runs the matrix on node 1 only; T_MATRIX and T_THREADS
 # bound steps 4 and 5 in seconds (360 and 240): for a short device lease.
-# Reports land in OUTDIR (render a report again with `tandem bench --render-from X.json`).
+# Reports land in OUTDIR (render a report again with `tandem-lab bench --render-from X.json`).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 dev=$here/.devbench
@@ -28,7 +28,7 @@ pack() {
     rm -rf "$dev" && mkdir -p "$dev/bins"
     grep -qs '^/.devbench/' "$(git -C "$here" rev-parse --git-dir)/info/exclude" \
         || echo /.devbench/ >>"$(git -C "$here" rev-parse --git-dir)/info/exclude"
-    cp "$here/target/release/tandem" "$here/target/release/libtandem.so" "$dev/bins/"
+    cp "$here/target/release/tandem" "$here/target/release/tandem-lab" "$here/target/release/libtandem.so" "$dev/bins/"
     local n=0
     for so in "$@"; do n=$((n + 1)); cp "$so" "$dev/bins/variant-$n.so"; done
     strip --strip-unneeded "$dev/bins/"*
@@ -45,28 +45,28 @@ run() {
     { nproc; uname -r; grep -m1 "model name" /proc/cpuinfo; ldd --version | head -1; } >"$out/machine.txt" 2>&1
     local cells=(bench --basedir /tmp/b --quick --duration 10 --no-matrix --no-rejoin --no-single-node --causal-cell --fc-cell)
     local placements=${PLACEMENTS:-node1,spread}
-    [ "${CELLS:-1}" = 0 ] || timeout 200 $t/tandem "${cells[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
+    [ "${CELLS:-1}" = 0 ] || timeout 200 $t/tandem-lab "${cells[@]}" --targets tandem,galera --tandem-path $t/libtandem.so \
         --dir /tmp/causal --doc "$out/cells.md" --json "$out/cells.json" >"$out/cells.log" 2>&1
     for so in $t/variant-*.so; do
         [ -e "$so" ] && [ "${CELLS:-1}" != 0 ] || continue
         local v; v=$(basename "$so" .so)
-        timeout 130 $t/tandem "${cells[@]}" --targets tandem --tandem-path "$so" \
+        timeout 130 $t/tandem-lab "${cells[@]}" --targets tandem --tandem-path "$so" \
             --dir "/tmp/$v" --doc "$out/cells-$v.md" --json "$out/cells-$v.json" >"$out/cells-$v.log" 2>&1
     done
     if [ "${TLS:-0}" = 1 ]; then
-        timeout 300 $t/tandem bench --basedir /tmp/b --quick --duration 10 --targets tandem,galera \
+        timeout 300 $t/tandem-lab bench --basedir /tmp/b --quick --duration 10 --targets tandem,galera \
             --workloads oltp_write_only --threads 16 --placements spread --rounds 3 --no-rejoin --no-single-node \
             --tls-cell --tandem-path $t/libtandem.so --dir /tmp/tls --doc "$out/tls.md" --json "$out/tls.json" \
             >"$out/tls.log" 2>&1
     fi
     [ "${MATRIX:-1}" = 0 ] && return
-    timeout "${T_MATRIX:-360}" $t/tandem bench --basedir /tmp/b --targets tandem,galera,standalone --workloads oltp_write_only \
+    timeout "${T_MATRIX:-360}" $t/tandem-lab bench --basedir /tmp/b --targets tandem,galera,standalone --workloads oltp_write_only \
         --threads 1,16,128 --placements "$placements" --rounds 1 --duration 8 --warmup 2 --no-rejoin \
         --tandem-path $t/libtandem.so --dir /tmp/matrix --doc "$out/matrix.md" --json "$out/matrix.json" \
         >"$out/matrix.log" 2>&1
     [ -n "${GROUP_THREADS:-}" ] || return
     rm -rf /tmp/matrix
-    timeout "${T_THREADS:-240}" $t/tandem bench --basedir /tmp/b --targets tandem --workloads oltp_write_only \
+    timeout "${T_THREADS:-240}" $t/tandem-lab bench --basedir /tmp/b --targets tandem --workloads oltp_write_only \
         --threads 1,16,128 --placements "$placements" --rounds 1 --duration 8 --warmup 2 --no-rejoin \
         --no-single-node --tandem-option "gcomm.threads=$GROUP_THREADS" --tandem-path $t/libtandem.so \
         --dir /tmp/matrix-threads --doc "$out/matrix-threads.md" --json "$out/matrix-threads.json" \

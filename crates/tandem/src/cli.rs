@@ -12,12 +12,31 @@ use std::time::{Duration, Instant};
 #[derive(Parser, Debug)]
 #[command(name = "tandem", version, about = "Tandem: a wsrep provider for MariaDB, and tools around it")]
 pub struct Cli {
+    #[command(flatten)]
+    basedir: BasedirArg,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// `--basedir DIR`, taken by every subcommand, of `tandem` and of `tandem-lab`.
+#[derive(Args, Debug)]
+pub struct BasedirArg {
     /// Run MariaDB, Galera and sysbench from this relocated tree (unpacked
     /// from ../shared/tools/relocatable-bundle.sh) instead of the installed ones
     #[arg(long, global = true, value_name = "DIR")]
-    basedir: Option<PathBuf>,
-    #[command(subcommand)]
-    command: Command,
+    pub basedir: Option<PathBuf>,
+}
+
+impl BasedirArg {
+    /// With `--basedir`, starts this program again with the tree's
+    /// environment (`crate::basedir::reexec_with`): returns only on failure,
+    /// or when it already runs with it.
+    pub fn apply(&self) -> Result<()> {
+        match &self.basedir {
+            Some(dir) => crate::basedir::reexec_with(dir),
+            None => Ok(()),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -26,10 +45,6 @@ enum Command {
     /// `status --remote` for real ones
     #[command(subcommand)]
     Cluster(ClusterCommand),
-    /// sysbench on Tandem, Galera and standalone MariaDB side by side; writes docs/benchmarks.md
-    Bench(Box<crate::bench::BenchArgs>),
-    /// MariaDB's galera MTR suites with Galera and with Tandem; writes docs/compatibility.md
-    Mtr(crate::mtr::MtrArgs),
     /// A voting member without a database (garbd's role): two data nodes
     /// and an arbitrator survive the loss of any one of the three
     Arbitrator(crate::arbitrator::ArbitratorArgs),
@@ -214,18 +229,21 @@ mod node;
 /// Entry point for `main`: errors become one readable message and exit code 1.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(dir) = &cli.basedir {
-        if let Err(e) = crate::basedir::reexec_with(dir) {
-            esay!("error: {e:#}");
-            return ExitCode::FAILURE;
-        }
+    if let Err(e) = cli.basedir.apply() {
+        return exit_code(Err(e));
     }
     // The SST method logs in the server's format and exits with an errno
     // the server passes on: no second error line of ours.
     if let Command::Sst(args) = cli.command {
         return ExitCode::from(crate::sst::run(args));
     }
-    match run(cli) {
+    exit_code(run(cli))
+}
+
+/// A command's result for the shell, for `tandem` and `tandem-lab` alike:
+/// an error becomes one readable message on stderr and exit code 1.
+pub fn exit_code(result: Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             esay!("error: {e:#}");
@@ -242,8 +260,6 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Cluster(ClusterCommand::StartNode(args)) => start_node(args),
         Command::Cluster(ClusterCommand::StopNode(args)) => stop_node(args),
         Command::Cluster(ClusterCommand::Bootstrap(args)) => bootstrap(args),
-        Command::Bench(args) => crate::bench::run(*args),
-        Command::Mtr(args) => crate::mtr::run(args),
         Command::Arbitrator(args) => crate::arbitrator::run(args),
         Command::Node(args) => node::run(args),
         Command::Sst(args) => match crate::sst::run(args) {

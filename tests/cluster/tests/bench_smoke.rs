@@ -1,4 +1,4 @@
-//! `tandem bench --quick` end to end: on one-node clusters, the command the
+//! `tandem-lab bench --quick` end to end: on one-node clusters, the command the
 //! benchmark doc comes from runs, measures every target, and writes a report
 //! whose figures are the ones it measured; on three-node clusters, the
 //! rejoin scenario, the 1-node cell and the TLS cell are measured and
@@ -9,23 +9,24 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tandem::bench::results::{RejoinVariant, Results};
-use tandem::bench::transfer::Transfer;
 use tandem::cluster::ProviderKind;
 use tandem_cluster_tests::provider_path;
+use tandem_lab::bench::results::{RejoinVariant, Results};
+use tandem_lab::bench::transfer::Transfer;
 
-/// The release `tandem` next to the provider library under test.
-fn tandem_bin() -> PathBuf {
-    std::env::var_os("TANDEM_BIN")
+/// The release `tandem-lab` next to the provider library under test (`make
+/// build` builds it; the `tandem` beside it runs the SST method).
+fn lab_bin() -> PathBuf {
+    std::env::var_os("TANDEM_LAB_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| provider_path().parent().expect("provider path has a directory").join("tandem"))
+        .unwrap_or_else(|| provider_path().parent().expect("provider path has a directory").join("tandem-lab"))
 }
 
 #[test]
 fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let (doc, json) = (tmp.path().join("bench.md"), tmp.path().join("bench.json"));
-    let mut bench = Command::new(tandem_bin());
+    let mut bench = Command::new(lab_bin());
     // Two short rounds: the rounds path is what the full bench runs. One
     // thread count: a second one adds CI time (about 75 s), not a path.
     bench
@@ -74,7 +75,7 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
         );
         assert!(md.contains(&row), "missing row {row} in\n{md}");
     }
-    assert!(md.contains("tandem bench --quick --nodes 1"), "the report names its command");
+    assert!(md.contains("tandem-lab bench --quick --nodes 1"), "the report names its command");
 
     // One node: no node to take away and bring back, and the report says so.
     let rejoin = results.rejoin.as_ref().expect("the rejoin section is on by default");
@@ -98,7 +99,7 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
 fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let (doc, json) = (tmp.path().join("bench.md"), tmp.path().join("bench.json"));
-    let mut bench = Command::new(tandem_bin());
+    let mut bench = Command::new(lab_bin());
     bench
         .args([
             "bench",
@@ -286,8 +287,8 @@ fn run_bench(mut bench: Command, dir: &Path, limit: Duration) -> anyhow::Result<
     }
     let said = lines.lock().unwrap().join("\n");
     match status {
-        Some(status) => assert!(status.success(), "tandem bench failed ({status}):\n{said}"),
-        None => panic!("tandem bench still running after {} s: killed, with its servers\n{said}", limit.as_secs()),
+        Some(status) => assert!(status.success(), "tandem-lab bench failed ({status}):\n{said}"),
+        None => panic!("tandem-lab bench still running after {} s: killed, with its servers\n{said}", limit.as_secs()),
     }
     Ok(())
 }

@@ -32,8 +32,8 @@ pub fn path_with_script(dir: &Path, tandem: &Path, env: &[(String, String)]) -> 
 
 /// The `tandem` binary that `wsrep_sst_tandem` runs: `$TANDEM_BIN`, this
 /// process when it is `tandem`, else the `tandem` that cargo built beside
-/// this program (a test binary in `target/<profile>/deps/`). None: nodes
-/// cannot use `wsrep_sst_method=tandem`, and their server says so.
+/// this program (`tandem-lab`, or a test binary in `target/<profile>/deps/`).
+/// None: nodes cannot use `wsrep_sst_method=tandem`, and their server says so.
 pub fn tandem_binary() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("TANDEM_BIN") {
         return Some(PathBuf::from(path));
