@@ -102,6 +102,10 @@ impl Node {
             Task::NonPrimary { after, removal } => self.deliver_non_primary(ctx, after, removal),
             Task::Donate { after, request, joiner } => self.donate(ctx, after, &request, joiner),
             Task::Synced { after } => self.become_synced(after),
+            Task::Pass { seqno } => {
+                self.pass_unseen(seqno);
+                Step::Next
+            }
             Task::Final => {
                 self.await_last_ordered(FINAL_DRAIN);
                 let group_uuid = self.inner.core.lock().group_uuid();
@@ -603,8 +607,9 @@ impl Node {
     }
 
     /// Takes the turn of seqno `s` in both monitors without the server: the
-    /// view that removed this node, which the server does not see, but which
-    /// the history after it counts on. False if the provider closes first.
+    /// view that removed this node, or that of its own graceful leave, which
+    /// the server does not see, but which the history after it counts on.
+    /// False if nothing more is applied first.
     fn pass_unseen(&self, s: Seqno) -> bool {
         let inner = &self.inner;
         if inner.apply.has_left(s) {

@@ -469,7 +469,11 @@ impl NodeCore {
             out.push(Command::Queue(Task::View(vc)));
         } else if self.live && !included {
             if self.closing {
-                return; // our own graceful leave
+                // Our own graceful leave: nothing for the server, but its
+                // seqno must pass the monitors, or the drain before the final
+                // view waits for it in vain.
+                out.push(Command::Queue(Task::Pass { seqno: vc.state_id.seqno }));
+                return;
             }
             // The group layer asks to take it back once it reaches the
             // group again (`rejoin_watch`); what it misses comes as IST.

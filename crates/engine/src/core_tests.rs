@@ -467,6 +467,7 @@ fn passed(cmds: &[Command]) -> Vec<Seqno> {
             Command::WriteSet { seqno, apply: true, .. } => Some(*seqno),
             Command::Queue(Task::View(v)) => Some(v.state_id.seqno),
             Command::Queue(Task::NonPrimary { removal: Some(s), .. }) => Some(*s),
+            Command::Queue(Task::Pass { seqno }) => Some(*seqno),
             _ => None,
         })
         .collect()
@@ -500,6 +501,28 @@ fn a_removed_node_is_taken_back_live_and_passes_every_seqno_in_between() {
     assert!(v.members.iter().any(|m| m.uuid == uuid(ME)));
     assert_eq!(h.state.member(uuid(ME)).map(|m| m.incarnation), Some(1));
     assert_eq!(h.core.desyncs, 0, "the removal cleared the desync, as a state transfer does in Galera");
+}
+
+/// The view of this node's own graceful leave reaches no server, but its
+/// seqno is passed in order with what came before: the drain before the
+/// final view waits until every seqno ordered here has left, and waited
+/// in vain for this one (5 s on every clean stop that saw it).
+#[test]
+fn the_view_of_its_own_leave_is_passed_in_order() {
+    let (mut h, _) = group_with_me(1);
+    h.core.on_connected(&Plan::Transfer);
+    h.connectivity(true);
+    let first = h.state.seqno + 1;
+    let mut cmds = h.remote_write();
+    h.core.close();
+    cmds.extend(h.remote_write());
+    let leave = h.remove(ME);
+    assert!(
+        matches!(leave.as_slice(), [Command::Queue(Task::Pass { seqno })] if *seqno == h.state.seqno),
+        "nothing for the server, the seqno for the monitors: {leave:?}"
+    );
+    cmds.extend(leave);
+    assert_eq!(passed(&cmds), (first..=h.state.seqno).collect::<Vec<_>>(), "dense, in order");
 }
 
 /// The partition test's isolated leader: the member reached the group

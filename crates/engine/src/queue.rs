@@ -54,6 +54,13 @@ pub enum Task {
     Synced {
         after: Seqno,
     },
+    /// An ordered event this node takes no part in: the view of its own
+    /// graceful leave. Its seqno passes both monitors in its turn, unseen
+    /// by the server, so that what was ordered around it drains before the
+    /// final view (`disconnect`).
+    Pass {
+        seqno: Seqno,
+    },
     /// Deliver the final view and let every `recv()` return.
     Final,
     /// This process cannot go on (see `RecvEnd::RestartRequired`).

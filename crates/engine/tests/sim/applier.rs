@@ -85,7 +85,7 @@ impl Process {
             }
             Task::Donate { after, request, joiner } => self.donate(after, request, joiner, ctx),
             Task::Synced { after } => self.become_synced(after, ctx),
-            Task::Final => Ok(()),
+            Task::Pass { .. } | Task::Final => Ok(()),
             Task::RestartRequired => {
                 self.restart.get_or_insert_with(|| "restart required".into());
                 Ok(())
