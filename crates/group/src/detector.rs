@@ -25,10 +25,11 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::{info, warn};
 use openraft::{Instant as _, ServerState};
+use tokio::time::Instant;
 
 use crate::partition;
 use crate::raft::types::Metrics;

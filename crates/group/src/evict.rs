@@ -11,10 +11,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::{error, info};
 use openraft::{Instant as _, ServerState};
+use tokio::time::Instant;
 
 use crate::join;
 use crate::raft::types::Metrics;

@@ -66,7 +66,7 @@ pub struct Window {
     /// The most payloads ever in the core at once.
     peak: AtomicUsize,
     /// When a loss was last logged: one line a second at most.
-    logged: std::sync::Mutex<Option<std::time::Instant>>,
+    logged: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 /// Room in the window, held until the batch is in the core: batches enter
@@ -182,7 +182,7 @@ impl Window {
         let total = self.lost.fetch_add(count as u64, Ordering::AcqRel) + count as u64;
         let mut logged = crate::sync::lock(&self.logged);
         if logged.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1)) {
-            *logged = Some(std::time::Instant::now());
+            *logged = Some(tokio::time::Instant::now());
             info!(
                 "Submitted payloads not ordered by this member's Raft core: {why} \
                  ({total} since start; their senders learn of it from their next one)"

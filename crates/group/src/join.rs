@@ -15,11 +15,12 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::{debug, error, info, warn};
 use openraft::errors::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::ChangeMembers;
+use tokio::time::Instant;
 
 use crate::shared::Shared;
 use crate::transport::CallError;

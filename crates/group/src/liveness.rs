@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::sync::lock;
 use crate::MemberId;
@@ -65,5 +67,18 @@ mod tests {
         assert!(l.since_heard(4).is_none());
         std::thread::sleep(Duration::from_millis(5));
         assert!(l.reachable(Duration::from_millis(1)).is_empty());
+    }
+
+    /// The group's clock is tokio's: a paused runtime (as a simulation runs
+    /// it) ages what was heard only as far as it advances its time.
+    #[tokio::test(start_paused = true)]
+    async fn a_paused_clock_ages_what_was_heard_by_its_own_time() {
+        let l = Liveness::default();
+        l.heard(3);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(l.reachable(Duration::from_secs(60)), vec![3]);
+        assert_eq!(l.since_heard(3), Some(Duration::from_secs(30)));
+        tokio::time::advance(Duration::from_secs(31)).await;
+        assert!(l.reachable(Duration::from_secs(60)).is_empty());
     }
 }

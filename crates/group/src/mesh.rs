@@ -14,10 +14,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::debug;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::shared::Shared;
 use crate::wire::Request;

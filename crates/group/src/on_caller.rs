@@ -15,10 +15,11 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::GroupError;
 

@@ -19,7 +19,7 @@
 //! commit with the new membership: a commit that was waiting completes.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use log::{info, warn};
 

@@ -62,7 +62,7 @@ pub struct Shared {
     pub in_core: crate::in_core::Window,
     /// When this process started its Raft instance: a restored member
     /// grants no vote for a while after it ([`crate::read::votes_withheld`]).
-    pub started: std::time::Instant,
+    pub started: tokio::time::Instant,
     /// Set once this member, as leader, hands its leadership over on
     /// leaving: the others may then elect a successor inside its lease, so
     /// no causal read may rest on that lease any more.

@@ -15,7 +15,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use log::warn;
 use tokio::runtime::Handle;

@@ -23,10 +23,11 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::{debug, info};
 use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 
 use crate::join::{self, ask_leader, Change};
 use crate::shared::Shared;

@@ -4,7 +4,10 @@
 //! - Rust files of at most 800 lines, functions of at most 70;
 //! - no locks, clocks or hash maps in the engine's pure core, whose
 //!   decisions must not depend on threads, time or iteration order;
-//! - every repository path the README names exists.
+//! - no clock but tokio's in the group crate, whose timers a simulation
+//!   must be able to drive (a paused tokio runtime);
+//! - every repository path the README names exists;
+//! - commit subjects of at most 72 characters, from the rule's start on.
 //!
 //! What breaks a rule today is listed in `allowlist.txt`, with its size
 //! now; the list may only shrink (see `tandem_tidy::judge`).
@@ -15,6 +18,11 @@ use tandem_tidy::{functions, judge, uses};
 
 const MAX_FILE_LINES: usize = 800;
 const MAX_FN_LINES: usize = 70;
+const MAX_SUBJECT_CHARS: usize = 72;
+/// The rule on subjects holds for commits made after this one's time
+/// (ffaeca8, 2026-11-28 11:16:46 UTC, the last commit before it). A time,
+/// not a hash, so that a shallow clone checks what it has.
+const SUBJECT_RULE_AFTER: u64 = 1_795_864_606;
 
 /// The engine's pure core (crates/engine/src/lib.rs says which).
 const PURE_CORE: [&str; 6] = [
@@ -26,6 +34,13 @@ const PURE_CORE: [&str; 6] = [
     "crates/engine/src/flow_control.rs",
 ];
 const NOT_IN_PURE_CORE: [&str; 7] = ["Mutex", "RwLock", "Condvar", "Instant", "SystemTime", "HashMap", "HashSet"];
+
+/// Time sources the group crate may not read outside its tests: under a
+/// paused tokio clock (docs/simulation.md) they would keep running in
+/// real time while every timer of the group stands still.
+/// (`std::time::Instant` stands for std's `Instant` however it is named
+/// on a line that says `std::time::`, braces included.)
+const NOT_A_GROUP_CLOCK: [&str; 3] = ["std::time::Instant", "thread::sleep", "SystemTime"];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository")
@@ -128,6 +143,63 @@ fn the_pure_core_uses_no_locks_clocks_or_hash_maps() {
     fail_on(errors);
 }
 
+#[test]
+fn the_group_reads_time_only_from_tokio() {
+    let allowed = allowlist("clock");
+    let mut errors = Vec::new();
+    let group = rust_files().into_iter().filter(|f| f.starts_with("crates/group/src/") && !f.ends_with("tests.rs"));
+    let mut used = Vec::new();
+    for file in group {
+        let source = read(&file);
+        for word in NOT_A_GROUP_CLOCK {
+            let lines = match word {
+                "std::time::Instant" => std_instants(without_tests(&source)),
+                _ => uses(without_tests(&source), word),
+            };
+            let key = format!("{file}:{word}");
+            if lines.is_empty() {
+                continue;
+            }
+            used.push(key.clone());
+            if !allowed.iter().any(|(k, _)| *k == key) {
+                errors.push(format!(
+                    "{file} uses {word} (lines {lines:?}): the group's time is tokio::time, which a simulation pauses"
+                ));
+            }
+        }
+    }
+    for (key, _) in &allowed {
+        if !used.contains(key) {
+            errors.push(format!("{key} no longer used: remove its line from the allowlist"));
+        }
+    }
+    fail_on(errors);
+}
+
+/// Lines that name std's `Instant`: `Instant` as a word on a line that
+/// says `std::time::` (`use std::time::{Duration, Instant};` too).
+fn std_instants(source: &str) -> Vec<usize> {
+    let instants = uses(source, "Instant");
+    let std_time = tandem_tidy::blank_out(source);
+    let std_lines: Vec<usize> =
+        std_time.lines().enumerate().filter(|(_, l)| l.contains("std::time::")).map(|(n, _)| n + 1).collect();
+    instants.into_iter().filter(|n| std_lines.contains(n)).collect()
+}
+
+/// A file's source up to its unit tests (`#[cfg(test)] mod ...`, last in
+/// the file by this tree's habit).
+fn without_tests(source: &str) -> &str {
+    let mut at = 0;
+    let mut lines = source.split_inclusive('\n').peekable();
+    while let Some(line) = lines.next() {
+        if line.trim() == "#[cfg(test)]" && lines.peek().is_some_and(|l| l.trim_start().starts_with("mod ")) {
+            return &source[..at];
+        }
+        at += line.len();
+    }
+    source
+}
+
 /// Backquoted paths in the README that start with a directory of the
 /// repository exist (globs and placeholders aside).
 #[test]
@@ -144,4 +216,36 @@ fn the_readme_names_only_paths_that_exist() {
     }
     missing.dedup();
     assert!(missing.is_empty(), "README.md names paths that do not exist: {missing:?}");
+}
+
+/// `git log` and `git blame` read one line per commit: the subject says
+/// what changed in at most 72 characters, the body says the rest. Outside a
+/// git checkout (a source tarball) there is no history to check.
+#[test]
+fn commit_subjects_stay_within_72_characters() {
+    let log = std::process::Command::new("git")
+        .current_dir(repo())
+        .args(["log", "--format=%h%x09%ct%x09%s", "HEAD"])
+        .output();
+    let out = match log {
+        Ok(out) if out.status.success() => out.stdout,
+        Ok(out) => {
+            let why = String::from_utf8_lossy(&out.stderr);
+            assert!(why.contains("not a git repository"), "git log failed: {why}");
+            return eprintln!("not a git checkout: no commit subjects to check");
+        }
+        Err(e) => return eprintln!("no git here ({e}): no commit subjects to check"),
+    };
+    let text = String::from_utf8(out).expect("git log speaks UTF-8");
+    let long: Vec<String> = text
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, '\t');
+            let (hash, time, subject) = (fields.next()?, fields.next()?, fields.next()?);
+            let after = time.parse::<u64>().expect("a commit time") > SUBJECT_RULE_AFTER;
+            let chars = subject.chars().count();
+            (after && chars > MAX_SUBJECT_CHARS).then(|| format!("{hash}: {chars} characters: {subject}"))
+        })
+        .collect();
+    assert!(long.is_empty(), "commit subjects over {MAX_SUBJECT_CHARS} characters:\n{}", long.join("\n"));
 }

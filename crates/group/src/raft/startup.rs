@@ -183,7 +183,7 @@ fn launch_member(
         submit_queued: Default::default(),
         forwards: Default::default(),
         in_core: Default::default(),
-        started: std::time::Instant::now(),
+        started: tokio::time::Instant::now(),
         handing_over: AtomicBool::new(false),
     });
     let (queue, queue_rx) = mpsc::channel(submit::QUEUE_CAPACITY);

@@ -18,7 +18,7 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft::{EntryPayload, RaftLogReader};

@@ -8,9 +8,10 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::warn;
+use tokio::time::Instant;
 
 use super::purge::{purge_target, Held};
 use crate::shared::Shared;

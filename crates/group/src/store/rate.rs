@@ -1,7 +1,7 @@
 //! Bytes appended per second over the last minute: how fast the log fills,
 //! hence how long a node may stay down and still catch up by IST.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 const BUCKETS: usize = 60;
 

@@ -221,7 +221,7 @@ impl NetCtx {
     /// [`NetCtx::refused`] at another level: an expected moment of a rolling
     /// switch-over to TLS is a note, not an error.
     pub fn noted_at(&self, level: log::Level, who: &str, kind: &str, line: impl FnOnce() -> String) {
-        match self.refusals.log_now(who, kind, std::time::Instant::now()) {
+        match self.refusals.log_now(who, kind, tokio::time::Instant::now()) {
             Some(left_out) => log::log!(level, "{}{}", line(), refusals::repeats(left_out)),
             None => debug!("{}", line()),
         }
