@@ -193,6 +193,7 @@ impl Node {
             send_window: self.inner.hot.send_window(),
             read_lease: self.inner.hot.read_lease(),
             threads: opts.int("gcomm.threads").max(1) as usize,
+            wires: None,
         }
     }
 

@@ -9,7 +9,7 @@
 //! time: each removal is a membership change and produces a new view
 //! everywhere.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ pub async fn run(shared: Arc<Shared>) {
     // old one went silent removes it at once, as Galera's majority installs
     // its new view without the lost node, instead of a suspect timeout
     // after the election.
-    let mut seen: HashMap<MemberId, Instant> = HashMap::new();
+    let mut seen: BTreeMap<MemberId, Instant> = BTreeMap::new();
     loop {
         tokio::time::sleep(period).await;
         let m = shared.metrics();
@@ -56,7 +56,7 @@ pub async fn run(shared: Arc<Shared>) {
 }
 
 /// The first member (other than us) to evict, with how long it was silent.
-fn silent_member(shared: &Shared, m: &Metrics, seen: &HashMap<MemberId, Instant>) -> Option<(MemberId, Duration)> {
+fn silent_member(shared: &Shared, m: &Metrics, seen: &BTreeMap<MemberId, Instant>) -> Option<(MemberId, Duration)> {
     if !shared.is_primary() {
         return None;
     }

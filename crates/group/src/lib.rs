@@ -14,9 +14,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 mod detector;
+pub mod entropy;
 mod evict;
 mod forward;
 mod in_core;
+pub mod injected;
 mod join;
 mod liveness;
 mod mesh;
@@ -35,9 +37,10 @@ mod weight;
 pub mod wire;
 
 pub use in_core::MAX_PAYLOADS as MAX_PAYLOADS_IN_CORE;
-pub use raft::{RaftGroup, RaftStarter};
+pub use raft::{HostedMember, RaftGroup, RaftStarter};
 pub use store::inspect::{inspect as inspect_state, StateSummary};
 pub use transport::tls::{PeerNames, Tls, TlsError, TlsFiles, TlsPolicy};
+pub use transport::wires::{self as wires, Wires};
 pub use wire::MAX_PAYLOAD_BYTES;
 
 /// Checks a `socket.ssl_cipher` list: `Err` says why it cannot be one.
@@ -292,6 +295,9 @@ pub struct GroupConfig {
     /// One, like Galera's one gcomm thread: tasks that hand a commit on to
     /// each other then never wake a second worker (docs/commit-path.md).
     pub threads: usize,
+    /// A network to run on instead of TCP, plaintext only: a simulation's
+    /// (docs/simulation.md). `None` in production.
+    pub wires: Option<Wires>,
 }
 
 /// Galera's partition controls. Both off (the default): only a component

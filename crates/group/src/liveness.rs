@@ -4,7 +4,7 @@
 //! own clock of leader contact for non-primary detection, and every member
 //! wants to say which peers it still hears when it goes non-primary.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -16,9 +16,9 @@ use crate::MemberId;
 #[derive(Default)]
 pub struct Liveness {
     /// Any successful exchange with the member, in either direction.
-    heard: Mutex<HashMap<MemberId, Instant>>,
+    heard: Mutex<BTreeMap<MemberId, Instant>>,
     /// AppendEntries (log or heartbeat) received from the member.
-    appends: Mutex<HashMap<MemberId, Instant>>,
+    appends: Mutex<BTreeMap<MemberId, Instant>>,
 }
 
 impl Liveness {

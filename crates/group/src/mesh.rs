@@ -12,7 +12,7 @@
 //! Raft's requests use), which also tells `wsrep_group_links` about every
 //! pair, not just the leader's.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ pub async fn run(shared: Arc<Shared>) {
     let period = period(&shared);
     // Per peer: its keepalive in flight (one at a time: a peer slower than
     // `period` must not collect a queue of them) and when the next is due.
-    let mut peers: HashMap<MemberId, (Option<JoinHandle<()>>, Instant)> = HashMap::new();
+    let mut peers: BTreeMap<MemberId, (Option<JoinHandle<()>>, Instant)> = BTreeMap::new();
     loop {
         tokio::time::sleep(LOOK).await;
         let now = Instant::now();

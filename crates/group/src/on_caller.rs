@@ -67,6 +67,7 @@ impl Gate {
         let mut stopping = self.stopping.subscribe();
         handle.block_on(async move {
             tokio::select! {
+                biased;
                 answer = tokio::time::timeout(timeout, fut) => answer
                     .unwrap_or_else(|_| Err(GroupError::Other(format!("timed out after {timeout:?}")))),
                 _ = stopping.wait_for(|stopping| *stopping) => Err(GroupError::Closed),

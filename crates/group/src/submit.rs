@@ -22,6 +22,7 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 
 use crate::forward::{self, Sent};
+use crate::injected::{self, Defect};
 use crate::raft::types::AppPayload;
 use crate::send_window;
 use crate::shared::Shared;
@@ -36,17 +37,20 @@ const MAX_BATCH_LEN: usize = 4096;
 
 pub async fn run(shared: Arc<Shared>, mut queue: mpsc::Receiver<AppPayload>) {
     loop {
+        // Biased, in this order, so that a simulation replays (tokio picks
+        // at random otherwise): what was handed back goes first anyway.
         let first = tokio::select! {
-            first = queue.recv() => match first {
-                Some(first) => first,
-                None => return,
-            },
+            biased;
             // What a former leader handed back goes on even when nothing
             // new comes (a caller finds the link ended and queues meanwhile).
             _ = shared.forwards.handed_back.notified() => {
                 deliver(&shared, Vec::new()).await;
                 continue;
             }
+            first = queue.recv() => match first {
+                Some(first) => first,
+                None => return,
+            },
         };
         let batch = fill_batch(first, &mut queue);
         let count = batch.len();
@@ -120,6 +124,21 @@ pub fn enqueue(
     sent
 }
 
+/// As [`enqueue`], waiting for room without blocking the thread: for a
+/// caller on the runtime that may wait (`HostedMember`).
+pub async fn enqueue_waiting(
+    shared: &Shared,
+    queue: &mpsc::Sender<AppPayload>,
+    item: AppPayload,
+) -> Result<(), GroupError> {
+    shared.submit_queued.fetch_add(1, Ordering::AcqRel);
+    let sent = queue.send(item).await.map_err(|_| GroupError::Closed);
+    if sent.is_err() {
+        shared.submit_queued.fetch_sub(1, Ordering::AcqRel);
+    }
+    sent
+}
+
 /// Takes whatever is already queued, up to a frame's worth.
 fn fill_batch(first: AppPayload, queue: &mut mpsc::Receiver<AppPayload>) -> Vec<AppPayload> {
     let mut bytes = first.bytes.0.len();
@@ -187,7 +206,7 @@ async fn append_local(shared: &Shared, batch: Vec<AppPayload>) -> Result<(), Vec
         let bytes = chunk.iter().map(|p| p.bytes.0.len()).sum();
         let entry = shared.in_core.enter(chunk.len(), bytes).await;
         // Read only now, in the window: see `Window::wait_for_appenders`.
-        if shared.handing_over.load(Ordering::SeqCst) {
+        if handing_over(shared) {
             let mut back = chunk;
             back.append(&mut rest);
             return Err(back);
@@ -195,6 +214,13 @@ async fn append_local(shared: &Shared, batch: Vec<AppPayload>) -> Result<(), Vec
         entry.append(&shared.raft(), chunk).await;
     }
     Ok(())
+}
+
+/// Whether this leader hands its leadership over now, so that what it is
+/// given goes back (its Raft core would drop it). Always so, unless the
+/// negative tests put the old defect back (`crate::injected`).
+fn handing_over(shared: &Shared) -> bool {
+    shared.handing_over.load(Ordering::SeqCst) && !injected::active(Defect::HandOverTakesForwards)
 }
 
 /// Waits while a live voter is more than the send window behind in
@@ -239,7 +265,7 @@ fn followers(m: &crate::raft::types::Metrics, me: crate::MemberId) -> impl Itera
 /// from then on without a word to us. Waiting for room in the core stops
 /// the reading of this follower's connection: back-pressure, through TCP.
 pub async fn handle_forward(shared: &Shared, payloads: Vec<AppPayload>) -> Option<Response> {
-    if !shared.raft().is_leader() || shared.handing_over.load(Ordering::SeqCst) {
+    if !shared.raft().is_leader() || handing_over(shared) {
         return Some(Response::Returned { payloads });
     }
     match append_local(shared, payloads).await {

@@ -4,8 +4,8 @@
 //! - Rust files of at most 800 lines, functions of at most 70;
 //! - no locks, clocks or hash maps in the engine's pure core, whose
 //!   decisions must not depend on threads, time or iteration order;
-//! - no clock but tokio's in the group crate, whose timers a simulation
-//!   must be able to drive (a paused tokio runtime);
+//! - in the group crate, no clock but tokio's, no hash map and no random
+//!   draw but `entropy`'s: a simulation's seed must decide all of it;
 //! - every repository path the README names exists;
 //! - commit subjects of at most 72 characters, from the rule's start on.
 //!
@@ -35,12 +35,13 @@ const PURE_CORE: [&str; 6] = [
 ];
 const NOT_IN_PURE_CORE: [&str; 7] = ["Mutex", "RwLock", "Condvar", "Instant", "SystemTime", "HashMap", "HashSet"];
 
-/// Time sources the group crate may not read outside its tests: under a
-/// paused tokio clock (docs/simulation.md) they would keep running in
-/// real time while every timer of the group stands still.
-/// (`std::time::Instant` stands for std's `Instant` however it is named
-/// on a line that says `std::time::`, braces included.)
-const NOT_A_GROUP_CLOCK: [&str; 3] = ["std::time::Instant", "thread::sleep", "SystemTime"];
+/// What the group crate may not use outside its tests, so that a seed
+/// decides everything a simulation of it does (docs/simulation.md):
+/// clocks other than tokio's (a paused runtime would not stop them), hash
+/// maps (their order is random per map), and random draws other than
+/// `crate::entropy`'s. `std::time::Instant` stands for std's `Instant`
+/// however it is named on a line that says `std::time::`, braces included.
+const NOT_IN_THE_GROUP: [&str; 6] = ["std::time::Instant", "thread::sleep", "SystemTime", "HashMap", "HashSet", "rand"];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository")
@@ -144,14 +145,14 @@ fn the_pure_core_uses_no_locks_clocks_or_hash_maps() {
 }
 
 #[test]
-fn the_group_reads_time_only_from_tokio() {
-    let allowed = allowlist("clock");
+fn the_group_takes_time_order_and_chance_only_from_what_a_simulation_drives() {
+    let allowed = allowlist("group");
     let mut errors = Vec::new();
     let group = rust_files().into_iter().filter(|f| f.starts_with("crates/group/src/") && !f.ends_with("tests.rs"));
     let mut used = Vec::new();
     for file in group {
         let source = read(&file);
-        for word in NOT_A_GROUP_CLOCK {
+        for word in NOT_IN_THE_GROUP {
             let lines = match word {
                 "std::time::Instant" => std_instants(without_tests(&source)),
                 _ => uses(without_tests(&source), word),
@@ -163,7 +164,7 @@ fn the_group_reads_time_only_from_tokio() {
             used.push(key.clone());
             if !allowed.iter().any(|(k, _)| *k == key) {
                 errors.push(format!(
-                    "{file} uses {word} (lines {lines:?}): the group's time is tokio::time, which a simulation pauses"
+                    "{file} uses {word} (lines {lines:?}): a seed must decide what the group does (docs/simulation.md)"
                 ));
             }
         }

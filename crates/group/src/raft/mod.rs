@@ -11,8 +11,10 @@
 //! ```
 
 pub mod config;
+mod hosted;
 pub mod network;
 pub(crate) mod rebootstrap;
+pub mod runtime;
 mod startup;
 pub mod state_machine;
 pub mod types;
@@ -27,6 +29,7 @@ use log::{error, info, warn};
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc;
 
+pub use self::hosted::HostedMember;
 pub use self::startup::RaftStarter;
 use self::types::{AppPayload, Bytes};
 use crate::shared::Shared;
@@ -89,13 +92,7 @@ impl RaftGroup {
     /// The membership this member currently knows (the last one appended to
     /// its log, which may still be uncommitted or joint).
     pub fn membership(&self) -> Membership {
-        let m = self.shared.metrics();
-        let raft_membership = m.membership_config.membership();
-        Membership {
-            voters: raft_membership.voter_ids().collect(),
-            learners: raft_membership.learner_ids().collect(),
-            members: raft_membership.nodes().map(|(id, info)| (*id, info.clone())).collect(),
-        }
+        membership_of(&self.shared)
     }
 
     /// Runs `fut` on the group runtime and waits for it from this (non-tokio)
@@ -124,6 +121,40 @@ impl RaftGroup {
     }
 }
 
+/// A payload the member takes for ordering now, or why not.
+fn admit(shared: &Shared, payload: Vec<u8>) -> Result<AppPayload, GroupError> {
+    if shared.closed.load(Ordering::Acquire) {
+        return Err(GroupError::Closed);
+    }
+    if payload.len() > MAX_PAYLOAD_BYTES {
+        return Err(GroupError::TooLarge { bytes: payload.len(), limit: MAX_PAYLOAD_BYTES });
+    }
+    if !shared.is_primary() {
+        return Err(GroupError::NonPrimary);
+    }
+    Ok(AppPayload { origin: shared.me, bytes: Bytes::from(payload) })
+}
+
+/// The membership a member knows (see [`RaftGroup::membership`]).
+fn membership_of(shared: &Shared) -> Membership {
+    let m = shared.metrics();
+    let raft_membership = m.membership_config.membership();
+    Membership {
+        voters: raft_membership.voter_ids().collect(),
+        learners: raft_membership.learner_ids().collect(),
+        members: raft_membership.nodes().map(|(id, info)| (*id, info.clone())).collect(),
+    }
+}
+
+/// What `GroupChannel::status` says of a member.
+fn status_of(shared: &Shared) -> GroupStatus {
+    let (leader, leader_name) = shared.with_metrics(|m| {
+        let name = m.current_leader.and_then(|id| m.membership_config.membership().get_node(&id));
+        (m.current_leader, name.map(|info| info.name.clone()))
+    });
+    GroupStatus { me: shared.me, primary: shared.is_primary(), leader, leader_name }
+}
+
 fn on_group_thread() -> bool {
     std::thread::current().name().is_some_and(|n| n.starts_with(THREAD_PREFIX))
 }
@@ -149,16 +180,7 @@ impl GroupChannel for RaftGroup {
     }
 
     fn submit(&self, payload: Vec<u8>) -> Result<(), GroupError> {
-        if self.shared.closed.load(Ordering::Acquire) {
-            return Err(GroupError::Closed);
-        }
-        if payload.len() > MAX_PAYLOAD_BYTES {
-            return Err(GroupError::TooLarge { bytes: payload.len(), limit: MAX_PAYLOAD_BYTES });
-        }
-        if !self.shared.is_primary() {
-            return Err(GroupError::NonPrimary);
-        }
-        let item = AppPayload { origin: self.shared.me, bytes: Bytes::from(payload) };
+        let item = admit(&self.shared, payload)?;
         // A group runtime thread (or any caller inside a runtime) must not
         // block: it only queues, and fails when the queue is full.
         if Handle::try_current().is_ok() {
@@ -188,11 +210,7 @@ impl GroupChannel for RaftGroup {
     }
 
     fn status(&self) -> GroupStatus {
-        let (leader, leader_name) = self.shared.with_metrics(|m| {
-            let name = m.current_leader.and_then(|id| m.membership_config.membership().get_node(&id));
-            (m.current_leader, name.map(|info| info.name.clone()))
-        });
-        GroupStatus { me: self.shared.me, primary: self.shared.is_primary(), leader, leader_name }
+        status_of(&self.shared)
     }
 
     fn leave(&self, timeout: Duration) -> Result<(), GroupError> {

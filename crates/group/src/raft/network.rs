@@ -148,6 +148,7 @@ impl RaftNetworkV2<GroupTypes> for PeerClient {
     ) -> Result<SnapshotResponse<GroupTypes>, StreamingError<GroupTypes>> {
         let req = Request::Snapshot { vote, meta: snapshot.meta, data: snapshot.snapshot };
         tokio::select! {
+            biased;
             closed = cancel => Err(StreamingError::Closed(closed)),
             resp = self.call(req, option.hard_ttl()) => match resp? {
                 Response::Snapshot(resp) => Ok(resp),

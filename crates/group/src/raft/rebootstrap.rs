@@ -52,7 +52,7 @@ pub async fn form(shared: Arc<Shared>, members: &[MemberId], purpose: &str) -> R
     old.shutdown().await.map_err(|e| GroupError::Other(format!("cannot stop Raft to bootstrap: {e}")))?;
     let me = shared.me;
     let log = shared.log.clone();
-    tokio::task::block_in_place(|| make_voters(&log, me, nodes, voters))?;
+    crate::sync::blocking_section(|| make_voters(&log, me, nodes, voters))?;
     let network = Network::new(shared.net.clone(), shared.suspect / 2);
     let raft = openraft::Raft::new(me, shared.raft_config.clone(), network, log, shared.sm.clone())
         .await

@@ -14,6 +14,7 @@
 //! (the operator asked for it; the engine checked `safe_to_bootstrap`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +32,7 @@ use crate::shared::Shared;
 use crate::store::checkpoint::choose_resume;
 use crate::store::log_store::DurableLog;
 use crate::store::{self, Opened};
+use crate::transport::wires::GroupListener;
 use crate::transport::{NetCtx, TlsMode};
 use crate::wire::Hello;
 use crate::{
@@ -102,9 +104,19 @@ impl RaftGroup {
     }
 }
 
+/// What `launch` takes: a member's settings, durable state, replica and
+/// resumed state machine.
+pub(crate) type Prepared = (GroupConfig, Opened, SharedReplica, StateMachine);
+
 impl RaftStarter {
     /// As [`GroupStarter::start`], keeping the concrete type.
     pub fn start_group(self, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<RaftGroup>, GroupError> {
+        let (config, opened, replica, sm) = self.prepare(app, replica)?;
+        launch_member(config, opened, replica, sm)
+    }
+
+    /// Resumes the replica from the checkpoint the start resumes at.
+    pub(crate) fn prepare(self, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Prepared, GroupError> {
         let RaftStarter { mut config, opened } = self;
         config.me.uuid = opened.identity.uuid;
         config.me.app = app;
@@ -117,47 +129,72 @@ impl RaftStarter {
         let sm = StateMachine::resume(replica.clone(), cps, config.log.segment_bytes, resume)
             .map_err(|e| GroupError::Other(format!("cannot resume the replicated state: {e}")))?
             .recording_voters(opened.log.clone());
-        launch_member(config, opened, replica, sm)
+        Ok((config, opened, replica, sm))
     }
 }
 
 fn launch_member(
-    mut config: GroupConfig,
+    config: GroupConfig,
     opened: Opened,
     replica: SharedReplica,
     sm: StateMachine,
 ) -> Result<Arc<RaftGroup>, GroupError> {
+    let runtime = build_runtime(config.threads)?;
+    match on_runtime(&runtime, launch(config, opened, replica, sm)) {
+        Ok(up) => Ok(RaftGroup::assemble(up.shared, runtime, up.queue, up.local_addr)),
+        Err(e) => {
+            discard(runtime);
+            Err(e)
+        }
+    }
+}
+
+/// A member started on some runtime: what its handles need.
+pub(crate) struct Launched {
+    pub shared: Arc<Shared>,
+    pub queue: mpsc::Sender<AppPayload>,
+    pub local_addr: SocketAddr,
+}
+
+/// Starts a member on the runtime this task runs on: its own (`start`),
+/// or a simulation's host (`HostedMember`). Listens, starts openraft
+/// (bootstrapping if asked), then spawns the member's tasks.
+pub(crate) async fn launch(
+    config: GroupConfig,
+    opened: Opened,
+    replica: SharedReplica,
+    sm: StateMachine,
+) -> Result<Launched, GroupError> {
+    let log = opened.log.clone();
+    let launched = launch_raft(config, opened, replica, sm).await;
+    if launched.is_err() {
+        stop_flusher(&log);
+    }
+    launched
+}
+
+async fn launch_raft(
+    mut config: GroupConfig,
+    opened: Opened,
+    replica: SharedReplica,
+    sm: StateMachine,
+) -> Result<Launched, GroupError> {
     let raft_config = Arc::new(config::raft_config(&config.cluster_name, &config.timeouts)?);
     let tls = tls_mode(&config)?;
-    let listener = bind(&config.listen_addr)?;
-    let local_addr = listener.local_addr().map_err(|e| GroupError::Config(e.to_string()))?;
+    let (listener, local_addr) = listen(&config).await?;
     fill_group_addr(&mut config, local_addr);
-    let runtime = build_runtime(config.threads)?;
     let me = opened.identity.member;
     let suspect = Duration::from_millis(raft_config.election_timeout_max);
     let hello = Hello { cluster: config.cluster_name.clone(), member: me, info: config.me.clone(), group: None };
-    let net = Arc::new(NetCtx::new(hello, suspect, tls, config.admission.clone()));
+    let net = Arc::new(NetCtx::new(hello, suspect, tls, config.admission.clone()).over(config.wires.clone()));
     if opened.restored {
         net.set_former_group(opened.group.or(config.history));
     }
-    let started =
-        start_raft(&runtime, me, raft_config.clone(), Network::new(net.clone(), suspect / 2), &opened.log, &sm)
-            .and_then(|raft| {
-                if !config.bootstrap {
-                    return Ok(raft);
-                }
-                rebootstrap_if_needed(&runtime, raft, &config, me, &opened.log, &sm, || {
-                    (raft_config.clone(), Network::new(net.clone(), suspect / 2))
-                })
-            });
-    let raft = match started {
-        Ok(raft) => raft,
-        Err(e) => {
-            stop_flusher(&opened.log);
-            discard(runtime);
-            return Err(e);
-        }
-    };
+    let network = || Network::new(net.clone(), suspect / 2);
+    let mut raft = start_raft(me, raft_config.clone(), network(), &opened.log, &sm).await?;
+    if config.bootstrap {
+        raft = rebootstrap_if_needed(raft, &config, me, &opened.log, &sm, || (raft_config.clone(), network())).await?;
+    }
     let config_partition = config.partition;
     let config_weight = config.me.weight;
     let shared = Arc::new(Shared {
@@ -187,16 +224,12 @@ fn launch_member(
         handing_over: AtomicBool::new(false),
     });
     let (queue, queue_rx) = mpsc::channel(submit::QUEUE_CAPACITY);
-    if let Err(e) = spawn_tasks(&runtime, &shared, listener, queue_rx) {
-        stop_flusher(&shared.log);
-        discard(runtime);
-        return Err(e);
-    }
+    spawn_tasks(&shared, listener, queue_rx);
     info!(
         "Tandem group member {} ({}) listening on {local_addr} for cluster '{}'",
         shared.me, shared.config.me.name, shared.config.cluster_name
     );
-    Ok(RaftGroup::assemble(shared, runtime, queue, local_addr))
+    Ok(Launched { shared, queue, local_addr })
 }
 
 pub(crate) fn stop_flusher(log: &DurableLog) {
@@ -211,23 +244,18 @@ fn discard(runtime: Runtime) {
     let _ = std::thread::spawn(move || drop(runtime)).join();
 }
 
-/// Creates the Raft node on the group runtime. Not `block_on`: that panics
-/// when `start` is called from inside some other tokio runtime. openraft
+/// Creates the Raft node on the runtime this task runs on. openraft
 /// replays the committed log after the resumed checkpoint in here.
-fn start_raft(
-    runtime: &Runtime,
+async fn start_raft(
     me: MemberId,
     config: Arc<openraft::Config>,
     network: Network,
     log: &DurableLog,
     sm: &StateMachine,
 ) -> Result<GroupRaft, GroupError> {
-    let (log, sm) = (log.clone(), sm.clone());
-    on_runtime(runtime, async move {
-        openraft::Raft::new(me, config, network, log, sm)
-            .await
-            .map_err(|e| GroupError::Other(format!("cannot start Raft: {e}")))
-    })
+    openraft::Raft::new(me, config, network, log.clone(), sm.clone())
+        .await
+        .map_err(|e| GroupError::Other(format!("cannot start Raft: {e}")))
 }
 
 fn on_runtime<T: Send + 'static>(
@@ -244,8 +272,7 @@ fn on_runtime<T: Send + 'static>(
 /// `bootstrap` on a member with durable state: found a group where there is
 /// none, keep the group where this member is the only voter, else make it
 /// the only voter (a forced new primary component).
-fn rebootstrap_if_needed(
-    runtime: &Runtime,
+async fn rebootstrap_if_needed(
     raft: GroupRaft,
     config: &GroupConfig,
     me: MemberId,
@@ -253,16 +280,10 @@ fn rebootstrap_if_needed(
     sm: &StateMachine,
     fresh: impl Fn() -> (Arc<openraft::Config>, Network),
 ) -> Result<GroupRaft, GroupError> {
-    let initialized = on_runtime(runtime, {
-        let raft = raft.clone();
-        async move { raft.is_initialized().await.map_err(|e| GroupError::Other(e.to_string())) }
-    })?;
+    let initialized = raft.is_initialized().await.map_err(|e| GroupError::Other(e.to_string()))?;
     if !initialized {
         let members = BTreeMap::from([(me, config.me.clone())]);
-        let raft2 = raft.clone();
-        on_runtime(runtime, async move {
-            raft2.initialize(members).await.map_err(|e| GroupError::Other(format!("cannot bootstrap a new group: {e}")))
-        })?;
+        raft.initialize(members).await.map_err(|e| GroupError::Other(format!("cannot bootstrap a new group: {e}")))?;
         info!("Bootstrapped a new group as member {me} ({})", config.me.name);
         return Ok(raft);
     }
@@ -279,11 +300,10 @@ fn rebootstrap_if_needed(
          must rejoin it",
         voters.iter().filter(|v| **v != me).collect::<Vec<_>>()
     );
-    let raft2 = raft.clone();
-    on_runtime(runtime, async move { raft2.shutdown().await.map_err(|e| GroupError::Other(e.to_string())) })?;
-    make_only_voter(log, me, config)?;
+    raft.shutdown().await.map_err(|e| GroupError::Other(e.to_string()))?;
+    crate::sync::blocking_section(|| make_only_voter(log, me, config))?;
     let (raft_config, network) = fresh();
-    start_raft(runtime, me, raft_config, network, log, sm)
+    start_raft(me, raft_config, network, log, sm).await
 }
 
 /// Appends a membership with this member as the only voter, in a term above
@@ -343,12 +363,24 @@ pub(crate) fn build_runtime(workers: usize) -> Result<Runtime, GroupError> {
         .map_err(|e| GroupError::Other(format!("cannot create the group runtime: {e}")))
 }
 
-/// Bound synchronously so that a taken port fails `start` itself.
-fn bind(addr: &str) -> Result<std::net::TcpListener, GroupError> {
-    let listener = std::net::TcpListener::bind(addr)
-        .map_err(|e| GroupError::Config(format!("cannot listen on group address {addr}: {e}")))?;
-    listener.set_nonblocking(true).map_err(|e| GroupError::Config(e.to_string()))?;
-    Ok(listener)
+/// The group listener, bound now so that a taken port fails `start`
+/// itself: on TCP, or on the given network (`GroupConfig::wires`).
+async fn listen(config: &GroupConfig) -> Result<(GroupListener, SocketAddr), GroupError> {
+    let addr = &config.listen_addr;
+    let cannot = |e: std::io::Error| GroupError::Config(format!("cannot listen on group address {addr}: {e}"));
+    let Some(wires) = &config.wires else {
+        // std's bind, as before: no SO_REUSEADDR (tokio's sets it).
+        let listener = std::net::TcpListener::bind(addr).map_err(cannot)?;
+        listener.set_nonblocking(true).map_err(cannot)?;
+        let local = listener.local_addr().map_err(cannot)?;
+        return Ok((GroupListener::Tcp(tokio::net::TcpListener::from_std(listener).map_err(cannot)?), local));
+    };
+    if config.tls.is_some() {
+        return Err(GroupError::Config("a given network (GroupConfig::wires) carries plaintext only: no TLS".into()));
+    }
+    let listener = wires.0.listen(addr).await.map_err(cannot)?;
+    let local = listener.local_addr().map_err(cannot)?;
+    Ok((GroupListener::Given(listener), local))
 }
 
 /// Peers dial `me.group_addr`; default it to where we actually listen.
@@ -364,29 +396,19 @@ fn fill_group_addr(config: &mut GroupConfig, local: std::net::SocketAddr) {
     }
 }
 
-fn spawn_tasks(
-    runtime: &Runtime,
-    shared: &Arc<Shared>,
-    listener: std::net::TcpListener,
-    queue_rx: mpsc::Receiver<AppPayload>,
-) -> Result<(), GroupError> {
+fn spawn_tasks(shared: &Arc<Shared>, listener: GroupListener, queue_rx: mpsc::Receiver<AppPayload>) {
     let local_addr = shared.config.me.group_addr.clone();
-    let listener = {
-        let _guard = runtime.enter();
-        tokio::net::TcpListener::from_std(listener).map_err(|e| GroupError::Config(e.to_string()))?
-    };
-    runtime.spawn(transport::server::serve(listener, shared.clone()));
-    runtime.spawn(submit::run(shared.clone(), queue_rx));
-    runtime.spawn(detector::run(shared.clone()));
-    runtime.spawn(evict::run(shared.clone()));
-    runtime.spawn(crate::mesh::run(shared.clone()));
-    runtime.spawn(crate::weight::watch(shared.clone()));
-    runtime.spawn(crate::store::purger::run(shared.clone()));
+    tokio::spawn(transport::server::serve(listener, shared.clone()));
+    tokio::spawn(submit::run(shared.clone(), queue_rx));
+    tokio::spawn(detector::run(shared.clone()));
+    tokio::spawn(evict::run(shared.clone()));
+    tokio::spawn(crate::mesh::run(shared.clone()));
+    tokio::spawn(crate::weight::watch(shared.clone()));
+    tokio::spawn(crate::store::purger::run(shared.clone()));
     if !shared.config.bootstrap {
-        runtime.spawn(join::join_loop(shared.clone(), local_addr.clone()));
+        tokio::spawn(join::join_loop(shared.clone(), local_addr.clone()));
     }
-    runtime.spawn(join::rejoin_watch(shared.clone(), local_addr));
-    Ok(())
+    tokio::spawn(join::rejoin_watch(shared.clone(), local_addr));
 }
 
 /// The channel's encryption, its certificate loaded and checked now: a

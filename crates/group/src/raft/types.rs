@@ -91,6 +91,7 @@ openraft::declare_raft_types!(
         R = (),
         NodeId = MemberId,
         Node = MemberInfo,
+        AsyncRuntime = super::runtime::GroupRuntime,
 );
 
 pub type LogId = openraft::type_config::alias::LogIdOf<GroupTypes>;

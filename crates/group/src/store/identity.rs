@@ -126,7 +126,7 @@ pub fn boot_id() -> String {
 fn fresh_member_id() -> MemberId {
     // Zero is reserved so that an unset id never looks like a member.
     loop {
-        let id: MemberId = rand::random();
+        let id: MemberId = crate::entropy::next_u64();
         if id != 0 {
             return id;
         }
@@ -140,9 +140,20 @@ fn fresh_member_id() -> MemberId {
 /// MTR's results rely on it. The random tail keeps ids from looking like
 /// short text, which wsrep-lib would print as text.
 fn fresh_uuid() -> [u8; 16] {
-    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    uuid_v7(ms, rand::random())
+    let mut random = [0u8; 16];
+    crate::entropy::fill_bytes(&mut random);
+    // A seeded simulation's members are all "started" at the same moment:
+    // their uuids then order as its seed says, not as the host clock does.
+    let ms = if crate::entropy::seeded() {
+        SEEDED_EPOCH_MS
+    } else {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    };
+    uuid_v7(ms, random)
 }
+
+/// 2026-01-01T00:00:00Z, the time part of a seeded member's uuid.
+const SEEDED_EPOCH_MS: u64 = 1_767_225_600_000;
 
 fn uuid_v7(ms: u64, random: [u8; 16]) -> [u8; 16] {
     let mut b = random;

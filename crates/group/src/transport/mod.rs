@@ -11,8 +11,9 @@ mod refusals;
 pub mod server;
 pub mod tls;
 mod version1;
+pub mod wires;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +22,7 @@ use log::debug;
 use tokio::net::TcpStream;
 
 use self::tls::{PeerStream, Tls};
+use self::wires::Wires;
 
 use crate::liveness::Liveness;
 use crate::sync::lock;
@@ -79,7 +81,7 @@ impl Conn {
     /// forward means dropped payloads; checking first avoids that. Idle
     /// means nothing to read: any byte or EOF means the connection is out of
     /// step or closed.
-    fn is_open(&self) -> bool {
+    fn is_open(&mut self) -> bool {
         self.stream.is_idle()
     }
 }
@@ -121,7 +123,7 @@ impl TlsMode {
 pub struct NetCtx {
     pub me: MemberId,
     hello: Hello,
-    pool: Mutex<HashMap<String, Vec<Conn>>>,
+    pool: Mutex<BTreeMap<String, Vec<Conn>>>,
     pub liveness: Liveness,
     connect_timeout: Duration,
     pub tls: TlsMode,
@@ -135,11 +137,13 @@ pub struct NetCtx {
     former_group: Mutex<Option<[u8; 16]>>,
     /// Per member group address: whether the last connection with it, in
     /// either direction, was encrypted (`wsrep_group_links`).
-    links: Mutex<HashMap<String, bool>>,
+    links: Mutex<BTreeMap<String, bool>>,
     /// Set once this member leaves the group (a clean shutdown).
     leaving: std::sync::atomic::AtomicBool,
     /// `gmcast.isolate`: while set, nothing is sent or answered.
     isolation: Mutex<Isolation>,
+    /// A given network to dial on instead of TCP (a simulation's).
+    wires: Option<Wires>,
 }
 
 impl NetCtx {
@@ -147,7 +151,7 @@ impl NetCtx {
         NetCtx {
             me: hello.member,
             hello,
-            pool: Mutex::new(HashMap::new()),
+            pool: Mutex::new(BTreeMap::new()),
             liveness: Liveness::default(),
             connect_timeout,
             tls,
@@ -155,10 +159,18 @@ impl NetCtx {
             admission,
             group: Mutex::new(None),
             former_group: Mutex::new(None),
-            links: Mutex::new(HashMap::new()),
+            links: Mutex::new(BTreeMap::new()),
             leaving: std::sync::atomic::AtomicBool::new(false),
             isolation: Mutex::new(Isolation::Off),
+            wires: None,
         }
+    }
+
+    /// Dials on `wires` instead of TCP, when given (plaintext only: the
+    /// caller refuses TLS with it).
+    pub fn over(mut self, wires: Option<Wires>) -> Self {
+        self.wires = wires;
+        self
     }
 
     /// `gmcast.isolate`: cuts (or restores) every exchange with the other
@@ -285,7 +297,7 @@ impl NetCtx {
     async fn checkout(&self, addr: &str, expect: Option<MemberId>) -> Result<Conn, CallError> {
         loop {
             let pooled = lock(&self.pool).get_mut(addr).and_then(Vec::pop);
-            let Some(conn) = pooled else { break };
+            let Some(mut conn) = pooled else { break };
             if conn.is_open() && expect.is_none_or(|e| e == conn.peer) {
                 return Ok(conn);
             }
@@ -306,26 +318,9 @@ impl NetCtx {
     }
 
     async fn connect(&self, addr: &str) -> Result<Conn, CallError> {
-        let tcp = self.connect_tcp(addr).await?;
-        let mut stream = match self.tls.tls() {
-            None => PeerStream::Plain(tcp),
-            Some(tls) => match self.secure(tls, tcp, addr).await {
-                Ok(stream) => stream,
-                // A member not yet switched over to TLS closes on our
-                // ClientHello: during a rolling switch-over, talk plaintext.
-                Err(e) if matches!(self.tls, TlsMode::Dynamic(_)) && closed_on_hello(&e) => {
-                    self.noted_at(log::Level::Info, addr, "plaintext fallback", || {
-                        format!("Member at {addr} does not speak TLS yet: connecting in plaintext (socket.dynamic=YES)")
-                    });
-                    PeerStream::Plain(self.connect_tcp(addr).await?)
-                }
-                Err(e) => {
-                    let hint = if closed_on_hello(&e) { " (does it have socket.ssl=YES?)" } else { "" };
-                    let why = format!("TLS handshake with {addr} failed: {e}{hint}");
-                    self.refused(addr, &refusals::reason_key("TLS handshake", &e.to_string()), || why.clone());
-                    return Err(CallError::Refused(why));
-                }
-            },
+        let mut stream = match &self.wires {
+            Some(wires) => self.connect_given(wires, addr).await?,
+            None => self.connect_secured(addr).await?,
         };
         let hello = Hello { group: self.group(), ..self.hello.clone() };
         let (peer, peer_group) = match handshake::dial(&mut stream, &hello, addr, self).await {
@@ -391,6 +386,39 @@ impl NetCtx {
 
     pub fn former_group(&self) -> Option<[u8; 16]> {
         *lock(&self.former_group)
+    }
+
+    /// A TCP connection, with TLS when the channel is encrypted.
+    async fn connect_secured(&self, addr: &str) -> Result<PeerStream, CallError> {
+        let tcp = self.connect_tcp(addr).await?;
+        Ok(match self.tls.tls() {
+            None => PeerStream::Plain(tcp),
+            Some(tls) => match self.secure(tls, tcp, addr).await {
+                Ok(stream) => stream,
+                // A member not yet switched over to TLS closes on our
+                // ClientHello: during a rolling switch-over, talk plaintext.
+                Err(e) if matches!(self.tls, TlsMode::Dynamic(_)) && closed_on_hello(&e) => {
+                    self.noted_at(log::Level::Info, addr, "plaintext fallback", || {
+                        format!("Member at {addr} does not speak TLS yet: connecting in plaintext (socket.dynamic=YES)")
+                    });
+                    PeerStream::Plain(self.connect_tcp(addr).await?)
+                }
+                Err(e) => {
+                    let hint = if closed_on_hello(&e) { " (does it have socket.ssl=YES?)" } else { "" };
+                    let why = format!("TLS handshake with {addr} failed: {e}{hint}");
+                    self.refused(addr, &refusals::reason_key("TLS handshake", &e.to_string()), || why.clone());
+                    return Err(CallError::Refused(why));
+                }
+            },
+        })
+    }
+
+    async fn connect_given(&self, wires: &Wires, addr: &str) -> Result<PeerStream, CallError> {
+        let link = tokio::time::timeout(self.connect_timeout, wires.0.connect(addr))
+            .await
+            .map_err(|_| CallError::Unreachable(format!("connect to {addr} timed out")))?
+            .map_err(|e| CallError::Unreachable(format!("connect to {addr}: {e}")))?;
+        Ok(PeerStream::Given(link))
     }
 
     async fn connect_tcp(&self, addr: &str) -> Result<TcpStream, CallError> {

@@ -4,7 +4,7 @@
 //! would bury everything else in the error log. The first attempt is logged
 //! in full; the repeats are counted, and the next line says how many.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ pub const QUIET: Duration = Duration::from_secs(60);
 #[derive(Default)]
 pub struct Refusals {
     /// (who, why) → when last logged, repeats since.
-    seen: Mutex<HashMap<(String, String), (Instant, u64)>>,
+    seen: Mutex<BTreeMap<(String, String), (Instant, u64)>>,
 }
 
 impl Refusals {

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use log::{debug, error, info, warn};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use super::handshake::{self, HANDSHAKE_TIMEOUT};
 use super::tls::{self, Opening, PeerStream};
+use super::wires::{Accepted, GroupListener};
 use super::{refusals, NetCtx, TlsMode};
 use crate::raft::types::Snapshot;
 use crate::shared::Shared;
@@ -21,7 +22,7 @@ use crate::{join, submit, MemberId};
 /// dialers notice the close before reusing the connection.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+pub async fn serve(mut listener: GroupListener, shared: Arc<Shared>) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
@@ -36,13 +37,20 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-async fn serve_conn(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
+async fn serve_conn(shared: Arc<Shared>, accepted: Accepted, peer: SocketAddr) {
     if shared.net.isolated() {
         return; // gmcast.isolate: as if nobody listened
     }
-    let _ = tcp.set_nodelay(true);
     let refusal = admission(&shared.net, peer).await;
-    let Some(mut stream) = secure(&shared.net, tcp, peer).await else {
+    let secured = match accepted {
+        Accepted::Tcp(tcp) => {
+            let _ = tcp.set_nodelay(true);
+            secure(&shared.net, tcp, peer).await
+        }
+        // A given network is plaintext (`start` refuses TLS with it).
+        Accepted::Given(link) => Some(PeerStream::Given(link)),
+    };
+    let Some(mut stream) = secured else {
         return;
     };
     // Refused by the allowlist: told so once the channel is up (inside TLS

@@ -47,6 +47,8 @@ use rustls::{
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::wires::Link;
+
 /// The files of a member's TLS identity, as configured.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsFiles {
@@ -450,34 +452,34 @@ impl ClientCertVerifier for MemberAsClient {
     handshake_signatures_by_inner!();
 }
 
-/// A connection to a member, plain or encrypted.
+/// A connection to a member, plain or encrypted, or one of a given network
+/// (`transport::wires`, plaintext).
 pub enum PeerStream {
     Plain(TcpStream),
     Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
     Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Given(Box<dyn Link>),
 }
 
 impl PeerStream {
     pub fn is_encrypted(&self) -> bool {
-        !matches!(self, PeerStream::Plain(_))
-    }
-
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            PeerStream::Plain(s) => s,
-            PeerStream::Client(s) => s.get_ref().0,
-            PeerStream::Server(s) => s.get_ref().0,
-        }
+        matches!(self, PeerStream::Client(_) | PeerStream::Server(_))
     }
 
     /// Nothing to read and not closed: an idle connection still in step.
     /// Peeks at the socket, so that the bytes of a TLS record are not taken
     /// from under the TLS layer.
-    pub fn is_idle(&self) -> bool {
+    pub fn is_idle(&mut self) -> bool {
+        let tcp = match self {
+            PeerStream::Plain(s) => &*s,
+            PeerStream::Client(s) => s.get_ref().0,
+            PeerStream::Server(s) => s.get_ref().0,
+            PeerStream::Given(link) => return link.is_idle(),
+        };
         let mut probe = [0u8; 1];
         let mut buf = ReadBuf::new(&mut probe);
         let mut cx = Context::from_waker(Waker::noop());
-        matches!(self.tcp().poll_peek(&mut cx, &mut buf), Poll::Pending)
+        matches!(tcp.poll_peek(&mut cx, &mut buf), Poll::Pending)
     }
 }
 
@@ -487,6 +489,7 @@ impl AsyncRead for PeerStream {
             PeerStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             PeerStream::Client(s) => Pin::new(s).poll_read(cx, buf),
             PeerStream::Server(s) => Pin::new(s).poll_read(cx, buf),
+            PeerStream::Given(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -497,6 +500,7 @@ impl AsyncWrite for PeerStream {
             PeerStream::Plain(s) => Pin::new(s).poll_write(cx, data),
             PeerStream::Client(s) => Pin::new(s).poll_write(cx, data),
             PeerStream::Server(s) => Pin::new(s).poll_write(cx, data),
+            PeerStream::Given(s) => Pin::new(s).poll_write(cx, data),
         }
     }
 
@@ -505,6 +509,7 @@ impl AsyncWrite for PeerStream {
             PeerStream::Plain(s) => Pin::new(s).poll_flush(cx),
             PeerStream::Client(s) => Pin::new(s).poll_flush(cx),
             PeerStream::Server(s) => Pin::new(s).poll_flush(cx),
+            PeerStream::Given(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -513,6 +518,7 @@ impl AsyncWrite for PeerStream {
             PeerStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             PeerStream::Client(s) => Pin::new(s).poll_shutdown(cx),
             PeerStream::Server(s) => Pin::new(s).poll_shutdown(cx),
+            PeerStream::Given(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }

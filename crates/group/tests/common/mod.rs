@@ -95,7 +95,7 @@ impl Recording {
     }
 }
 
-struct Recorder(Recording);
+pub struct Recorder(pub Recording);
 
 impl Replica for Recorder {
     fn apply(&mut self, event: Ordered<'_>) {
@@ -158,7 +158,11 @@ impl log::Log for CaptureLogger {
         let line = format!("{:?} {}", record.level(), record.args());
         if self.print.is_some_and(|p| record.level() <= p) {
             let thread = std::thread::current().name().unwrap_or("?").to_string();
-            eprintln!("{:>8.3}s [{thread}] {line}", self.start.elapsed().as_secs_f64());
+            match turmoil::sim_elapsed() {
+                // In a simulation: its time, which a replay must repeat.
+                Some(t) => eprintln!("{:>8.3}s sim [{thread}] {line}", t.as_secs_f64()),
+                None => eprintln!("{:>8.3}s [{thread}] {line}", self.start.elapsed().as_secs_f64()),
+            }
         }
         if record.level() <= log::Level::Info {
             self.lines.lock().unwrap_or_else(|p| p.into_inner()).push(line);
@@ -231,6 +235,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         send_window: Default::default(),
         read_lease: Default::default(),
         threads: 1,
+        wires: None,
     }
 }
 

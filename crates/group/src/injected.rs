@@ -1,0 +1,42 @@
+//! Defects put back on purpose, so that the simulation's negative tests
+//! can show its checkers catch them (docs/simulation.md). Compiled in only
+//! with the feature `negative-tests`, which nothing that ships enables;
+//! without it every defect is off, a constant the compiler folds away.
+//!
+//! A defect is switched on for the current thread: a simulation steps all
+//! its members on the thread of its test, so a negative test breaks only
+//! its own run, not a test running beside it.
+
+/// The defects that can be put back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Defect {
+    /// A leader handing its leadership over still appends what followers
+    /// forward to it, instead of handing it back: its Raft core drops them
+    /// without a word (the loss fixed in issue 44).
+    HandOverTakesForwards,
+}
+
+#[cfg(feature = "negative-tests")]
+thread_local! {
+    static ON: std::cell::Cell<Option<Defect>> = const { std::cell::Cell::new(None) };
+}
+
+/// Puts `defect` back on this thread (`None`: the code as it ships).
+#[cfg(feature = "negative-tests")]
+pub fn inject(defect: Option<Defect>) {
+    ON.with(|on| on.set(defect));
+}
+
+/// Whether `defect` is on for this thread.
+#[inline]
+pub fn active(defect: Defect) -> bool {
+    #[cfg(feature = "negative-tests")]
+    {
+        ON.with(|on| on.get() == Some(defect))
+    }
+    #[cfg(not(feature = "negative-tests"))]
+    {
+        let _ = defect;
+        false
+    }
+}
