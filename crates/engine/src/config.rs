@@ -259,6 +259,7 @@ pub(crate) fn log_settings(opts: &Options, data_dir: &Path) -> LogSettings {
         cache_bytes,
         segment_bytes,
         fsync: opts.bool("gcache.fsync"),
+        memory: None,
     }
 }
 impl Node {

@@ -219,7 +219,24 @@ pub struct LogSettings {
     /// fsync before an append is acknowledged, with group commit
     /// (`gcache.fsync`): survives power loss, not only a killed process.
     pub fsync: bool,
+    /// An in-memory directory to keep the state in instead of `dir`: a
+    /// simulation's, which it crashes as a kill -9 or a power loss would
+    /// (docs/simulation.md). `None` in production.
+    pub memory: Option<GivenDisk>,
 }
+
+/// [`LogSettings::memory`]: the same directory for every start of a member
+/// (equal when it is the same directory, not a copy).
+#[derive(Clone, Debug)]
+pub struct GivenDisk(pub tandem_gcache::MemStorage);
+
+impl PartialEq for GivenDisk {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.same_as(&other.0)
+    }
+}
+
+impl Eq for GivenDisk {}
 
 impl Default for LogSettings {
     fn default() -> Self {
@@ -229,6 +246,7 @@ impl Default for LogSettings {
             cache_bytes: 128 << 20,
             segment_bytes: 16 << 20,
             fsync: false,
+            memory: None,
         }
     }
 }

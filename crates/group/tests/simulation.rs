@@ -22,7 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{config, Event, Recorder, Recording, CLUSTER};
-use tandem_group::{GroupConfig, GroupError, HostedMember, MemberId, Wires};
+use tandem_gcache::MemStorage;
+use tandem_group::{GivenDisk, GroupConfig, GroupError, HostedMember, MemberId, Wires};
 
 const PORT: u16 = 4567;
 const HOSTS: [&str; 3] = ["n1", "n2", "n3"];
@@ -50,7 +51,13 @@ fn sim_config(name: &str) -> GroupConfig {
 /// member's id and window once started, and the orders given to it.
 #[derive(Default)]
 struct Seat {
-    rec: Recording,
+    /// The replica of the member's current start: a restart replays the
+    /// log into a new one, as a server rebuilt from its log would.
+    rec: Mutex<Recording>,
+    /// The member's disk, kept across its restarts (and crashed by them).
+    disk: Mutex<MemStorage>,
+    /// How many times the member started.
+    starts: AtomicUsize,
     id: Mutex<Option<MemberId>>,
     primary: AtomicBool,
     leader: Mutex<Option<MemberId>>,
@@ -70,17 +77,27 @@ struct Writer {
     done: AtomicBool,
 }
 
+impl Seat {
+    fn rec(&self) -> Recording {
+        self.rec.lock().unwrap().clone()
+    }
+}
+
 async fn run_host(name: &'static str, seat: Arc<Seat>, writer: Option<Arc<Writer>>) -> turmoil::Result {
-    let member = HostedMember::start(sim_config(name), Box::new(Recorder(seat.rec.clone())))
-        .await
-        .map_err(|e| format!("{name} did not start: {e}"))?;
+    let rec = Recording::default();
+    *seat.rec.lock().unwrap() = rec.clone();
+    let mut config = sim_config(name);
+    config.log.memory = Some(GivenDisk(seat.disk.lock().unwrap().clone()));
+    let member =
+        HostedMember::start(config, Box::new(Recorder(rec))).await.map_err(|e| format!("{name} did not start: {e}"))?;
     let member = Arc::new(member);
     *seat.id.lock().unwrap() = Some(member.me());
+    seat.starts.fetch_add(1, Ordering::SeqCst);
     // Once primary, a joiner asks to vote, as the engine does once synced.
     while !member.status().primary {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    if name != HOSTS[0] {
+    if name != HOSTS[0] && !member.membership().voters.contains(&member.me()) {
         member.promote(member.me()).await.map_err(|e| format!("{name} was not promoted: {e}"))?;
     }
     if let Some(writer) = writer {
@@ -173,7 +190,7 @@ fn three_writing(seed: u64) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Arc<Write
     step_until(&mut sim, "all three are primary voters", || {
         all_primary(&seats) && seats.iter().all(|s| s.voters.load(Ordering::SeqCst) == 3)
     });
-    step_until(&mut sim, "300 payloads applied", || seats[1].rec.messages().len() >= 300);
+    step_until(&mut sim, "300 payloads applied", || seats[1].rec().messages().len() >= 300);
     (sim, seats, writer)
 }
 
@@ -193,17 +210,17 @@ fn hand_over_under_load(seed: u64) -> Outcome {
     let left = seats[leader].left.lock().unwrap().clone().unwrap();
     assert_eq!(left, Ok(()), "the leader's leave");
     let stay: Vec<&Arc<Seat>> = seats.iter().enumerate().filter(|(i, _)| *i != leader).map(|(_, s)| s).collect();
-    let after = stay[0].rec.messages().len();
+    let after = stay[0].rec().messages().len();
     step_until(&mut sim, "300 payloads applied after the hand-over", || {
-        stay.iter().all(|s| s.rec.messages().len() >= after + 300)
+        stay.iter().all(|s| s.rec().messages().len() >= after + 300)
     });
     writer.stop.store(true, Ordering::SeqCst);
     step_until(&mut sim, "the last payload applied", || {
-        writer.done.load(Ordering::SeqCst) && stay.iter().all(|s| s.rec.has_message(b"9:0"))
+        writer.done.load(Ordering::SeqCst) && stay.iter().all(|s| s.rec().has_message(b"9:0"))
     });
     let submitted = writer.submitted.load(Ordering::SeqCst);
     for (i, s) in stay.iter().enumerate() {
-        let seen = per_writer(&s.rec)[&0].clone();
+        let seen = per_writer(&s.rec())[&0].clone();
         let gaps: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] != w[0] + 1).map(|w| (w[0], w[1])).collect();
         assert!(
             seen.first() == Some(&0) && gaps.is_empty() && seen.len() == submitted,
@@ -211,13 +228,13 @@ fn hand_over_under_load(seed: u64) -> Outcome {
             seen.len()
         );
     }
-    assert_eq!(stay[0].rec.events(), stay[1].rec.events(), "seed {seed}: both members alike");
+    assert_eq!(stay[0].rec().events(), stay[1].rec().events(), "seed {seed}: both members alike");
     for s in &seats {
         let (peak, lost) = *s.window.lock().unwrap();
         assert!(peak <= tandem_group::MAX_PAYLOADS_IN_CORE, "seed {seed}: {peak} payloads in a core at once");
         assert_eq!(lost, 0, "seed {seed}: payloads a core did not order");
     }
-    Outcome { submitted, histories: stay.iter().map(|s| s.rec.events()).collect(), elapsed: sim.elapsed() }
+    Outcome { submitted, histories: stay.iter().map(|s| s.rec().events()).collect(), elapsed: sim.elapsed() }
 }
 
 /// The leader is cut off from both others while n2 writes, then the links
@@ -233,23 +250,23 @@ fn leader_cut_off_under_load(seed: u64) -> Outcome {
     for &o in &others {
         sim.partition(HOSTS[leader], HOSTS[o]);
     }
-    let after = seats[others[0]].rec.messages().len();
+    let after = seats[others[0]].rec().messages().len();
     step_until(&mut sim, "300 payloads applied by the two others", || {
-        others.iter().all(|&o| seats[o].rec.messages().len() >= after + 300)
+        others.iter().all(|&o| seats[o].rec().messages().len() >= after + 300)
     });
     for &o in &others {
         sim.repair(HOSTS[leader], HOSTS[o]);
     }
     writer.stop.store(true, Ordering::SeqCst);
     step_until(&mut sim, "the last payload applied by all three", || {
-        writer.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec.has_message(b"9:0"))
+        writer.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec().has_message(b"9:0"))
     });
     for (i, s) in seats.iter().enumerate() {
-        let seen = per_writer(&s.rec)[&0].clone();
+        let seen = per_writer(&s.rec())[&0].clone();
         let falls: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] <= w[0]).map(|w| (w[0], w[1])).collect();
         assert!(falls.is_empty(), "seed {seed}, member {i}: the writer's payloads rise; they fall at {falls:?}");
     }
-    let histories: Vec<Vec<Event>> = seats.iter().map(|s| s.rec.events()).collect();
+    let histories: Vec<Vec<Event>> = seats.iter().map(|s| s.rec().events()).collect();
     assert!(histories.windows(2).all(|w| w[0] == w[1]), "seed {seed}: all three applied the same history");
     let submitted = writer.submitted.load(Ordering::SeqCst);
     Outcome { submitted, histories, elapsed: sim.elapsed() }
@@ -265,6 +282,63 @@ fn a_leader_cut_off_under_load_leaves_one_history_under_simulation() {
             "seed {seed}: {} payloads, {applied} events applied, {:?} simulated",
             outcome.submitted, outcome.elapsed
         );
+    }
+}
+
+/// A follower (neither the leader nor the writer's host) is killed with -9
+/// while n2 writes: its disk keeps every write, its memory is gone, and its
+/// connections go silent (no FIN: `sim_net::power_cut`). It starts again
+/// after a pause, from its disk, as itself, and catches up.
+/// Nothing the writer submitted is lost (its leader never changed), and in
+/// the end all three applied the same history.
+fn follower_killed_under_load(seed: u64) -> Outcome {
+    let (mut sim, seats, writer) = three_writing(seed);
+    let leader = leader_seat(&seats);
+    let victim = (0..3).find(|i| *i != leader && *i != 1).expect("a follower without the writer");
+    let id = *seats[victim].id.lock().unwrap();
+    // What kill -9 leaves on disk: every write, none of what dropping the
+    // process's state would still write.
+    {
+        let mut disk = seats[victim].disk.lock().unwrap();
+        *disk = disk.kill();
+    }
+    sim_net::power_cut(|| sim.crash(HOSTS[victim]));
+    let after = seats[1].rec().messages().len();
+    step_until(&mut sim, "200 payloads applied while the follower is down", || {
+        seats[1].rec().messages().len() >= after + 200
+    });
+    sim.bounce(HOSTS[victim]);
+    step_until(&mut sim, "the follower started again", || seats[victim].starts.load(Ordering::SeqCst) == 2);
+    assert_eq!(*seats[victim].id.lock().unwrap(), id, "seed {seed}: the follower came back as itself");
+    let after = seats[victim].rec().messages().len();
+    step_until(&mut sim, "200 payloads applied by the follower since its start", || {
+        seats[victim].rec().messages().len() >= after + 200
+    });
+    writer.stop.store(true, Ordering::SeqCst);
+    step_until(&mut sim, "the last payload applied by all three", || {
+        writer.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec().has_message(b"9:0"))
+    });
+    let submitted = writer.submitted.load(Ordering::SeqCst);
+    for (i, s) in seats.iter().enumerate() {
+        let seen = per_writer(&s.rec())[&0].clone();
+        let gaps: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] != w[0] + 1).map(|w| (w[0], w[1])).collect();
+        assert!(
+            seen.first() == Some(&0) && gaps.is_empty() && seen.len() == submitted,
+            "seed {seed}, member {i}: every payload once, in order; {} of {submitted}, breaks after/before {gaps:?}",
+            seen.len()
+        );
+    }
+    let histories: Vec<Vec<Event>> = seats.iter().map(|s| s.rec().events()).collect();
+    assert!(histories.windows(2).all(|w| w[0] == w[1]), "seed {seed}: all three applied the same history");
+    Outcome { submitted, histories, elapsed: sim.elapsed() }
+}
+
+#[test]
+fn a_follower_killed_under_load_comes_back_as_itself_under_simulation() {
+    common::init_logging();
+    for seed in seeds() {
+        let outcome = follower_killed_under_load(seed);
+        eprintln!("seed {seed}: {} payloads, {:?} simulated", outcome.submitted, outcome.elapsed);
     }
 }
 
@@ -289,8 +363,11 @@ fn a_followers_payloads_survive_a_leader_hand_over_under_simulation() {
 fn a_seed_replays_the_same_run() {
     common::init_logging();
     let seed = seeds()[0];
-    let scenarios: [(&str, Scenario); 2] =
-        [("hand-over", hand_over_under_load), ("cut-off leader", leader_cut_off_under_load)];
+    let scenarios: [(&str, Scenario); 3] = [
+        ("hand-over", hand_over_under_load),
+        ("cut-off leader", leader_cut_off_under_load),
+        ("killed follower", follower_killed_under_load),
+    ];
     for (name, scenario) in scenarios {
         let (first, second) = (scenario(seed), scenario(seed));
         assert_eq!(first.submitted, second.submitted, "{name}, seed {seed}: payloads submitted");

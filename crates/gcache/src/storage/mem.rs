@@ -107,6 +107,11 @@ impl MemStorage {
         MemStorage::default()
     }
 
+    /// Whether `other` is this directory (a clone of it), not a copy.
+    pub fn same_as(&self, other: &MemStorage) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+
     fn lock(&self) -> MutexGuard<'_, MemState> {
         // Every mutation below completes or returns before it could panic, so a poisoned
         // lock (a panicking test thread) still guards consistent state.

@@ -90,6 +90,9 @@ fn config_err(dir: &str, e: impl std::fmt::Display) -> GroupError {
 }
 
 fn disk_for(settings: &LogSettings) -> Result<Disk, GroupError> {
+    if let Some(given) = &settings.memory {
+        return Ok(Disk::Mem(given.0.clone()));
+    }
     match &settings.dir {
         Some(dir) => Disk::files(dir, &settings.name).map_err(|e| config_err(&dir.display().to_string(), e)),
         None => Ok(Disk::Mem(MemStorage::new())),
