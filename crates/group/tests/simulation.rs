@@ -231,13 +231,15 @@ fn hand_over_under_load(seed: u64) -> Outcome {
             seen.len()
         );
     }
-    assert_eq!(stay[0].rec().events(), stay[1].rec().events(), "seed {seed}: both members alike");
+    let stayers: Vec<Arc<Seat>> = stay.iter().map(|s| Arc::clone(s)).collect();
+    let histories = settled_histories(&mut sim, &stayers);
+    same_histories(seed, &histories);
     for s in &seats {
         let (peak, lost) = *s.window.lock().unwrap();
         assert!(peak <= tandem_group::MAX_PAYLOADS_IN_CORE, "seed {seed}: {peak} payloads in a core at once");
         assert_eq!(lost, 0, "seed {seed}: payloads a core did not order");
     }
-    Outcome { submitted, histories: stay.iter().map(|s| s.rec().events()).collect(), elapsed: sim.elapsed() }
+    Outcome { submitted, histories, elapsed: sim.elapsed() }
 }
 
 /// The leader is cut off from both others while n2 writes, then the links
@@ -269,8 +271,8 @@ fn leader_cut_off_under_load(seed: u64) -> Outcome {
         let falls: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] <= w[0]).map(|w| (w[0], w[1])).collect();
         assert!(falls.is_empty(), "seed {seed}, member {i}: the writer's payloads rise; they fall at {falls:?}");
     }
-    let histories: Vec<Vec<Event>> = seats.iter().map(|s| s.rec().events()).collect();
-    assert!(histories.windows(2).all(|w| w[0] == w[1]), "seed {seed}: all three applied the same history");
+    let histories = settled_histories(&mut sim, &seats);
+    same_histories(seed, &histories);
     let submitted = writer.submitted.load(Ordering::SeqCst);
     Outcome { submitted, histories, elapsed: sim.elapsed() }
 }
@@ -331,8 +333,8 @@ fn follower_killed_under_load(seed: u64) -> Outcome {
             seen.len()
         );
     }
-    let histories: Vec<Vec<Event>> = seats.iter().map(|s| s.rec().events()).collect();
-    assert!(histories.windows(2).all(|w| w[0] == w[1]), "seed {seed}: all three applied the same history");
+    let histories = settled_histories(&mut sim, &seats);
+    same_histories(seed, &histories);
     Outcome { submitted, histories, elapsed: sim.elapsed() }
 }
 
@@ -376,10 +378,37 @@ fn leader_killed_under_load(seed: u64) -> Outcome {
         let falls: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] <= w[0]).map(|w| (w[0], w[1])).collect();
         assert!(falls.is_empty(), "seed {seed}, member {i}: the writer's payloads rise; they fall at {falls:?}");
     }
-    let histories: Vec<Vec<Event>> = seats.iter().map(|s| s.rec().events()).collect();
-    assert!(histories.windows(2).all(|w| w[0] == w[1]), "seed {seed}: all three applied the same history");
+    let histories = settled_histories(&mut sim, &seats);
+    same_histories(seed, &histories);
     let submitted = writer.submitted.load(Ordering::SeqCst);
     Outcome { submitted, histories, elapsed: sim.elapsed() }
+}
+
+/// Steps until every member applied as many events (views may still be
+/// on their way when the last payload is applied), then their histories.
+fn settled_histories(sim: &mut turmoil::Sim<'_>, seats: &[Arc<Seat>]) -> Vec<Vec<Event>> {
+    step_until(sim, "every member applied as many events", || {
+        let lens: Vec<usize> = seats.iter().map(|s| s.rec().events().len()).collect();
+        lens.windows(2).all(|w| w[0] == w[1])
+    });
+    seats.iter().map(|s| s.rec().events()).collect()
+}
+
+/// All members applied the same history; else, where the first two that
+/// differ part, with the events around it.
+fn same_histories(seed: u64, histories: &[Vec<Event>]) {
+    for (i, h) in histories.iter().enumerate().skip(1) {
+        let first = &histories[0];
+        let Some(at) = (0..first.len().max(h.len())).find(|&k| first.get(k) != h.get(k)) else { continue };
+        let around = |h: &[Event]| h[at.saturating_sub(2)..(at + 3).min(h.len())].to_vec();
+        panic!(
+            "seed {seed}: members 0 and {i} applied different histories ({} and {} events), from event {at}:\n{:?}\n{:?}",
+            first.len(),
+            h.len(),
+            around(first),
+            around(h)
+        );
+    }
 }
 
 #[test]
