@@ -93,7 +93,8 @@ pub fn direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Result<(),
         return Err(item);
     };
     // Handing over: queued, it goes to the successor once there is one.
-    if shared.handing_over.load(Ordering::SeqCst) {
+    // Not writable yet (a new leader): queued, the task waits for it.
+    if shared.handing_over.load(Ordering::SeqCst) || !core_takes_writes(shared) {
         return Err(item);
     }
     runtime.block_on(entry.append(&shared.raft(), vec![item]));
@@ -206,7 +207,7 @@ async fn append_local(shared: &Shared, batch: Vec<AppPayload>) -> Result<(), Vec
         let bytes = chunk.iter().map(|p| p.bytes.0.len()).sum();
         let entry = shared.in_core.enter(chunk.len(), bytes).await;
         // Read only now, in the window: see `Window::wait_for_appenders`.
-        if handing_over(shared) {
+        if handing_over(shared) || !until_writable(shared).await {
             let mut back = chunk;
             back.append(&mut rest);
             return Err(back);
@@ -214,6 +215,37 @@ async fn append_local(shared: &Shared, batch: Vec<AppPayload>) -> Result<(), Vec
         entry.append(&shared.raft(), chunk).await;
     }
     Ok(())
+}
+
+/// Whether this member's Raft core takes a write now: it leads, and a
+/// quorum acknowledged it within its lease (`election_timeout_max`, our
+/// `suspect`; half of it here, for a margin). openraft answers a write
+/// outside the lease with an error, and the payload is lost. A new leader
+/// has no acknowledgement until its first heartbeats come back: the
+/// simulation's seed 74 lost 382 payloads so, appended by the successor of
+/// a hand-over in that first round trip.
+fn core_takes_writes(shared: &Shared) -> bool {
+    shared.with_metrics(|m| {
+        let alone = m.membership_config.membership().voter_ids().count() == 1;
+        let acked = m.last_quorum_acked.as_ref().is_some_and(|at| at.elapsed() < shared.suspect / 2);
+        m.state.is_leader() && (alone || acked)
+    })
+}
+
+/// Waits until the core takes writes; false once this member no longer
+/// leads (the caller hands its payloads on), or after an election's time.
+async fn until_writable(shared: &Shared) -> bool {
+    let deadline = Instant::now() + shared.suspect * 2;
+    let mut metrics = shared.raft().metrics();
+    loop {
+        if core_takes_writes(shared) {
+            return true;
+        }
+        if !shared.raft().is_leader() || Instant::now() >= deadline {
+            return false;
+        }
+        let _ = tokio::time::timeout(HOLD_RECHECK, metrics.changed()).await;
+    }
 }
 
 /// Whether this leader hands its leadership over now, so that what it is
