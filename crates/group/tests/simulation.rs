@@ -217,29 +217,14 @@ fn hand_over_under_load(seed: u64) -> Outcome {
     step_until(&mut sim, "300 payloads applied after the hand-over", || {
         stay.iter().all(|s| s.rec().messages().len() >= after + 300)
     });
-    writer.stop.store(true, Ordering::SeqCst);
-    step_until(&mut sim, "the last payload applied", || {
-        writer.done.load(Ordering::SeqCst) && stay.iter().all(|s| s.rec().has_message(b"9:0"))
-    });
-    let submitted = writer.submitted.load(Ordering::SeqCst);
-    for (i, s) in stay.iter().enumerate() {
-        let seen = per_writer(&s.rec())[&0].clone();
-        let gaps: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] != w[0] + 1).map(|w| (w[0], w[1])).collect();
-        assert!(
-            seen.first() == Some(&0) && gaps.is_empty() && seen.len() == submitted,
-            "seed {seed}, member {i}: every payload once, in order; {} of {submitted}, breaks after/before {gaps:?}",
-            seen.len()
-        );
-    }
     let stayers: Vec<Arc<Seat>> = stay.iter().map(|s| Arc::clone(s)).collect();
-    let histories = settled_histories(&mut sim, &stayers);
-    same_histories(seed, &histories);
+    let outcome = end_of_run(seed, &mut sim, &stayers, &writer, Promise::EveryPayloadOnce);
     for s in &seats {
         let (peak, lost) = *s.window.lock().unwrap();
         assert!(peak <= tandem_group::MAX_PAYLOADS_IN_CORE, "seed {seed}: {peak} payloads in a core at once");
         assert_eq!(lost, 0, "seed {seed}: payloads a core did not order");
     }
-    Outcome { submitted, histories, elapsed: sim.elapsed() }
+    outcome
 }
 
 /// The leader is cut off from both others while n2 writes, then the links
@@ -262,19 +247,7 @@ fn leader_cut_off_under_load(seed: u64) -> Outcome {
     for &o in &others {
         sim.repair(HOSTS[leader], HOSTS[o]);
     }
-    writer.stop.store(true, Ordering::SeqCst);
-    step_until(&mut sim, "the last payload applied by all three", || {
-        writer.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec().has_message(b"9:0"))
-    });
-    for (i, s) in seats.iter().enumerate() {
-        let seen = per_writer(&s.rec())[&0].clone();
-        let falls: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] <= w[0]).map(|w| (w[0], w[1])).collect();
-        assert!(falls.is_empty(), "seed {seed}, member {i}: the writer's payloads rise; they fall at {falls:?}");
-    }
-    let histories = settled_histories(&mut sim, &seats);
-    same_histories(seed, &histories);
-    let submitted = writer.submitted.load(Ordering::SeqCst);
-    Outcome { submitted, histories, elapsed: sim.elapsed() }
+    end_of_run(seed, &mut sim, &seats, &writer, Promise::Rising)
 }
 
 #[test]
@@ -319,23 +292,7 @@ fn follower_killed_under_load(seed: u64) -> Outcome {
     step_until(&mut sim, "200 payloads applied by the follower since its start", || {
         seats[victim].rec().messages().len() >= after + 200
     });
-    writer.stop.store(true, Ordering::SeqCst);
-    step_until(&mut sim, "the last payload applied by all three", || {
-        writer.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec().has_message(b"9:0"))
-    });
-    let submitted = writer.submitted.load(Ordering::SeqCst);
-    for (i, s) in seats.iter().enumerate() {
-        let seen = per_writer(&s.rec())[&0].clone();
-        let gaps: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] != w[0] + 1).map(|w| (w[0], w[1])).collect();
-        assert!(
-            seen.first() == Some(&0) && gaps.is_empty() && seen.len() == submitted,
-            "seed {seed}, member {i}: every payload once, in order; {} of {submitted}, breaks after/before {gaps:?}",
-            seen.len()
-        );
-    }
-    let histories = settled_histories(&mut sim, &seats);
-    same_histories(seed, &histories);
-    Outcome { submitted, histories, elapsed: sim.elapsed() }
+    end_of_run(seed, &mut sim, &seats, &writer, Promise::EveryPayloadOnce)
 }
 
 #[test]
@@ -369,18 +326,57 @@ fn leader_killed_under_load(seed: u64) -> Outcome {
     sim.bounce(HOSTS[leader]);
     step_until(&mut sim, "the old leader started again", || seats[leader].starts.load(Ordering::SeqCst) == 2);
     assert_eq!(*seats[leader].id.lock().unwrap(), id, "seed {seed}: the old leader came back as itself");
+    end_of_run(seed, &mut sim, &seats, &writer, Promise::Rising)
+}
+
+/// What a scenario promises of the writer's payloads in every history.
+#[derive(Clone, Copy)]
+enum Promise {
+    /// Each once, in submission order, none missing.
+    EveryPayloadOnce,
+    /// Rising, each at most once: some may be lost with a failed leader.
+    Rising,
+}
+
+/// Stops the writer, steps until `seats` applied its last payload, checks
+/// the promise on each, then that all applied one history.
+fn end_of_run(
+    seed: u64,
+    sim: &mut turmoil::Sim<'_>,
+    seats: &[Arc<Seat>],
+    writer: &Writer,
+    promise: Promise,
+) -> Outcome {
     writer.stop.store(true, Ordering::SeqCst);
-    step_until(&mut sim, "the last payload applied by all three", || {
+    step_until(sim, "the last payload applied", || {
         writer.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec().has_message(b"9:0"))
     });
+    let submitted = writer.submitted.load(Ordering::SeqCst);
     for (i, s) in seats.iter().enumerate() {
         let seen = per_writer(&s.rec())[&0].clone();
-        let falls: Vec<(usize, usize)> = seen.windows(2).filter(|w| w[1] <= w[0]).map(|w| (w[0], w[1])).collect();
-        assert!(falls.is_empty(), "seed {seed}, member {i}: the writer's payloads rise; they fall at {falls:?}");
+        match promise {
+            Promise::EveryPayloadOnce => {
+                let gaps: Vec<(usize, usize)> =
+                    seen.windows(2).filter(|w| w[1] != w[0] + 1).map(|w| (w[0], w[1])).collect();
+                assert!(
+                    seen.first() == Some(&0) && gaps.is_empty() && seen.len() == submitted,
+                    "seed {seed}, member {i}: every payload once, in order; {} of {submitted}, breaks after/before \
+                     {gaps:?}",
+                    seen.len()
+                );
+            }
+            Promise::Rising => {
+                let falls: Vec<(usize, usize)> =
+                    seen.windows(2).filter(|w| w[1] <= w[0]).map(|w| (w[0], w[1])).collect();
+                assert!(
+                    falls.is_empty(),
+                    "seed {seed}, member {i}: the writer's payloads rise; they fall at {falls:?}"
+                );
+            }
+        }
     }
-    let histories = settled_histories(&mut sim, &seats);
+    let histories = settled_histories(sim, seats);
     same_histories(seed, &histories);
-    let submitted = writer.submitted.load(Ordering::SeqCst);
     Outcome { submitted, histories, elapsed: sim.elapsed() }
 }
 
