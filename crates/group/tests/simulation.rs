@@ -252,15 +252,20 @@ fn leader_cut_off_under_load(seed: u64) -> Outcome {
 
 #[test]
 fn a_leader_cut_off_under_load_leaves_one_history_under_simulation() {
-    common::init_logging();
-    for seed in seeds() {
-        let outcome = leader_cut_off_under_load(seed);
-        let applied = outcome.histories[0].len();
-        eprintln!(
-            "seed {seed}: {} payloads, {applied} events applied, {:?} simulated",
-            outcome.submitted, outcome.elapsed
-        );
+    run_seeds(leader_cut_off_under_load);
+}
+
+/// Kills member `i` with -9: its disk as `MemStorage::kill` leaves it
+/// (taken first, so that nothing dropping the process writes counts), its
+/// connections silent (`sim_net::power_cut`). Returns its member id.
+fn kill(sim: &mut turmoil::Sim<'_>, seats: &[Arc<Seat>], i: usize) -> Option<MemberId> {
+    let id = *seats[i].id.lock().unwrap();
+    {
+        let mut disk = seats[i].disk.lock().unwrap();
+        *disk = disk.kill();
     }
+    sim_net::power_cut(|| sim.crash(HOSTS[i]));
+    id
 }
 
 /// A follower (neither the leader nor the writer's host) is killed with -9
@@ -273,14 +278,7 @@ fn follower_killed_under_load(seed: u64) -> Outcome {
     let (mut sim, seats, writer) = three_writing(seed);
     let leader = leader_seat(&seats);
     let victim = (0..3).find(|i| *i != leader && *i != 1).expect("a follower without the writer");
-    let id = *seats[victim].id.lock().unwrap();
-    // What kill -9 leaves on disk: every write, none of what dropping the
-    // process's state would still write.
-    {
-        let mut disk = seats[victim].disk.lock().unwrap();
-        *disk = disk.kill();
-    }
-    sim_net::power_cut(|| sim.crash(HOSTS[victim]));
+    let id = kill(&mut sim, &seats, victim);
     let after = seats[1].rec().messages().len();
     step_until(&mut sim, "200 payloads applied while the follower is down", || {
         seats[1].rec().messages().len() >= after + 200
@@ -297,11 +295,7 @@ fn follower_killed_under_load(seed: u64) -> Outcome {
 
 #[test]
 fn a_follower_killed_under_load_comes_back_as_itself_under_simulation() {
-    common::init_logging();
-    for seed in seeds() {
-        let outcome = follower_killed_under_load(seed);
-        eprintln!("seed {seed}: {} payloads, {:?} simulated", outcome.submitted, outcome.elapsed);
-    }
+    run_seeds(follower_killed_under_load);
 }
 
 /// The leader is killed with -9 while n2 writes, and starts again once the
@@ -312,12 +306,7 @@ fn a_follower_killed_under_load_comes_back_as_itself_under_simulation() {
 fn leader_killed_under_load(seed: u64) -> Outcome {
     let (mut sim, seats, writer) = three_writing(seed);
     let leader = leader_seat(&seats);
-    let id = *seats[leader].id.lock().unwrap();
-    {
-        let mut disk = seats[leader].disk.lock().unwrap();
-        *disk = disk.kill();
-    }
-    sim_net::power_cut(|| sim.crash(HOSTS[leader]));
+    let id = kill(&mut sim, &seats, leader);
     let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
     let after = seats[others[0]].rec().messages().len();
     step_until(&mut sim, "200 payloads applied by the two others", || {
@@ -409,14 +398,16 @@ fn same_histories(seed: u64, histories: &[Vec<Event>]) {
 
 #[test]
 fn a_leader_killed_under_load_comes_back_as_a_follower_under_simulation() {
+    run_seeds(leader_killed_under_load);
+}
+
+/// Runs `scenario` for every seed, and says what each run did.
+fn run_seeds(scenario: Scenario) {
     common::init_logging();
     for seed in seeds() {
-        let outcome = leader_killed_under_load(seed);
-        let applied = outcome.histories[0].len();
-        eprintln!(
-            "seed {seed}: {} payloads, {applied} events applied, {:?} simulated",
-            outcome.submitted, outcome.elapsed
-        );
+        let o = scenario(seed);
+        let applied = o.histories[0].len();
+        eprintln!("seed {seed}: {} payloads, {applied} events applied, {:?} simulated", o.submitted, o.elapsed);
     }
 }
 
@@ -429,11 +420,7 @@ fn seeds() -> Vec<u64> {
 
 #[test]
 fn a_followers_payloads_survive_a_leader_hand_over_under_simulation() {
-    common::init_logging();
-    for seed in seeds() {
-        let outcome = hand_over_under_load(seed);
-        eprintln!("seed {seed}: {} payloads, {:?} simulated", outcome.submitted, outcome.elapsed);
-    }
+    run_seeds(hand_over_under_load);
 }
 
 /// The same seed, run twice, gives the same run, in both scenarios.
