@@ -10,9 +10,7 @@
 //! the caller's runtime owns the tasks, which end with it.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -82,13 +80,5 @@ impl HostedMember {
     /// As [`RaftGroup::core_window`].
     pub fn core_window(&self) -> (usize, u64) {
         (self.shared.in_core.peak(), self.shared.in_core.lost())
-    }
-
-    /// Stops taking calls and stops openraft (at most `within`). The
-    /// member's other tasks end with the runtime that runs them.
-    pub async fn stop(&self, within: Duration) {
-        self.shared.closed.store(true, Ordering::Release);
-        let raft = self.shared.raft();
-        let _ = tokio::time::timeout(within, raft.shutdown()).await;
     }
 }

@@ -91,6 +91,14 @@ fn config_err(dir: &str, e: impl std::fmt::Display) -> GroupError {
 
 fn disk_for(settings: &LogSettings) -> Result<Disk, GroupError> {
     if let Some(given) = &settings.memory {
+        // Both set is a caller's mistake: one of the two would be ignored,
+        // and with it every write meant for it.
+        if let Some(dir) = &settings.dir {
+            return Err(config_err(
+                &dir.display().to_string(),
+                "a given in-memory directory (LogSettings::memory) is set too; use one of the two",
+            ));
+        }
         return Ok(Disk::Mem(given.0.clone()));
     }
     match &settings.dir {

@@ -93,6 +93,19 @@ fn a_member_keeps_its_identity_and_log_across_restarts() {
     assert_eq!(second.log.vote_and_last().1.map(|l| l.index), Some(50), "the log came back");
 }
 
+/// A directory and a given in-memory one at once: refused, naming both,
+/// rather than one of them silently unused.
+#[test]
+fn a_directory_and_a_given_memory_together_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let both = LogSettings { memory: Some(crate::GivenDisk(MemStorage::new())), ..settings(Some(dir.path())) };
+    let err = open(&both, "c", "127.0.0.1:1", None).err().expect("refused");
+    let text = err.to_string();
+    assert!(text.contains(&dir.path().display().to_string()) && text.contains("LogSettings::memory"), "{text}");
+    let alone = LogSettings { memory: Some(crate::GivenDisk(MemStorage::new())), ..settings(None) };
+    assert!(open(&alone, "c", "127.0.0.1:1", None).is_ok(), "the given memory alone is used");
+}
+
 #[test]
 fn another_cluster_or_address_gets_a_new_identity() {
     let dir = tempfile::tempdir().unwrap();
