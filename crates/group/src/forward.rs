@@ -31,7 +31,10 @@ use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::runtime::Handle;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
+use crate::forward_watch::Watch;
+use crate::injected::{self, Defect};
 use crate::raft::types::AppPayload;
 use crate::shared::Shared;
 use crate::sync::lock;
@@ -53,9 +56,15 @@ pub struct Forwarder {
     /// Wakes the submit task to send on what a former leader handed back.
     pub handed_back: tokio::sync::Notify,
     /// The member that last handed payloads back, and this member's term
-    /// then: while we still take it for leader in that term, nothing goes
-    /// its way (any leader after it is elected in a later term).
-    stepped_down: std::sync::Mutex<Option<(MemberId, u64)>>,
+    /// and membership then: while we still take it for leader in that term,
+    /// nothing goes its way (any leader after it is elected in a later
+    /// term). A leader also hands back what a member it removed forwards;
+    /// once that member is taken back, the membership is another, and the
+    /// same leader in the same term takes its payloads again. (Keyed on the
+    /// term alone, a follower evicted and taken back forwarded nothing to
+    /// that leader any more: the simulation's flaky links found it, every
+    /// payload dropped as "no leader reachable" until the next election.)
+    stepped_down: std::sync::Mutex<Option<(MemberId, Stand)>>,
     /// Connections of followers this member handed payloads back to, as
     /// leader, that are still open: a leaving member waits for them.
     handing_back: std::sync::atomic::AtomicUsize,
@@ -73,6 +82,8 @@ pub struct Link {
     answers: JoinHandle<Frames>,
     /// Frames handed back so far: [`close`] waits on while this moves.
     returned: Arc<std::sync::atomic::AtomicUsize>,
+    /// Whether what is written comes back ordered ([`crate::forward_watch`]).
+    watch: Watch,
 }
 
 /// What became of payloads given to [`send`].
@@ -133,6 +144,33 @@ impl Link {
     fn ended(&self) -> bool {
         self.ended.load(Ordering::Acquire)
     }
+
+    /// Ends a link whose payloads stopped coming back ordered, and says so.
+    /// True when it is ended (for that or any other reason).
+    fn end_if_stalled(&mut self, shared: &Shared) -> bool {
+        if self.ended() || injected::active(Defect::ForwardLinkNeverStalls) {
+            return self.ended();
+        }
+        // Twice a request's budget: a leader that is merely slow (a disk
+        // stalled for seconds) must not be taken for a dead connection, as
+        // closing on it could give up a backlog it still appends later,
+        // after what the next connection carries.
+        let patience = shared.request_timeout() * 2;
+        let Some(stall) = self.watch.stalled(Instant::now(), shared.sm.own_applied(), patience) else {
+            return false;
+        };
+        self.ended.store(true, Ordering::Release);
+        info!(
+            "Forwarding connection to leader {}: none of the {} payloads written to it came back ordered for \
+             {:?}; closing it and opening another",
+            self.leader, stall.waiting, stall.quiet
+        );
+        true
+    }
+
+    fn wrote(&mut self, count: usize, shared: &Shared) {
+        self.watch.wrote(count as u64, Instant::now(), shared.sm.own_applied());
+    }
 }
 
 /// On a follower, with nothing queued before it: the caller's own thread
@@ -148,7 +186,7 @@ pub fn write_direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Resu
         return Err(item);
     };
     let leads = shared.leader().map(|(id, _)| id) == Some(link.leader);
-    if link.ended() || !leads || shared.net.isolated() {
+    if !leads || shared.net.isolated() || link.end_if_stalled(shared) {
         return Err(item);
     }
     let leader = link.leader;
@@ -163,9 +201,12 @@ pub fn write_direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Resu
     let written = shared.callers.run(runtime, &shared.closed, shared.request_timeout(), async {
         write_frame(&mut link.writer, &frame).await.map_err(|e| GroupError::Other(e.to_string()))
     });
-    if let Err(e) = written {
-        link.ended.store(true, Ordering::Release);
-        info!("Lost 1 submitted payload on its way to leader {leader}: {e}");
+    match written {
+        Ok(()) => link.wrote(1, shared),
+        Err(e) => {
+            link.ended.store(true, Ordering::Release);
+            info!("Lost 1 submitted payload on its way to leader {leader}: {e}");
+        }
     }
     Ok(())
 }
@@ -173,6 +214,10 @@ pub fn write_direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Resu
 /// Sends `frames` to `leader` at `addr`, over the open link when it goes
 /// there, else over a new one. A link to another member, or one that
 /// ended, is closed first: what it handed back goes ahead of `frames`.
+/// This member's term and the membership log entry it knows: where it
+/// stood when a leader handed payloads back.
+type Stand = (u64, Option<crate::raft::types::LogId>);
+
 pub async fn send(
     shared: &Arc<Shared>,
     slot: &mut MutexGuard<'_, Option<Link>>,
@@ -181,12 +226,13 @@ pub async fn send(
     frames: Frames,
 ) -> Sent {
     let mut frames = frames;
-    let term = shared.with_metrics(|m| m.current_term);
+    let stand: Stand = shared.with_metrics(|m| (m.current_term, *m.membership_config.log_id()));
+    let stand = if injected::active(Defect::HandBackKeyedOnTermOnly) { (stand.0, None) } else { stand };
     let stepped_down = &shared.forwards.stepped_down;
-    if slot.as_ref().is_some_and(|l| l.leader != leader || l.ended()) {
+    if slot.as_mut().is_some_and(|l| l.leader != leader || l.end_if_stalled(shared)) {
         let (from, mut back) = close(shared, slot).await;
         if let Some(from) = from.filter(|_| !back.is_empty()) {
-            *lock(stepped_down) = Some((from, term));
+            *lock(stepped_down) = Some((from, stand));
         }
         back.append(&mut frames);
         frames = back;
@@ -197,7 +243,7 @@ pub async fn send(
     }
     // Sent its way again, they would only come back: wait until we hear of
     // the next leader.
-    if *lock(stepped_down) == Some((leader, term)) {
+    if *lock(stepped_down) == Some((leader, stand)) {
         return Sent::NotNow(frames);
     }
     if slot.is_none() {
@@ -234,6 +280,7 @@ pub async fn send(
             info!("Lost {left} submitted payloads on their way to leader {leader}: {e}");
             break;
         }
+        link.wrote(count, shared);
         left -= count;
     }
     Sent::Written
@@ -306,7 +353,8 @@ async fn open(shared: &Arc<Shared>, leader: MemberId, addr: &str) -> Result<Link
     let ended = Arc::new(AtomicBool::new(false));
     let returned = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let answers = tokio::spawn(read_answers(shared.clone(), leader, reader, ended.clone(), returned.clone()));
-    Ok(Link { leader, writer, ended, answers, returned })
+    let watch = Watch::new(Instant::now(), shared.sm.own_applied());
+    Ok(Link { leader, writer, ended, answers, returned, watch })
 }
 
 /// Reads the leader's answers until the connection ends. The first frame

@@ -14,6 +14,18 @@ pub enum Defect {
     /// forward to it, instead of handing it back: its Raft core drops them
     /// without a word (the loss fixed in issue 44).
     HandOverTakesForwards,
+    /// A follower's forwarding link is never taken for stalled: a dead
+    /// connection swallows every payload written to it while the members
+    /// live (`crate::forward_watch`).
+    ForwardLinkNeverStalls,
+    /// A leader that handed payloads back is passed over for the rest of
+    /// its term, whatever the membership: a follower it evicted and took
+    /// back forwards nothing to it until the next election.
+    HandBackKeyedOnTermOnly,
+    /// A leader that handed a follower's payloads back on a connection
+    /// takes the later ones on it again (once the follower is a member
+    /// again, say): they are ordered before the earlier ones it resends.
+    TakesForwardsAfterHandingBack,
 }
 
 #[cfg(feature = "negative-tests")]

@@ -17,6 +17,7 @@ mod detector;
 pub mod entropy;
 mod evict;
 mod forward;
+mod forward_watch;
 mod in_core;
 pub mod injected;
 mod join;

@@ -128,7 +128,8 @@ impl RaftStarter {
             .map_err(|e| GroupError::Other(format!("cannot read the checkpoint to resume from: {e}")))?;
         let sm = StateMachine::resume(replica.clone(), cps, config.log.segment_bytes, resume)
             .map_err(|e| GroupError::Other(format!("cannot resume the replicated state: {e}")))?
-            .recording_voters(opened.log.clone());
+            .recording_voters(opened.log.clone())
+            .counting_own(opened.identity.member);
         Ok((config, opened, replica, sm))
     }
 }

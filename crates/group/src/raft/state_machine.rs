@@ -23,7 +23,7 @@ use super::types::{uniform_view, Entry, GroupTypes, LogId, Snapshot, SnapshotMet
 use crate::store::checkpoint::{CheckpointRecord, Checkpoints};
 use crate::store::log_store::DurableLog;
 use crate::sync::{blocking_section, lock};
-use crate::{Membership, Ordered, Replica};
+use crate::{MemberId, Membership, Ordered, Replica};
 
 /// The engine's replica. Every call into it goes through this mutex, which is
 /// what serialises `apply`, `snapshot`, `restore` and `connectivity`.
@@ -63,6 +63,9 @@ pub struct StateMachine {
     /// Where the voters of each new membership are recorded beside the
     /// state, for a later start of it (`crate::moved_on`).
     voters_record: Option<DurableLog>,
+    /// This member, and how many of its own payloads were applied: a
+    /// follower's forwarding link watches it (`crate::forward_watch`).
+    own: Option<(MemberId, Arc<std::sync::atomic::AtomicU64>)>,
 }
 
 fn now_ms() -> u64 {
@@ -105,6 +108,7 @@ impl StateMachine {
             applied_index: Arc::new(tokio::sync::watch::channel(index).0),
             delivered: Arc::new(std::sync::atomic::AtomicU64::new(index)),
             voters_record: None,
+            own: None,
         })
     }
 
@@ -112,6 +116,18 @@ impl StateMachine {
     pub fn recording_voters(mut self, log: DurableLog) -> Self {
         self.voters_record = Some(log);
         self
+    }
+
+    /// Counts the payloads of `me` it applies ([`StateMachine::own_applied`]).
+    pub fn counting_own(mut self, me: MemberId) -> Self {
+        self.own = Some((me, Arc::default()));
+        self
+    }
+
+    /// How many of this member's own payloads were applied since it started
+    /// (0 unless [`StateMachine::counting_own`]).
+    pub fn own_applied(&self) -> u64 {
+        self.own.as_ref().map_or(0, |(_, n)| n.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// The log index handed to the replica last.
@@ -167,6 +183,9 @@ impl StateMachine {
             EntryPayload::Blank => {}
             EntryPayload::Normal(p) => {
                 replica.apply(Ordered::Message { origin: p.origin, payload: &p.bytes.0 });
+                if let Some((_, count)) = self.own.as_ref().filter(|(me, _)| *me == p.origin) {
+                    count.fetch_add(1, std::sync::atomic::Ordering::Release);
+                }
                 lock(&self.applied).since_checkpoint += p.bytes.0.len() as u64;
             }
             EntryPayload::Membership(m) => {

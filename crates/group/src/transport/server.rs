@@ -12,6 +12,7 @@ use super::handshake::{self, HANDSHAKE_TIMEOUT};
 use super::tls::{self, Opening, PeerStream};
 use super::wires::{Accepted, GroupListener};
 use super::{refusals, NetCtx, TlsMode};
+use crate::injected::{self, Defect};
 use crate::raft::types::Snapshot;
 use crate::shared::Shared;
 use crate::wire::{self, Request, Response, WireError};
@@ -92,7 +93,21 @@ async fn serve_requests(shared: &Shared, stream: &mut PeerStream, from: MemberId
         if shared.net.isolated() {
             return; // isolated since this connection opened
         }
-        let resp = match refuses(shared, from, &req) {
+        // Once this connection handed payloads back, it hands back every
+        // later one too: the follower sends what came back ahead of what
+        // follows, so taking a later frame would order it before an earlier
+        // one. (A follower evicted and taken back at once had its early
+        // frames handed back, as from an outsider, and its later ones taken:
+        // the simulation's held links saw its payloads ordered out of turn.)
+        let refusal = match &req {
+            Request::Forward { .. }
+                if handing_back.is_some() && !injected::active(Defect::TakesForwardsAfterHandingBack) =>
+            {
+                Some("this connection already handed forwarded payloads back".to_string())
+            }
+            _ => refuses(shared, from, &req),
+        };
+        let resp = match refusal {
             Some(reason) => {
                 debug!("Refusing {} from member {from} at {peer}: {reason}", req.name());
                 refused_answer(req, reason)
