@@ -26,6 +26,10 @@ pub enum Defect {
     /// takes the later ones on it again (once the follower is a member
     /// again, say): they are ordered before the earlier ones it resends.
     TakesForwardsAfterHandingBack,
+    /// A read barrier takes the member's own applied index for the read
+    /// index instead of asking the leader: a follower behind the others
+    /// answers a causal read from before a commit already acknowledged.
+    FollowerReadsItsOwnIndex,
 }
 
 #[cfg(feature = "negative-tests")]

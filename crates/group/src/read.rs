@@ -193,6 +193,9 @@ pub async fn barrier(shared: &Arc<Shared>, timeout: Duration) -> Result<(), Grou
 
 /// The leader's read index: asked of it, or ours when we lead.
 async fn read_index(shared: &Shared) -> Result<u64, GroupError> {
+    if crate::injected::active(crate::injected::Defect::FollowerReadsItsOwnIndex) {
+        return Ok(*shared.sm.applied_index().borrow());
+    }
     if shared.raft().is_leader() {
         return local_read_index(shared).await;
     }

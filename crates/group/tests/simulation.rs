@@ -15,6 +15,7 @@
 
 mod common;
 mod sim_net;
+mod sim_reads;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -46,6 +47,9 @@ fn sim_config(name: &str, bootstrap: bool) -> GroupConfig {
     c.listen_addr = format!("0.0.0.0:{PORT}");
     c.me.group_addr = addr(name);
     c.wires = Some(Wires(Arc::new(sim_net::SimNet)));
+    // Causal reads rest on the leader's lease (`repl.causal_read_lease`),
+    // the faster and riskier way; only the scenarios with readers read.
+    c.read_lease = Arc::new(AtomicBool::new(true));
     c
 }
 
@@ -68,6 +72,8 @@ struct Seat {
     left: Mutex<Option<Result<(), String>>>,
     /// The most payloads its Raft core held, and how many it lost.
     window: Mutex<(usize, u64)>,
+    /// Causal reads on this member, in the scenarios that read.
+    reader: Mutex<Option<Arc<sim_reads::Reader>>>,
 }
 
 /// The writer on one follower: `0:n` for n = 0, 1, ... until told to stop,
@@ -91,7 +97,12 @@ impl Seat {
     }
 }
 
-async fn run_host(name: &'static str, seat: Arc<Seat>, writer: Option<Arc<Writer>>) -> turmoil::Result {
+async fn run_host(
+    name: &'static str,
+    seat: Arc<Seat>,
+    writer: Option<Arc<Writer>>,
+    writers_seat: Arc<Seat>,
+) -> turmoil::Result {
     let rec = Recording::default();
     *seat.rec.lock().unwrap() = rec.clone();
     let first_start = seat.starts.load(Ordering::SeqCst) == 0;
@@ -111,6 +122,10 @@ async fn run_host(name: &'static str, seat: Arc<Seat>, writer: Option<Arc<Writer
     }
     if let Some(writer) = writer {
         tokio::spawn(write(member.clone(), seat.rec(), writer));
+    }
+    let reader = seat.reader.lock().unwrap().clone();
+    if let Some(reader) = reader {
+        tokio::spawn(sim_reads::read(name, member.clone(), seat.rec(), move || writers_seat.rec(), reader));
     }
     loop {
         let status = member.status();
@@ -211,6 +226,12 @@ struct Outcome {
 /// A simulation of three members with a writer on n2, stepped until all
 /// three are primary voters and 300 payloads are applied.
 fn three_writing(seed: u64) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Arc<Writer>) {
+    three_writing_reading(seed, false)
+}
+
+/// As [`three_writing`]; with `reading`, n1 and n3 read causally
+/// throughout (`sim_reads`), checked by [`check_reads`].
+fn three_writing_reading(seed: u64, reading: bool) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Arc<Writer>) {
     // Every draw of every member (ids, uuids, election timeouts) comes from
     // the seed: all hosts run on this thread.
     tandem_group::entropy::seed_this_thread(Some(seed));
@@ -229,8 +250,11 @@ fn three_writing(seed: u64) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Arc<Write
     let seats: Vec<Arc<Seat>> = HOSTS.iter().map(|_| Arc::new(Seat::default())).collect();
     let writer = Arc::new(Writer::default());
     for (i, name) in HOSTS.into_iter().enumerate() {
-        let (seat, writer) = (seats[i].clone(), (i == 1).then(|| writer.clone()));
-        sim.host(name, move || run_host(name, seat.clone(), writer.clone()));
+        if reading && i != 1 {
+            *seats[i].reader.lock().unwrap() = Some(Arc::default());
+        }
+        let (seat, writer, writers_seat) = (seats[i].clone(), (i == 1).then(|| writer.clone()), seats[1].clone());
+        sim.host(name, move || run_host(name, seat.clone(), writer.clone(), writers_seat.clone()));
     }
     let all_primary = |seats: &[Arc<Seat>]| seats.iter().all(|s| s.primary.load(Ordering::SeqCst));
     step_until(&mut sim, "all three are primary voters", || {
@@ -240,6 +264,16 @@ fn three_writing(seed: u64) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Arc<Write
     (sim, seats, writer)
 }
 
+/// Every causal read that returned saw what the writer's member had
+/// applied before it began, and some did return on each reader.
+fn check_reads(seed: u64, seats: &[Arc<Seat>]) {
+    for (i, seat) in seats.iter().enumerate() {
+        if let Some(reader) = seat.reader.lock().unwrap().as_ref() {
+            reader.check(seed, HOSTS[i]);
+        }
+    }
+}
+
 /// The seat of the member n2 takes for leader.
 fn leader_seat(seats: &[Arc<Seat>]) -> usize {
     let leader_id = seats[1].leader.lock().unwrap().expect("a leader");
@@ -247,9 +281,10 @@ fn leader_seat(seats: &[Arc<Seat>]) -> usize {
 }
 
 /// A follower writes while the leader hands its leadership over and leaves;
-/// both members that stay must apply every payload once, in order.
+/// both members that stay must apply every payload once, in order. n1 and
+/// n3 read causally throughout, across the hand-over.
 fn hand_over_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writer) = three_writing(seed);
+    let (mut sim, seats, writer) = three_writing_reading(seed, true);
     let leader = leader_seat(&seats);
     seats[leader].leave.store(true, Ordering::SeqCst);
     step_until(&mut sim, "the leader left", || seats[leader].left.lock().unwrap().is_some());
@@ -267,6 +302,7 @@ fn hand_over_under_load(seed: u64) -> Outcome {
         assert!(peak <= tandem_group::MAX_PAYLOADS_IN_CORE, "seed {seed}: {peak} payloads in a core at once");
         assert_eq!(lost, 0, "seed {seed}: payloads a core did not order");
     }
+    check_reads(seed, &seats);
     outcome
 }
 
@@ -276,8 +312,10 @@ fn hand_over_under_load(seed: u64) -> Outcome {
 /// history, and the writer's payloads in it rise, each at most once (a
 /// payload in flight when its leader was cut off may be lost: the group
 /// promises order, and the engine rolls back what it never saw ordered).
+/// n1 and n3 read causally throughout: a read that returns on the old
+/// leader, on its lease, must not miss what the others ordered meanwhile.
 fn leader_cut_off_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writer) = three_writing(seed);
+    let (mut sim, seats, writer) = three_writing_reading(seed, true);
     let leader = leader_seat(&seats);
     let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
     for &o in &others {
@@ -290,7 +328,9 @@ fn leader_cut_off_under_load(seed: u64) -> Outcome {
     for &o in &others {
         sim.repair(HOSTS[leader], HOSTS[o]);
     }
-    end_of_run(seed, &mut sim, &seats, &writer, Promise::Rising)
+    let outcome = end_of_run(seed, &mut sim, &seats, &writer, Promise::Rising);
+    check_reads(seed, &seats);
+    outcome
 }
 
 #[test]
@@ -607,6 +647,14 @@ fn the_checks_catch_a_forwarding_link_that_swallows_payloads() {
 #[test]
 fn the_checks_catch_a_follower_that_passes_over_the_leader_that_took_it_back() {
     caught_within_bound(Defect::HandBackKeyedOnTermOnly, follower_held_and_taken_back);
+}
+
+/// With a read barrier that does not ask the leader, a follower answers a
+/// causal read from before a commit another member acknowledged.
+#[cfg(feature = "negative-tests")]
+#[test]
+fn the_checks_catch_a_causal_read_that_does_not_ask_the_leader() {
+    caught_within_bound(Defect::FollowerReadsItsOwnIndex, hand_over_under_load);
 }
 
 /// With a connection that takes forwards again after handing some back, a

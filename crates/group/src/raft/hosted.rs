@@ -77,6 +77,13 @@ impl HostedMember {
         join::leave(&self.shared).await.map_err(GroupError::Other)
     }
 
+    /// As `GroupChannel::read_barrier`: returns once every payload ordered
+    /// in the group before the call has been handed to this member's
+    /// replica (a causal read's wait).
+    pub async fn read_barrier(&self, timeout: std::time::Duration) -> Result<(), GroupError> {
+        crate::read::barrier(&self.shared, timeout).await
+    }
+
     /// As [`RaftGroup::core_window`].
     pub fn core_window(&self) -> (usize, u64) {
         (self.shared.in_core.peak(), self.shared.in_core.lost())
