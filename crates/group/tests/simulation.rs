@@ -602,7 +602,7 @@ fn a_followers_payloads_survive_a_leader_hand_over_under_simulation() {
     run_seeds(hand_over_under_load);
 }
 
-/// The same seed, run twice, gives the same run, in both scenarios.
+/// The same seed, run twice, gives the same run, in every scenario.
 #[test]
 fn a_seed_replays_the_same_run() {
     common::init_logging();
