@@ -76,19 +76,31 @@ struct Seat {
     reader: Mutex<Option<Arc<sim_reads::Reader>>>,
 }
 
-/// The writer on one follower: `0:n` for n = 0, 1, ... until told to stop,
-/// then its last payload, `9:k` (see `write`).
+/// A writer on a follower: `w:n` for n = 0, 1, ... (w its id) until told
+/// to stop, then its last payload, `(9-w):k` (see `write`).
 #[derive(Default)]
 struct Writer {
+    id: usize,
     stop: AtomicBool,
     /// The number of the next payload. A writer started again (its host
     /// crashed) goes on from there, so no payload is submitted twice.
     next: AtomicUsize,
     /// Payloads the group took (`submit` returned Ok).
     submitted: AtomicUsize,
-    /// The writer's own member applied its last payload, `9:last`.
+    /// The writer's own member applied its last payload, `(9-w):last`.
     done: AtomicBool,
     last: AtomicUsize,
+}
+
+impl Writer {
+    fn new(id: usize) -> Arc<Writer> {
+        Arc::new(Writer { id, ..Writer::default() })
+    }
+
+    /// Its `k`th last payload.
+    fn last_payload(&self, k: usize) -> Vec<u8> {
+        format!("{}:{k}", 9 - self.id).into_bytes()
+    }
 }
 
 impl Seat {
@@ -153,7 +165,7 @@ async fn write(member: Arc<HostedMember>, rec: Recording, writer: Arc<Writer>) {
         // may be ordered all the same, so the next start skips its number.
         let n = writer.next.fetch_add(1, Ordering::SeqCst);
         loop {
-            match member.submit(format!("0:{n}").into_bytes()).await {
+            match member.submit(format!("{}:{n}", writer.id).into_bytes()).await {
                 Ok(()) => break,
                 Err(GroupError::NonPrimary) => tokio::time::sleep(Duration::from_millis(10)).await,
                 Err(e) => panic!("the writer's payload {n} was refused: {e}"),
@@ -163,12 +175,12 @@ async fn write(member: Arc<HostedMember>, rec: Recording, writer: Arc<Writer>) {
         // A client's pace: one payload per simulated millisecond at most.
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    // The last payload, `9:k`, goes again as `9:k+1` until this member
+    // The last payload, `(9-w):k`, goes again as `k+1` until this member
     // applied one, as a client whose commit timed out tries again: a
     // payload written to a connection that then died is lost, and with
     // nothing written after it, nothing shows the connection dead.
     for k in 0.. {
-        let last = format!("9:{k}").into_bytes();
+        let last = writer.last_payload(k);
         while let Err(e) = member.submit(last.clone()).await {
             assert!(matches!(e, GroupError::NonPrimary), "the last payload was refused: {e}");
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -225,13 +237,13 @@ struct Outcome {
 
 /// A simulation of three members with a writer on n2, stepped until all
 /// three are primary voters and 300 payloads are applied.
-fn three_writing(seed: u64) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Arc<Writer>) {
+fn three_writing(seed: u64) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<Writer>>) {
     three_writing_reading(seed, false)
 }
 
-/// As [`three_writing`]; with `reading`, n1 and n3 read causally
-/// throughout (`sim_reads`), checked by [`check_reads`].
-fn three_writing_reading(seed: u64, reading: bool) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Arc<Writer>) {
+/// As [`three_writing`], with a second writer (id 1) on n3, and n1 and n3
+/// reading causally throughout (`sim_reads`, checked by [`check_reads`]).
+fn three_writing_reading(seed: u64, reading: bool) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<Writer>>) {
     // Every draw of every member (ids, uuids, election timeouts) comes from
     // the seed: all hosts run on this thread.
     tandem_group::entropy::seed_this_thread(Some(seed));
@@ -248,12 +260,14 @@ fn three_writing_reading(seed: u64, reading: bool) -> (turmoil::Sim<'static>, Ve
         .rng_seed(seed)
         .build();
     let seats: Vec<Arc<Seat>> = HOSTS.iter().map(|_| Arc::new(Seat::default())).collect();
-    let writer = Arc::new(Writer::default());
+    let writers: Vec<Arc<Writer>> = (0..if reading { 2 } else { 1 }).map(Writer::new).collect();
     for (i, name) in HOSTS.into_iter().enumerate() {
         if reading && i != 1 {
             *seats[i].reader.lock().unwrap() = Some(Arc::default());
         }
-        let (seat, writer, writers_seat) = (seats[i].clone(), (i == 1).then(|| writer.clone()), seats[1].clone());
+        // Writer 0 on n2, writer 1 (if any) on n3.
+        let writer = writers.get(i.wrapping_sub(1)).cloned();
+        let (seat, writers_seat) = (seats[i].clone(), seats[1].clone());
         sim.host(name, move || run_host(name, seat.clone(), writer.clone(), writers_seat.clone()));
     }
     let all_primary = |seats: &[Arc<Seat>]| seats.iter().all(|s| s.primary.load(Ordering::SeqCst));
@@ -261,7 +275,7 @@ fn three_writing_reading(seed: u64, reading: bool) -> (turmoil::Sim<'static>, Ve
         all_primary(&seats) && seats.iter().all(|s| s.voters.load(Ordering::SeqCst) == 3)
     });
     step_until(&mut sim, "300 payloads applied", || seats[1].rec().messages().len() >= 300);
-    (sim, seats, writer)
+    (sim, seats, writers)
 }
 
 /// Every causal read that returned saw what the writer's member had
@@ -280,12 +294,14 @@ fn leader_seat(seats: &[Arc<Seat>]) -> usize {
     seats.iter().position(|s| *s.id.lock().unwrap() == Some(leader_id)).expect("the leader's seat")
 }
 
-/// A follower writes while the leader hands its leadership over and leaves;
-/// both members that stay must apply every payload once, in order. n1 and
-/// n3 read causally throughout, across the hand-over.
+/// Both followers write while the leader hands its leadership over and
+/// leaves; both members that stay must apply every payload of each writer
+/// once, in order. n1 and n3 read causally throughout, across the
+/// hand-over.
 fn hand_over_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writer) = three_writing_reading(seed, true);
+    let (mut sim, seats, writers) = three_writing_reading(seed, true);
     let leader = leader_seat(&seats);
+    assert_eq!(leader, 0, "seed {seed}: n1, which founded the group, leads; both writers stay");
     seats[leader].leave.store(true, Ordering::SeqCst);
     step_until(&mut sim, "the leader left", || seats[leader].left.lock().unwrap().is_some());
     let left = seats[leader].left.lock().unwrap().clone().unwrap();
@@ -296,7 +312,7 @@ fn hand_over_under_load(seed: u64) -> Outcome {
         stay.iter().all(|s| s.rec().messages().len() >= after + 300)
     });
     let stayers: Vec<Arc<Seat>> = stay.iter().map(|s| Arc::clone(s)).collect();
-    let outcome = end_of_run(seed, &mut sim, &stayers, &writer, Promise::EveryPayloadOnce);
+    let outcome = end_of_run(seed, &mut sim, &stayers, &writers, Promise::EveryPayloadOnce);
     for s in &seats {
         let (peak, lost) = *s.window.lock().unwrap();
         assert!(peak <= tandem_group::MAX_PAYLOADS_IN_CORE, "seed {seed}: {peak} payloads in a core at once");
@@ -306,7 +322,7 @@ fn hand_over_under_load(seed: u64) -> Outcome {
     outcome
 }
 
-/// The leader is cut off from both others while n2 writes, then the links
+/// The leader is cut off from both others while n2 and n3 write, then the links
 /// heal. The two others go on under a leader of their own; the old one
 /// comes back as a follower. In the end all three applied the same
 /// history, and the writer's payloads in it rise, each at most once (a
@@ -315,7 +331,7 @@ fn hand_over_under_load(seed: u64) -> Outcome {
 /// n1 and n3 read causally throughout: a read that returns on the old
 /// leader, on its lease, must not miss what the others ordered meanwhile.
 fn leader_cut_off_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writer) = three_writing_reading(seed, true);
+    let (mut sim, seats, writers) = three_writing_reading(seed, true);
     let leader = leader_seat(&seats);
     let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
     for &o in &others {
@@ -328,7 +344,7 @@ fn leader_cut_off_under_load(seed: u64) -> Outcome {
     for &o in &others {
         sim.repair(HOSTS[leader], HOSTS[o]);
     }
-    let outcome = end_of_run(seed, &mut sim, &seats, &writer, Promise::Rising);
+    let outcome = end_of_run(seed, &mut sim, &seats, &writers, Promise::Rising);
     check_reads(seed, &seats);
     outcome
 }
@@ -358,7 +374,7 @@ fn kill(sim: &mut turmoil::Sim<'_>, seats: &[Arc<Seat>], i: usize) -> Option<Mem
 /// Nothing the writer submitted is lost (its leader never changed), and in
 /// the end all three applied the same history.
 fn follower_killed_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writer) = three_writing(seed);
+    let (mut sim, seats, writers) = three_writing(seed);
     let leader = leader_seat(&seats);
     let victim = (0..3).find(|i| *i != leader && *i != 1).expect("a follower without the writer");
     let id = kill(&mut sim, &seats, victim);
@@ -373,7 +389,7 @@ fn follower_killed_under_load(seed: u64) -> Outcome {
     step_until(&mut sim, "200 payloads applied by the follower since its start", || {
         seats[victim].rec().messages().len() >= after + 200
     });
-    end_of_run(seed, &mut sim, &seats, &writer, Promise::EveryPayloadOnce)
+    end_of_run(seed, &mut sim, &seats, &writers, Promise::EveryPayloadOnce)
 }
 
 #[test]
@@ -387,7 +403,7 @@ fn a_follower_killed_under_load_comes_back_as_itself_under_simulation() {
 /// same history, in which the writer's payloads rise, each at most once
 /// (what n2 had forwarded to the dead leader may be lost).
 fn leader_killed_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writer) = three_writing(seed);
+    let (mut sim, seats, writers) = three_writing(seed);
     let leader = leader_seat(&seats);
     let id = kill(&mut sim, &seats, leader);
     let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
@@ -398,7 +414,7 @@ fn leader_killed_under_load(seed: u64) -> Outcome {
     sim.bounce(HOSTS[leader]);
     step_until(&mut sim, "the old leader started again", || seats[leader].starts.load(Ordering::SeqCst) == 2);
     assert_eq!(*seats[leader].id.lock().unwrap(), id, "seed {seed}: the old leader came back as itself");
-    end_of_run(seed, &mut sim, &seats, &writer, Promise::Rising)
+    end_of_run(seed, &mut sim, &seats, &writers, Promise::Rising)
 }
 
 /// Every member is killed with -9 at once while n2 writes (a power cut of
@@ -409,7 +425,7 @@ fn leader_killed_under_load(seed: u64) -> Outcome {
 /// after the restart. The writer's payloads rise, each at most once (those
 /// in flight at the crash may be lost).
 fn group_crashed_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writer) = three_writing(seed);
+    let (mut sim, seats, writers) = three_writing(seed);
     let ids: Vec<Option<MemberId>> = (0..3).map(|i| kill(&mut sim, &seats, i)).collect();
     let applied_before = per_writer(&seats[1].rec()).remove(&0).unwrap_or_default();
     step_for(&mut sim, Duration::from_secs(1));
@@ -423,7 +439,7 @@ fn group_crashed_under_load(seed: u64) -> Outcome {
     step_until(&mut sim, "200 payloads more applied by all three", || {
         seats.iter().all(|s| s.rec().messages().len() >= applied_before.len() + 200)
     });
-    let outcome = end_of_run(seed, &mut sim, &seats, &writer, Promise::Rising);
+    let outcome = end_of_run(seed, &mut sim, &seats, &writers, Promise::Rising);
     for (i, s) in seats.iter().enumerate() {
         let seen = per_writer(&s.rec())[&0].clone();
         assert!(
@@ -450,7 +466,7 @@ fn a_whole_group_crashed_under_load_comes_back_whole_under_simulation() {
 /// In the end all three applied one history, in which the writer's payloads
 /// rise, each at most once (leaders may change, members be evicted).
 fn flaky_links_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writer) = three_writing(seed);
+    let (mut sim, seats, writers) = three_writing(seed);
     sim.set_fail_rate(0.001);
     step_for(&mut sim, Duration::from_secs(5));
     sim.set_fail_rate(0.0);
@@ -458,7 +474,7 @@ fn flaky_links_under_load(seed: u64) -> Outcome {
     step_until(&mut sim, "200 payloads more applied by all three once the links hold", || {
         seats.iter().zip(&after).all(|(s, a)| s.rec().messages().len() >= a + 200)
     });
-    end_of_run(seed, &mut sim, &seats, &writer, Promise::Rising)
+    end_of_run(seed, &mut sim, &seats, &writers, Promise::Rising)
 }
 
 #[test]
@@ -475,7 +491,7 @@ fn flaky_links_under_load_leave_one_history_under_simulation() {
 /// them from it until the next election.) In the end all three applied one
 /// history in which the writer's payloads rise, each at most once.
 fn follower_held_and_taken_back(seed: u64) -> Outcome {
-    let (mut sim, seats, writer) = three_writing(seed);
+    let (mut sim, seats, writers) = three_writing(seed);
     assert_ne!(leader_seat(&seats), 1, "seed {seed}: the writer's member is a follower");
     for other in [HOSTS[0], HOSTS[2]] {
         sim.hold(HOSTS[1], other);
@@ -488,7 +504,7 @@ fn follower_held_and_taken_back(seed: u64) -> Outcome {
     step_until(&mut sim, "200 payloads more applied by all three once n2 is taken back", || {
         seats.iter().zip(&after).all(|(s, a)| s.rec().messages().len() >= a + 200)
     });
-    end_of_run(seed, &mut sim, &seats, &writer, Promise::Rising)
+    end_of_run(seed, &mut sim, &seats, &writers, Promise::Rising)
 }
 
 #[test]
@@ -505,31 +521,45 @@ enum Promise {
     Rising,
 }
 
-/// Stops the writer, steps until `seats` applied its last payload, checks
-/// the promise on each, then that all applied one history.
+/// Stops the writers, steps until `seats` applied each one's last payload,
+/// checks the promise for each writer on each, then that all applied one
+/// history.
 fn end_of_run(
     seed: u64,
     sim: &mut turmoil::Sim<'_>,
     seats: &[Arc<Seat>],
-    writer: &Writer,
+    writers: &[Arc<Writer>],
     promise: Promise,
 ) -> Outcome {
-    writer.stop.store(true, Ordering::SeqCst);
+    writers.iter().for_each(|w| w.stop.store(true, Ordering::SeqCst));
     step_until(sim, "the last payload applied", || {
-        let last = format!("9:{}", writer.last.load(Ordering::SeqCst)).into_bytes();
-        writer.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec().has_message(&last))
+        writers.iter().all(|w| {
+            let last = w.last_payload(w.last.load(Ordering::SeqCst));
+            w.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec().has_message(&last))
+        })
     });
-    let submitted = writer.submitted.load(Ordering::SeqCst);
+    for writer in writers {
+        check_promise(seed, seats, writer, promise);
+    }
+    let histories = settled_histories(sim, seats);
+    same_histories(seed, &histories);
+    let submitted = writers.iter().map(|w| w.submitted.load(Ordering::SeqCst)).sum();
+    Outcome { submitted, histories, elapsed: sim.elapsed() }
+}
+
+/// `promise` holds for `writer`'s payloads in what each of `seats` applied.
+fn check_promise(seed: u64, seats: &[Arc<Seat>], writer: &Writer, promise: Promise) {
+    let (w, submitted) = (writer.id, writer.submitted.load(Ordering::SeqCst));
     for (i, s) in seats.iter().enumerate() {
-        let seen = per_writer(&s.rec())[&0].clone();
+        let seen = per_writer(&s.rec()).remove(&w).unwrap_or_default();
         match promise {
             Promise::EveryPayloadOnce => {
                 let gaps: Vec<(usize, usize)> =
                     seen.windows(2).filter(|w| w[1] != w[0] + 1).map(|w| (w[0], w[1])).collect();
                 assert!(
                     seen.first() == Some(&0) && gaps.is_empty() && seen.len() == submitted,
-                    "seed {seed}, member {i}: every payload once, in order; {} of {submitted}, breaks after/before \
-                     {gaps:?}",
+                    "seed {seed}, member {i}, writer {w}: every payload once, in order; {} of {submitted}, breaks \
+                     after/before {gaps:?}",
                     seen.len()
                 );
             }
@@ -538,14 +568,11 @@ fn end_of_run(
                     seen.windows(2).filter(|w| w[1] <= w[0]).map(|w| (w[0], w[1])).collect();
                 assert!(
                     falls.is_empty(),
-                    "seed {seed}, member {i}: the writer's payloads rise; they fall at {falls:?}"
+                    "seed {seed}, member {i}, writer {w}: its payloads rise; they fall at {falls:?}"
                 );
             }
         }
     }
-    let histories = settled_histories(sim, seats);
-    same_histories(seed, &histories);
-    Outcome { submitted, histories, elapsed: sim.elapsed() }
 }
 
 /// Steps until every member applied as many events (views may still be
