@@ -11,7 +11,10 @@
 //! The leader answers only what it did not take. A member that no longer
 //! leads hands the payloads back (`Returned`), and so does a leader handing
 //! its leadership over, once what it already took is in its Raft core
-//! ([`crate::in_core::Window::wait_for_appenders`]). They go to the next
+//! ([`crate::in_core::Window::wait_for_appenders`]), and a leader whose
+//! group no longer has the follower. A connection that handed some back
+//! hands back every later frame too (`transport::server`), so that nothing
+//! written after them is ordered before them. They go to the next
 //! leader ahead of anything newer, so a leader change does not lose what
 //! reached a live member. A follower waits for everything a former leader
 //! hands back for as long as it keeps handing back
@@ -211,13 +214,13 @@ pub fn write_direct(shared: &Shared, runtime: &Handle, item: AppPayload) -> Resu
     Ok(())
 }
 
-/// Sends `frames` to `leader` at `addr`, over the open link when it goes
-/// there, else over a new one. A link to another member, or one that
-/// ended, is closed first: what it handed back goes ahead of `frames`.
 /// This member's term and the membership log entry it knows: where it
 /// stood when a leader handed payloads back.
 type Stand = (u64, Option<crate::raft::types::LogId>);
 
+/// Sends `frames` to `leader` at `addr`, over the open link when it goes
+/// there, else over a new one. A link to another member, or one that
+/// ended, is closed first: what it handed back goes ahead of `frames`.
 pub async fn send(
     shared: &Arc<Shared>,
     slot: &mut MutexGuard<'_, Option<Link>>,
