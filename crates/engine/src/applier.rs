@@ -19,7 +19,7 @@ use crate::certification::Verdict;
 use crate::group_state::ViewChange;
 use crate::message::Body;
 use crate::monitor::{Interrupted, Monitor};
-use crate::node::Node;
+use crate::node::{Node, RecvEnd};
 use crate::queue::Task;
 use crate::stats::Stats;
 use crate::types::{Gtid, Seqno, Uuid};
@@ -34,19 +34,6 @@ const FINAL_DRAIN: Duration = Duration::from_secs(5);
 /// While the provider closes, how long a wait for a turn lasts with nothing
 /// leaving the monitor before it gives up (`Node::wait_in_order`).
 const CLOSING_STALL: Duration = Duration::from_secs(10);
-
-/// How the applier loop ended.
-#[derive(Debug, PartialEq, Eq)]
-pub enum RecvEnd {
-    Closed,
-    Fatal,
-    /// The server cannot go on in this process: a joiner's state transfer
-    /// failed after the server had emptied its data directory, or the group
-    /// no longer holds the history this node was resuming from. Galera
-    /// aborts the server here; the provider does the same, so that a
-    /// supervisor restarts it and the new process gets a fresh state.
-    RestartRequired,
-}
 
 enum Step {
     Next,

@@ -1,7 +1,6 @@
 //! What client (session) threads call: local transactions from first key to
 //! release, TOI, causal reads, pause and desync.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,86 +10,16 @@ use tandem_group::GroupError;
 
 use crate::app::{Applied, ApplyJob};
 use crate::certification::Verdict;
+use crate::local_trx::{LocalTrx, TrxBody};
 use crate::message::Body;
 use crate::monitor::Interrupted;
 use crate::node::Node;
 use crate::stats::Stats;
-use crate::types::{Gtid, Seqno, Uuid, SEQNO_UNDEFINED};
+use crate::types::{Gtid, Seqno, SEQNO_UNDEFINED};
 use crate::waiter::Reply;
 use crate::writeset::{flags, Key, KeyType, WriteSet};
 
-/// Outcome of a provider call, in wsrep terms (the provider maps it to codes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Ok,
-    TrxMissing,
-    TrxFail,
-    BfAbort,
-    SizeExceeded,
-    ConnFail,
-    NodeFail,
-    NotAllowed,
-}
-
-/// What `certify` / `to_execute_start` fill into the server's meta.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ordered {
-    pub gtid: Gtid,
-    pub depends_on: Seqno,
-    pub source: Uuid,
-}
-
-impl Ordered {
-    pub const NONE: Ordered = Ordered { gtid: Gtid::UNDEFINED, depends_on: SEQNO_UNDEFINED, source: Uuid::NIL };
-}
-
-#[derive(Default, Debug)]
-struct TrxBody {
-    keys: Vec<Key>,
-    data: Vec<u8>,
-    flags: u32,
-    conn_id: u64,
-    seqno: Seqno,
-    depends_on: Seqno,
-    passed: bool,
-    /// When the server asked to certify it: its commit latency starts here.
-    certifying_since: Option<Instant>,
-    /// A streaming transaction between fragments: `release` keeps it for
-    /// the next one, until its commit fragment or its rollback.
-    streaming: bool,
-}
-
-/// A local transaction the provider has seen (it appended a key or data).
-#[derive(Debug)]
-pub struct LocalTrx {
-    pub trx_id: u64,
-    body: Mutex<TrxBody>,
-    /// Raised by a BF abort; polled by every wait of this transaction.
-    pub aborted: AtomicBool,
-}
-
-impl LocalTrx {
-    /// Its ordered seqno (if any), and whether that write-set commits the
-    /// transaction (every one but a streaming transaction's fragments).
-    fn ordered_at(&self) -> (Seqno, bool) {
-        let b = self.body.lock();
-        (b.seqno, b.flags & flags::TRX_END != 0)
-    }
-}
-
-/// The opaque value we hand the server for transactions we track.
-pub const TRACKED: usize = 1;
-
-/// Local transactions and TOI statements between their first call and
-/// their end, and what the certification index must not forget for them.
-#[derive(Default)]
-pub(crate) struct LocalTrxs {
-    pub(crate) open: Mutex<HashMap<u64, Arc<LocalTrx>>>,
-    /// The seqno a connection's TOI statement holds, until `to_execute_end`.
-    pub(crate) toi: Mutex<HashMap<u64, Seqno>>,
-    /// `last_seen` of local write-sets on their way through the group.
-    pub(crate) in_flight: crate::in_flight::InFlight,
-}
+pub use crate::local_trx::{Ordered, Status, TRACKED};
 
 impl Node {
     fn trx(&self, trx_id: u64) -> Arc<LocalTrx> {
@@ -187,11 +116,6 @@ impl Node {
 
     fn landed(&self, last_seen: Seqno) {
         self.inner.local.in_flight.leave(last_seen);
-    }
-
-    /// No write-set we send from now on will have seen less than this.
-    pub fn safe_seqno(&self) -> Seqno {
-        self.inner.local.in_flight.safe(|| self.inner.apply.last_left())
     }
 
     /// A write-set ordered after a pause (FTWRL, BACKUP STAGE BLOCK_DDL) gets

@@ -1,19 +1,31 @@
-//! Configuration: provider options, cluster addresses, and how they become
-//! the group channel's configuration.
+//! Configuration: the node's own settings, provider options read on the
+//! commit path, cluster addresses, and the pieces of the group channel's
+//! configuration that options decide (`crate::connection` puts it together).
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::path::Path;
+use tandem_group::{LogSettings, PartitionPolicy, PeerNames, TlsFiles, TlsPolicy, TlsSettings};
 
-use tandem_group::{
-    Admission, GroupConfig, LogSettings, MemberInfo, PartitionPolicy, PeerNames, Timeouts, TlsFiles, TlsPolicy,
-    TlsSettings,
-};
+use crate::options::Options;
+use crate::types::Gtid;
 
-use crate::node::Node;
-use crate::options::{OptionAction, Options};
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub name: String,
+    pub node_address: String,
+    pub incoming: String,
+    pub data_dir: PathBuf,
+    pub options: String,
+    /// Position of the local data, if known (`wsrep_start_position`).
+    pub start_position: Gtid,
+    /// `tandem arbitrator`: a voter that keeps the log but has no database.
+    /// It never bootstraps, never donates, takes no state transfer (its
+    /// application asks for none) and keeps no grastate.dat.
+    pub arbitrator: bool,
+}
 
 /// Options read on every commit, kept parsed so the commit path takes no
 /// global lock for them.
@@ -137,7 +149,7 @@ pub(crate) fn heartbeat_period(keepalive: Duration, suspect: Duration) -> Durati
 /// Where the group listens: `gmcast.listen_addr` left at its default means
 /// the node's address on `base_port`; an explicit one without a port (as
 /// `gmcast.listen_addr=127.0.0.2`) takes `base_port` too, as in Galera.
-fn listen_address(option: &str, node_host: &str, base_port: i64) -> String {
+pub(crate) fn listen_address(option: &str, node_host: &str, base_port: i64) -> String {
     if option == "tcp://0.0.0.0:4567" {
         return format!("{node_host}:{base_port}");
     }
@@ -150,57 +162,6 @@ fn listen_address(option: &str, node_host: &str, base_port: i64) -> String {
         addr.to_string()
     } else {
         format!("{addr}:{base_port}")
-    }
-}
-
-impl Node {
-    pub(crate) fn group_config(&self, cluster_name: &str, peers: Vec<String>, bootstrap: bool) -> GroupConfig {
-        let opts = self.inner.options.lock();
-        let host = host_of(&self.inner.config.node_address).unwrap_or_else(|| "0.0.0.0".into());
-        let port = opts.int("base_port");
-        let listen_addr = listen_address(opts.get("gmcast.listen_addr"), &host, port);
-        let advertised_host = if host == "0.0.0.0" { "127.0.0.1".to_string() } else { host };
-        let suspect = opts.period("evs.suspect_timeout");
-        let timeouts = Timeouts {
-            heartbeat: heartbeat_period(opts.period("evs.keepalive_period"), suspect),
-            suspect,
-            inactive: opts.period("evs.inactive_timeout"),
-        };
-        let log = log_settings(&opts, &self.inner.config.data_dir);
-        let start = self.inner.config.start_position;
-        GroupConfig {
-            cluster_name: cluster_name.to_string(),
-            listen_addr: listen_addr.clone(),
-            peers,
-            bootstrap,
-            me: MemberInfo {
-                // Both are the identity's, filled in by the group.
-                uuid: [0; 16],
-                name: self.inner.config.name.clone(),
-                group_addr: format!("{advertised_host}:{}", listen_addr.rsplit(':').next().unwrap_or("4567")),
-                incoming: self.inner.config.incoming.clone(),
-                app: vec![],
-                weight: crate::options::parse_weight(opts.get("pc.weight")).unwrap_or(1),
-            },
-            timeouts,
-            log,
-            resume_at: (start.seqno >= 0).then_some(start.seqno),
-            start_anew: None,
-            history: None,
-            tls: tls_settings(&opts, &self.inner.config.data_dir),
-            admission: Some(self.admission()),
-            partition: partition_policy(&opts),
-            send_window: self.inner.hot.send_window(),
-            read_lease: self.inner.hot.read_lease(),
-            threads: opts.int("gcomm.threads").max(1) as usize,
-            wires: None,
-        }
-    }
-
-    /// The server's allowlist, asked for each connection to the group port.
-    fn admission(&self) -> Admission {
-        let app = self.inner.app.clone();
-        Admission(Arc::new(move |ip| app.peer_allowed(&ip.to_string())))
     }
 }
 
@@ -262,91 +223,6 @@ pub(crate) fn log_settings(opts: &Options, data_dir: &Path) -> LogSettings {
         memory: None,
     }
 }
-impl Node {
-    /// `SET GLOBAL wsrep_provider_options`: only the keys being changed.
-    pub fn set_options(&self, text: &str) -> Result<(), String> {
-        let (actions, partition) = {
-            let mut options = self.inner.options.lock();
-            let actions = options.set_at_runtime(text).map_err(|e| e.to_string())?;
-            self.inner.hot.update(&options);
-            (actions, partition_policy(&options))
-        };
-        if let Some(group) = self.group() {
-            group.set_partition_policy(partition);
-        }
-        for action in actions {
-            match action {
-                OptionAction::FreezePurge(value) => self.freeze_purge(&value),
-                OptionAction::Bootstrap => self.bootstrap_now()?,
-                OptionAction::TlsReload => self.reload_tls()?,
-                OptionAction::Isolate(to) => self.isolate(to)?,
-                OptionAction::Weight(weight) => self.set_weight(weight)?,
-            }
-        }
-        Ok(())
-    }
-
-    /// `socket.ssl_reload`: new connections use the re-read files.
-    fn reload_tls(&self) -> Result<(), String> {
-        let Some(group) = self.group() else { return Err("socket.ssl_reload: not connected to a cluster".into()) };
-        group.reload_tls().map_err(|e| {
-            log::error!("socket.ssl_reload failed, the certificate in use stays: {e}");
-            e.to_string()
-        })
-    }
-
-    /// `gmcast.isolate`: the group channel stops (or resumes) talking to
-    /// the other members; the loss of the primary component follows.
-    fn isolate(&self, to: tandem_group::Isolation) -> Result<(), String> {
-        let Some(group) = self.group() else { return Err("gmcast.isolate: not connected to a cluster".into()) };
-        group.isolate(to).map_err(|e| e.to_string())
-    }
-
-    /// `pc.weight`: this node's weight in the quorum, agreed by the group
-    /// before the statement returns (while primary).
-    fn set_weight(&self, weight: u32) -> Result<(), String> {
-        let Some(group) = self.group() else { return Ok(()) }; // taken at connect
-        group.set_weight(weight).map_err(|e| {
-            log::warn!("pc.weight={weight}: {e}");
-            e.to_string()
-        })
-    }
-
-    /// `pc.bootstrap=YES`: a new primary component of this node alone.
-    fn bootstrap_now(&self) -> Result<(), String> {
-        let Some(group) = self.group() else { return Err("pc.bootstrap: not connected to a cluster".into()) };
-        // Notes: the operator asked for it (MariaDB's suites treat any
-        // warning as a failure).
-        log::info!("pc.bootstrap=YES: forming a new primary component from this node");
-        group.bootstrap().map_err(|e| {
-            log::error!("pc.bootstrap failed: {e}");
-            e.to_string()
-        })
-    }
-
-    /// `gcache.freeze_purge_at_seqno`: a seqno, `now` (the last committed),
-    /// or -1. The option then shows the seqno it froze at.
-    pub(crate) fn freeze_purge(&self, value: &str) {
-        let at =
-            if value.eq_ignore_ascii_case("now") { self.inner.apply.last_left() } else { value.parse().unwrap_or(-1) };
-        self.inner.options.lock().set_default("gcache.freeze_purge_at_seqno", &at.to_string());
-        self.inner.core.lock().freeze_purge_at(at);
-        if at >= 0 {
-            log::info!("Freezing gcache purge at seqno {at}");
-        } else {
-            log::info!("gcache purge unfrozen");
-        }
-    }
-
-    /// One option's value as it is now.
-    pub fn option(&self, key: &str) -> String {
-        self.inner.options.lock().get(key).to_string()
-    }
-
-    pub fn options_text(&self) -> String {
-        self.inner.options.lock().render()
-    }
-}
 
 /// `gcomm://host:port,host2` → peers (default port 4567). `gcomm://` alone
 /// has no peers: bootstrap.
@@ -378,7 +254,7 @@ fn has_port(addr: &str) -> bool {
     }
 }
 
-fn host_of(addr: &str) -> Option<String> {
+pub(crate) fn host_of(addr: &str) -> Option<String> {
     let addr = addr.trim();
     if addr.is_empty() {
         return None;

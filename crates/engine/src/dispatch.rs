@@ -4,41 +4,12 @@
 //! Calls are serialised by the group, so commands of ordered events are
 //! carried out in order.
 
-use std::cell::Cell;
-
 use tandem_group::{Connectivity, Ordered, Replica};
 
+use crate::callback::Inside;
 use crate::group_state::{GroupState, Outcome};
 use crate::node::Node;
 use crate::stats::Stats;
-
-thread_local! {
-    /// Set while this thread runs one of the replica's callbacks.
-    static IN_REPLICA: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether this thread is inside a callback of the group (`apply`,
-/// `restore`, `connectivity`): the group's own thread, which must not wait
-/// for anything that waits for the group (see `crate::outbox`).
-pub(crate) fn in_replica_callback() -> bool {
-    IN_REPLICA.with(Cell::get)
-}
-
-/// Marks this thread as inside a callback until dropped (nested calls keep
-/// the outer mark).
-struct Inside(bool);
-
-impl Inside {
-    fn enter() -> Inside {
-        Inside(IN_REPLICA.with(|c| c.replace(true)))
-    }
-}
-
-impl Drop for Inside {
-    fn drop(&mut self) {
-        IN_REPLICA.with(|c| c.set(self.0));
-    }
-}
 
 /// The deterministic replica the group drives.
 pub(crate) struct NodeReplica {

@@ -6,18 +6,12 @@
 //! sender that saw the pause first (see `Node::certify`, which waits at the
 //! gate before it sends).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use crate::client::Status;
-use crate::core::LocalState;
 use crate::flow_control::{FlowControl, Level, Limits, Settings};
-use crate::message::Body;
-use crate::node::Node;
-use crate::stats::Stats;
 
 #[derive(Debug)]
 struct GateState {
@@ -43,7 +37,7 @@ pub(crate) struct FlowGate {
     /// group's delivery decide concurrently, and a continue submitted after
     /// the pause decided after it would leave the group running while this
     /// node waits for its pause (until the repeat).
-    sending: Mutex<()>,
+    pub(crate) sending: Mutex<()>,
 }
 
 impl Default for FlowGate {
@@ -159,91 +153,6 @@ impl FlowGate {
             requested: s.fc.requested(),
             limits: Limits::new(settings, s.members),
         }
-    }
-}
-
-impl Node {
-    /// The applier queue changed: ask the group to pause or go on if the
-    /// queue crossed a limit.
-    /// The write-sets this node is behind the group: those queued for its
-    /// appliers, and those the group ordered that it has not even queued yet
-    /// (on busy cores the delivery to a slow node lags). Flow control and the
-    /// health agent's weight read the same figure.
-    pub(crate) fn write_sets_behind(&self) -> usize {
-        let undelivered = self.group().map_or(0, |g| g.undelivered() as usize);
-        self.inner.queue.len() + undelivered
-    }
-
-    pub(crate) fn check_flow_control(&self) {
-        let inner = &self.inner;
-        let level = Level { write_sets: self.write_sets_behind(), bytes: inner.queue.bytes() };
-        inner.stats.note_queue_peak(level.write_sets as i64, level.bytes as i64);
-        let settings = inner.hot.flow_control();
-        if !inner.flow.may_act(level, &settings) {
-            return;
-        }
-        let eligible = self.may_pause_group();
-        let _sending = inner.flow.sending.lock();
-        let message = inner.flow.on_queue(level, &settings, eligible, self.now_ms());
-        self.send_flow_control(message);
-    }
-
-    /// Every tick: repeats what a leader change lost, and lets go of a pause
-    /// this node may no longer hold.
-    pub(crate) fn tick_flow_control(&self) {
-        let eligible = self.may_pause_group();
-        let _sending = self.inner.flow.sending.lock();
-        let message = self.inner.flow.on_tick(eligible, self.now_ms());
-        self.send_flow_control(message);
-    }
-
-    /// The ordered state changed (see `NodeReplica`).
-    pub(crate) fn observe_flow_control(&self, paused: bool, mine: bool, members: usize) {
-        let _sending = self.inner.flow.sending.lock();
-        let message = self.inner.flow.observe(paused, mine, members, self.now_ms());
-        self.send_flow_control(message);
-    }
-
-    /// As in Galera, only a synced member of the primary component holds the
-    /// group back: a node catching up or desynced by the operator lags alone.
-    fn may_pause_group(&self) -> bool {
-        let core = self.inner.core.lock();
-        core.state == LocalState::Synced && core.is_primary() && core.is_live()
-    }
-
-    fn send_flow_control(&self, message: Option<bool>) {
-        let Some(pause) = message else { return };
-        let level = (self.inner.queue.len(), self.inner.queue.bytes());
-        log::debug!(
-            "Flow control: {} (receive queue {} write-sets, {} bytes)",
-            if pause { "pause" } else { "continue" },
-            level.0,
-            level.1
-        );
-        if pause {
-            Stats::add(&self.inner.stats.flow_control_sent, 1);
-        }
-        // Decided and sent (or queued) under `FlowGate::sending`, in that
-        // order, never waiting for `send_order` (see `crate::outbox`): this
-        // lock is taken on the group's threads too.
-        self.send_or_queue(Body::FlowControl { pause });
-    }
-
-    /// Before a local write-set goes to the group: waits while flow control
-    /// pauses replication. Gives up when the transaction is BF aborted (an
-    /// applier, perhaps the one the group waits for, needs its locks), when
-    /// this node leaves the primary component or closes.
-    pub(crate) fn wait_for_flow_control(&self, aborted: Option<&AtomicBool>) -> Result<(), Status> {
-        let inner = &self.inner;
-        while !inner.flow.wait_open(Duration::from_millis(100)) {
-            if aborted.is_some_and(|a| a.load(Ordering::Acquire)) {
-                return Err(Status::TrxFail);
-            }
-            if inner.closing.load(Ordering::Acquire) || !inner.core.lock().is_primary() {
-                return Err(Status::ConnFail);
-            }
-        }
-        Ok(())
     }
 }
 

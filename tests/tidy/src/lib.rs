@@ -2,6 +2,8 @@
 //! literals blanked out, functions found by their braces. Not a parser:
 //! good enough for code that rustc accepts, which is all it ever reads.
 
+pub mod modules;
+
 /// `source` with comments, string and char literals replaced by spaces
 /// (newlines kept, so line numbers still hold).
 pub fn blank_out(source: &str) -> String {
@@ -103,7 +105,7 @@ fn char_literal_len(chars: &[char], i: usize) -> Option<usize> {
     }
 }
 
-fn is_ident(c: char) -> bool {
+pub(crate) fn is_ident(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
@@ -162,7 +164,7 @@ fn body_start(chars: &[char], from: usize) -> Option<usize> {
     None
 }
 
-fn matching_brace(chars: &[char], open: usize) -> Option<usize> {
+pub(crate) fn matching_brace(chars: &[char], open: usize) -> Option<usize> {
     let mut depth = 0;
     for (j, c) in chars.iter().enumerate().skip(open) {
         match c {

@@ -6,6 +6,7 @@
 //!   decisions must not depend on threads, time or iteration order;
 //! - in the group crate, no clock but tokio's, no hash map and no random
 //!   draw but `entropy`'s: a simulation's seed must decide all of it;
+//! - no two modules of the engine need each other (`tandem_tidy::modules`);
 //! - every repository path the README names exists;
 //! - commit subjects of at most 72 characters, from the rule's start on.
 //!
@@ -14,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
+use tandem_tidy::modules::Module;
 use tandem_tidy::{functions, judge, uses};
 
 const MAX_FILE_LINES: usize = 800;
@@ -199,6 +201,38 @@ fn without_tests(source: &str) -> &str {
         at += line.len();
     }
     source
+}
+
+/// The engine's modules form layers: none needs a module that needs it,
+/// through imports or through the methods of `Node` it calls, which are
+/// spread over the shell's files (crates/engine/src/node.rs lists the
+/// layers).
+#[test]
+fn no_two_engine_modules_need_each_other() {
+    let src = repo().join("crates/engine/src");
+    let mut modules: Vec<Module> = Vec::new();
+    for file in rust_files().into_iter().filter(|f| f.starts_with("crates/engine/src/")) {
+        let inside = file.strip_prefix("crates/engine/src/").expect("under src");
+        let name = inside.split('/').next().expect("a name").trim_end_matches(".rs").to_string();
+        if name == "lib" || name.ends_with("_tests") {
+            continue;
+        }
+        let source = without_tests(&read(&file)).to_string();
+        match modules.iter_mut().find(|m| m.name == name) {
+            Some(m) => m.source.push_str(&source),
+            None => modules.push(Module { name, source }),
+        }
+    }
+    assert!(src.join("node.rs").exists() && modules.len() > 20, "the engine's modules: {}", modules.len());
+    let needs = tandem_tidy::modules::needs(&modules, "Node");
+    assert!(needs["client"].contains(&"node".to_string()), "the scan sees client.rs need node.rs: {needs:?}");
+    let circles = tandem_tidy::modules::circles(&needs);
+    assert!(
+        circles.is_empty(),
+        "modules of crates/engine that need each other (each through an import or a Node method it calls): \
+         {circles:?}\n{}",
+        circles.iter().flatten().map(|m| format!("  {m} needs {:?}", needs[m])).collect::<Vec<_>>().join("\n")
+    );
 }
 
 /// Backquoted paths in the README that start with a directory of the

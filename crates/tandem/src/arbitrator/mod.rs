@@ -19,8 +19,8 @@ use std::thread;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use tandem_engine::applier::RecvEnd;
 use tandem_engine::arbitrator::Arbitrator;
+use tandem_engine::node::RecvEnd;
 use tandem_engine::node::{Node, NodeConfig};
 use tandem_engine::types::Gtid;
 use tandem_group::{GroupStarter, RaftGroup};

@@ -1,0 +1,127 @@
+//! How a node leaves the group: the clean stop (`disconnect`), and the
+//! leave of a node whose data is no longer the group's (voted inconsistent,
+//! or an apply that failed with no error to vote on).
+//!
+//! The final view follows through `recv()`: a synced node's appliers first
+//! apply what the group ordered before it left (see `disconnect`).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::node::Node;
+use crate::types::{Gtid, Seqno, Uuid};
+
+/// How long a clean stop waits for the group to let this member go.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Node {
+    /// Leaves the group; the final view follows through `recv()`.
+    pub fn disconnect(&self) {
+        self.inner.closing.store(true, Ordering::Release);
+        self.inner.core.lock().close();
+        self.inner.sst_done.notify_all();
+        self.inner.waiters.wake_all();
+        self.inner.flow.wake_all();
+        self.stop_ticker();
+        // Taken out first: the group's threads read `group` while it leaves
+        // (a guard in the `if let` would live through the leave, and the
+        // runtime would wait on it: the clean stop of a leader under load
+        // deadlocked so).
+        let group = self.inner.group.lock().take();
+        if let Some(group) = group {
+            if let Err(e) = group.leave(LEAVE_TIMEOUT) {
+                // Several members stopping at once race to leave; the last voter
+                // cannot be removed. Nothing an operator must act on.
+                log::info!("Leaving the group: {e}");
+            }
+            group.shutdown();
+        }
+        self.inner.votes_changed.notify_all();
+        let undecided = self.inner.core.lock().undecided_failure();
+        let voted_out = self.is_inconsistent();
+        if let (Some(seqno), true) = (undecided, voted_out) {
+            // Already leaving as inconsistent (said so at error level): a
+            // later failure's open vote changes nothing.
+            log::info!("Leaving with the vote on seqno {seqno} undecided; this node is inconsistent already");
+        } else if let Some(seqno) = undecided {
+            log::error!(
+                "Leaving while the vote on seqno {seqno} this node failed is not decided: assuming inconsistency; \
+                 a full state transfer replaces this node's data at its next start"
+            );
+            self.inner.inconsistent_at.lock().get_or_insert(seqno);
+        }
+        self.save_state();
+        // A synced node's final view goes behind what the group ordered
+        // before it left: its appliers apply that (flow control keeps it
+        // short), so the local clients ordered among it commit. (With the
+        // final view first they waited for seqnos nobody would apply, for
+        // good, and the clean stop of a loaded node never ended.) A node
+        // catching up or donating (a backlog flow control does not bound)
+        // stops at once: a client ordered behind it is rolled back, and
+        // the next start applies the rest by IST.
+        let drain = self.inner.core.lock().state == crate::core::LocalState::Synced;
+        if self.inner.queue.push_final(drain) {
+            log::info!("Applying what the group ordered before this node left, then the final view");
+        }
+    }
+
+    /// Joins the ticker; it sees `closing` within one tick. Never from the
+    /// ticker itself (it only runs commands, which never stop the node).
+    pub(crate) fn stop_ticker(&self) {
+        self.inner.closing.store(true, Ordering::Release);
+        self.inner.outbox.wake();
+        let handle = self.inner.ticker.lock().take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+
+    /// This node's outcome on `seqno` lost the vote: it leaves the cluster,
+    /// as Galera's does, and grastate.dat says its data must be replaced.
+    /// The server stays up, disconnected, until restarted. The leave runs on
+    /// its own thread: this may be the group's delivery thread, which a
+    /// leave waits on.
+    pub(crate) fn leave_inconsistent(&self, seqno: Seqno, mine: crate::voting::Code, winner: crate::voting::Code) {
+        let gtid = Gtid { uuid: self.inner.core.lock().group_uuid(), seqno };
+        if mine == crate::voting::SUCCESS {
+            log::error!("Vote 0 (success) on {gtid} is inconsistent with group. Leaving cluster.");
+        } else {
+            log::error!(
+                "Inconsistency detected: Inconsistent by consensus on {gtid} (this node voted {mine:016x}, the \
+                 group {winner:016x}). Leaving cluster; a full state transfer replaces this node's data at its \
+                 next start."
+            );
+        }
+        self.leave_as_inconsistent(seqno);
+    }
+
+    /// The server failed to apply `seqno` and gave no error the group could
+    /// vote on: this node's data is no longer the group's. It leaves as one
+    /// voted out does (Galera: "Node consistency compromised, leaving
+    /// cluster"), rather than stay a member that applies nothing.
+    pub(crate) fn leave_after_failed_apply(&self, seqno: Seqno, source: Uuid) {
+        let gtid = Gtid { uuid: self.inner.core.lock().group_uuid(), seqno };
+        log::error!(
+            "Failed to apply write-set {gtid} from {source}: node consistency compromised, leaving cluster; a full \
+             state transfer replaces this node's data at its next start."
+        );
+        self.leave_as_inconsistent(seqno);
+    }
+
+    fn leave_as_inconsistent(&self, seqno: Seqno) {
+        {
+            let mut at = self.inner.inconsistent_at.lock();
+            if at.is_some() {
+                return; // already leaving
+            }
+            *at = Some(seqno);
+        }
+        self.inner.votes_changed.notify_all();
+        let node = self.clone();
+        let spawned = std::thread::Builder::new().name("tandem-leave".into()).spawn(move || node.disconnect());
+        match spawned {
+            Ok(handle) => *self.inner.leaver.lock() = Some(handle),
+            Err(e) => log::error!("Could not start the thread that leaves the cluster: {e}"),
+        }
+    }
+}
