@@ -30,6 +30,10 @@ pub enum Defect {
     /// index instead of asking the leader: a follower behind the others
     /// answers a causal read from before a commit already acknowledged.
     FollowerReadsItsOwnIndex,
+    /// The log acknowledges an append before it is fsynced, with
+    /// `gcache.fsync` on: entries count towards a commit while a power cut
+    /// can still take them.
+    AcknowledgesBeforeSync,
 }
 
 #[cfg(feature = "negative-tests")]

@@ -14,15 +14,17 @@
 #![cfg(tokio_unstable)]
 
 mod common;
+mod sim_checks;
+mod sim_disk;
 mod sim_net;
 mod sim_reads;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{config, Event, Recorder, Recording, CLUSTER};
+use sim_checks::{check_promise, per_writer, same_histories, Promise};
 use tandem_gcache::MemStorage;
 use tandem_group::{GivenDisk, GroupConfig, GroupError, HostedMember, MemberId, Wires};
 
@@ -62,6 +64,8 @@ struct Seat {
     rec: Mutex<Recording>,
     /// The member's disk, kept across its restarts (and crashed by them).
     disk: Mutex<MemStorage>,
+    /// `gcache.fsync`: appends acknowledged once fsynced.
+    fsync: AtomicBool,
     /// How many times the member started.
     starts: AtomicUsize,
     id: Mutex<Option<MemberId>>,
@@ -120,6 +124,7 @@ async fn run_host(
     let first_start = seat.starts.load(Ordering::SeqCst) == 0;
     let mut config = sim_config(name, first_start && name == HOSTS[0]);
     config.log.memory = Some(GivenDisk(seat.disk.lock().unwrap().clone()));
+    config.log.fsync = seat.fsync.load(Ordering::SeqCst);
     let member =
         HostedMember::start(config, Box::new(Recorder(rec))).await.map_err(|e| format!("{name} did not start: {e}"))?;
     let member = Arc::new(member);
@@ -213,17 +218,6 @@ fn step_for(sim: &mut turmoil::Sim<'_>, span: Duration) {
     }
 }
 
-/// Each writer's payloads in the order one member applied them.
-fn per_writer(rec: &Recording) -> BTreeMap<usize, Vec<usize>> {
-    let mut seen: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (_, p) in rec.messages() {
-        let text = String::from_utf8(p).expect("a test payload");
-        let (writer, n) = text.split_once(':').expect("writer:n");
-        seen.entry(writer.parse().unwrap()).or_default().push(n.parse().unwrap());
-    }
-    seen
-}
-
 /// A scenario: one run of a seed.
 type Scenario = fn(u64) -> Outcome;
 
@@ -238,12 +232,13 @@ struct Outcome {
 /// A simulation of three members with a writer on n2, stepped until all
 /// three are primary voters and 300 payloads are applied.
 fn three_writing(seed: u64) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<Writer>>) {
-    three_writing_reading(seed, false)
+    start_three(seed, false, false)
 }
 
-/// As [`three_writing`], with a second writer (id 1) on n3, and n1 and n3
-/// reading causally throughout (`sim_reads`, checked by [`check_reads`]).
-fn three_writing_reading(seed: u64, reading: bool) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<Writer>>) {
+/// As [`three_writing`]; `reading`: with a second writer (id 1) on n3, and
+/// n1 and n3 reading causally throughout (`sim_reads`, checked by
+/// [`check_reads`]); `fsync`: every member with `gcache.fsync` on.
+fn start_three(seed: u64, reading: bool, fsync: bool) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<Writer>>) {
     // Every draw of every member (ids, uuids, election timeouts) comes from
     // the seed: all hosts run on this thread.
     tandem_group::entropy::seed_this_thread(Some(seed));
@@ -262,6 +257,7 @@ fn three_writing_reading(seed: u64, reading: bool) -> (turmoil::Sim<'static>, Ve
     let seats: Vec<Arc<Seat>> = HOSTS.iter().map(|_| Arc::new(Seat::default())).collect();
     let writers: Vec<Arc<Writer>> = (0..if reading { 2 } else { 1 }).map(Writer::new).collect();
     for (i, name) in HOSTS.into_iter().enumerate() {
+        seats[i].fsync.store(fsync, Ordering::SeqCst);
         if reading && i != 1 {
             *seats[i].reader.lock().unwrap() = Some(Arc::default());
         }
@@ -299,7 +295,7 @@ fn leader_seat(seats: &[Arc<Seat>]) -> usize {
 /// once, in order. n1 and n3 read causally throughout, across the
 /// hand-over.
 fn hand_over_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writers) = three_writing_reading(seed, true);
+    let (mut sim, seats, writers) = start_three(seed, true, false);
     let leader = leader_seat(&seats);
     assert_eq!(leader, 0, "seed {seed}: n1, which founded the group, leads; both writers stay");
     seats[leader].leave.store(true, Ordering::SeqCst);
@@ -331,7 +327,7 @@ fn hand_over_under_load(seed: u64) -> Outcome {
 /// n1 and n3 read causally throughout: a read that returns on the old
 /// leader, on its lease, must not miss what the others ordered meanwhile.
 fn leader_cut_off_under_load(seed: u64) -> Outcome {
-    let (mut sim, seats, writers) = three_writing_reading(seed, true);
+    let (mut sim, seats, writers) = start_three(seed, true, false);
     let leader = leader_seat(&seats);
     let others: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
     for &o in &others {
@@ -367,6 +363,25 @@ fn kill(sim: &mut turmoil::Sim<'_>, seats: &[Arc<Seat>], i: usize) -> Option<Mem
     id
 }
 
+/// Cuts member `i`'s power: its disk as `sim_disk::power_cut` leaves it,
+/// its connections silent. Returns its member id and the bytes torn.
+fn power_loss(
+    sim: &mut turmoil::Sim<'_>,
+    seats: &[Arc<Seat>],
+    i: usize,
+    draw: &mut dyn FnMut() -> u64,
+) -> (Option<MemberId>, u64) {
+    let id = *seats[i].id.lock().unwrap();
+    let torn = {
+        let mut disk = seats[i].disk.lock().unwrap();
+        let (after, torn) = sim_disk::power_cut(&disk, draw);
+        *disk = after;
+        torn
+    };
+    sim_net::power_cut(|| sim.crash(HOSTS[i]));
+    (id, torn)
+}
+
 /// A follower (neither the leader nor the writer's host) is killed with -9
 /// while n2 writes: its disk keeps every write, its memory is gone, and its
 /// connections go silent (no FIN: `sim_net::power_cut`). It starts again
@@ -378,6 +393,34 @@ fn follower_killed_under_load(seed: u64) -> Outcome {
     let leader = leader_seat(&seats);
     let victim = (0..3).find(|i| *i != leader && *i != 1).expect("a follower without the writer");
     let id = kill(&mut sim, &seats, victim);
+    follower_back(seed, sim, &seats, &writers, victim, id)
+}
+
+/// As [`follower_killed_under_load`], but the follower loses power, with
+/// `gcache.fsync` off (as it ships): its log loses what it wrote since the
+/// OS last wrote it back, torn at a point the seed draws, and files it
+/// created may be gone. The leader and the other follower still hold what
+/// it acknowledged; it comes back as itself and catches up.
+fn follower_lost_power_under_load(seed: u64) -> Outcome {
+    let (mut sim, seats, writers) = three_writing(seed);
+    let leader = leader_seat(&seats);
+    let victim = (0..3).find(|i| *i != leader && *i != 1).expect("a follower without the writer");
+    let (id, torn) = power_loss(&mut sim, &seats, victim, &mut sim_disk::tear_draws(seed));
+    eprintln!("seed {seed}: the power cut tore {torn} bytes of the follower's writes");
+    follower_back(seed, sim, &seats, &writers, victim, id)
+}
+
+/// Starts the follower `victim` again once n2 applied 200 more payloads,
+/// checks it came back as itself and applied 200 more, then ends the run:
+/// nothing the writer submitted may be lost (its leader never changed).
+fn follower_back(
+    seed: u64,
+    mut sim: turmoil::Sim<'static>,
+    seats: &[Arc<Seat>],
+    writers: &[Arc<Writer>],
+    victim: usize,
+    id: Option<MemberId>,
+) -> Outcome {
     let after = seats[1].rec().messages().len();
     step_until(&mut sim, "200 payloads applied while the follower is down", || {
         seats[1].rec().messages().len() >= after + 200
@@ -389,12 +432,17 @@ fn follower_killed_under_load(seed: u64) -> Outcome {
     step_until(&mut sim, "200 payloads applied by the follower since its start", || {
         seats[victim].rec().messages().len() >= after + 200
     });
-    end_of_run(seed, &mut sim, &seats, &writers, Promise::EveryPayloadOnce)
+    end_of_run(seed, &mut sim, seats, writers, Promise::EveryPayloadOnce)
 }
 
 #[test]
 fn a_follower_killed_under_load_comes_back_as_itself_under_simulation() {
     run_seeds(follower_killed_under_load);
+}
+
+#[test]
+fn a_follower_that_lost_power_under_load_comes_back_as_itself_under_simulation() {
+    run_seeds(follower_lost_power_under_load);
 }
 
 /// The leader is killed with -9 while n2 writes, and starts again once the
@@ -427,6 +475,33 @@ fn leader_killed_under_load(seed: u64) -> Outcome {
 fn group_crashed_under_load(seed: u64) -> Outcome {
     let (mut sim, seats, writers) = three_writing(seed);
     let ids: Vec<Option<MemberId>> = (0..3).map(|i| kill(&mut sim, &seats, i)).collect();
+    group_back_whole(seed, sim, &seats, &writers, ids)
+}
+
+/// As [`group_crashed_under_load`], with `gcache.fsync` on and a power
+/// cut: what each member wrote since its last fsync is torn at a point the
+/// seed draws, per file. An append is acknowledged only once fsynced, so
+/// what n2 applied is still on a majority's disks, and must begin every
+/// history after the restart.
+fn group_lost_power_under_load(seed: u64) -> Outcome {
+    let (mut sim, seats, writers) = start_three(seed, false, true);
+    let mut draw = sim_disk::tear_draws(seed);
+    let cut: Vec<(Option<MemberId>, u64)> = (0..3).map(|i| power_loss(&mut sim, &seats, i, &mut draw)).collect();
+    let torn: Vec<u64> = cut.iter().map(|(_, t)| *t).collect();
+    eprintln!("seed {seed}: the power cut tore {torn:?} bytes of writes not yet fsynced");
+    group_back_whole(seed, sim, &seats, &writers, cut.into_iter().map(|(id, _)| id).collect())
+}
+
+/// Starts all three again a second after they went down together, and
+/// checks that they came back as themselves and that what n2 applied
+/// before begins every history after.
+fn group_back_whole(
+    seed: u64,
+    mut sim: turmoil::Sim<'static>,
+    seats: &[Arc<Seat>],
+    writers: &[Arc<Writer>],
+    ids: Vec<Option<MemberId>>,
+) -> Outcome {
     let applied_before = per_writer(&seats[1].rec()).remove(&0).unwrap_or_default();
     step_for(&mut sim, Duration::from_secs(1));
     for name in HOSTS {
@@ -439,7 +514,7 @@ fn group_crashed_under_load(seed: u64) -> Outcome {
     step_until(&mut sim, "200 payloads more applied by all three", || {
         seats.iter().all(|s| s.rec().messages().len() >= applied_before.len() + 200)
     });
-    let outcome = end_of_run(seed, &mut sim, &seats, &writers, Promise::Rising);
+    let outcome = end_of_run(seed, &mut sim, seats, writers, Promise::Rising);
     for (i, s) in seats.iter().enumerate() {
         let seen = per_writer(&s.rec())[&0].clone();
         assert!(
@@ -454,6 +529,11 @@ fn group_crashed_under_load(seed: u64) -> Outcome {
 #[test]
 fn a_whole_group_crashed_under_load_comes_back_whole_under_simulation() {
     run_seeds(group_crashed_under_load);
+}
+
+#[test]
+fn a_whole_group_that_lost_power_under_load_comes_back_whole_under_simulation() {
+    run_seeds(group_lost_power_under_load);
 }
 
 /// The links break at random while n2 writes, for 5 s: a link breaks on
@@ -512,15 +592,6 @@ fn a_follower_held_back_and_taken_back_forwards_again_under_simulation() {
     run_seeds(follower_held_and_taken_back);
 }
 
-/// What a scenario promises of the writer's payloads in every history.
-#[derive(Clone, Copy)]
-enum Promise {
-    /// Each once, in submission order, none missing.
-    EveryPayloadOnce,
-    /// Rising, each at most once: some may be lost with a failed leader.
-    Rising,
-}
-
 /// Stops the writers, steps until `seats` applied each one's last payload,
 /// checks the promise for each writer on each, then that all applied one
 /// history.
@@ -538,41 +609,14 @@ fn end_of_run(
             w.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec().has_message(&last))
         })
     });
-    for writer in writers {
-        check_promise(seed, seats, writer, promise);
+    let recs: Vec<Recording> = seats.iter().map(|s| s.rec()).collect();
+    for w in writers {
+        check_promise(seed, &recs, w.id, w.submitted.load(Ordering::SeqCst), promise);
     }
     let histories = settled_histories(sim, seats);
     same_histories(seed, &histories);
     let submitted = writers.iter().map(|w| w.submitted.load(Ordering::SeqCst)).sum();
     Outcome { submitted, histories, elapsed: sim.elapsed() }
-}
-
-/// `promise` holds for `writer`'s payloads in what each of `seats` applied.
-fn check_promise(seed: u64, seats: &[Arc<Seat>], writer: &Writer, promise: Promise) {
-    let (w, submitted) = (writer.id, writer.submitted.load(Ordering::SeqCst));
-    for (i, s) in seats.iter().enumerate() {
-        let seen = per_writer(&s.rec()).remove(&w).unwrap_or_default();
-        match promise {
-            Promise::EveryPayloadOnce => {
-                let gaps: Vec<(usize, usize)> =
-                    seen.windows(2).filter(|w| w[1] != w[0] + 1).map(|w| (w[0], w[1])).collect();
-                assert!(
-                    seen.first() == Some(&0) && gaps.is_empty() && seen.len() == submitted,
-                    "seed {seed}, member {i}, writer {w}: every payload once, in order; {} of {submitted}, breaks \
-                     after/before {gaps:?}",
-                    seen.len()
-                );
-            }
-            Promise::Rising => {
-                let falls: Vec<(usize, usize)> =
-                    seen.windows(2).filter(|w| w[1] <= w[0]).map(|w| (w[0], w[1])).collect();
-                assert!(
-                    falls.is_empty(),
-                    "seed {seed}, member {i}, writer {w}: its payloads rise; they fall at {falls:?}"
-                );
-            }
-        }
-    }
 }
 
 /// Steps until every member applied as many events (views may still be
@@ -583,23 +627,6 @@ fn settled_histories(sim: &mut turmoil::Sim<'_>, seats: &[Arc<Seat>]) -> Vec<Vec
         lens.windows(2).all(|w| w[0] == w[1])
     });
     seats.iter().map(|s| s.rec().events()).collect()
-}
-
-/// All members applied the same history; else, where the first two that
-/// differ part, with the events around it.
-fn same_histories(seed: u64, histories: &[Vec<Event>]) {
-    for (i, h) in histories.iter().enumerate().skip(1) {
-        let first = &histories[0];
-        let Some(at) = (0..first.len().max(h.len())).find(|&k| first.get(k) != h.get(k)) else { continue };
-        let around = |h: &[Event]| h[at.saturating_sub(2)..(at + 3).min(h.len())].to_vec();
-        panic!(
-            "seed {seed}: members 0 and {i} applied different histories ({} and {} events), from event {at}:\n{:?}\n{:?}",
-            first.len(),
-            h.len(),
-            around(first),
-            around(h)
-        );
-    }
 }
 
 #[test]
@@ -634,12 +661,14 @@ fn a_followers_payloads_survive_a_leader_hand_over_under_simulation() {
 fn a_seed_replays_the_same_run() {
     common::init_logging();
     let seed = seeds()[0];
-    let scenarios: [(&str, Scenario); 7] = [
+    let scenarios: [(&str, Scenario); 9] = [
         ("hand-over", hand_over_under_load),
         ("cut-off leader", leader_cut_off_under_load),
         ("killed follower", follower_killed_under_load),
+        ("follower without power", follower_lost_power_under_load),
         ("killed leader", leader_killed_under_load),
         ("crashed group", group_crashed_under_load),
+        ("group without power", group_lost_power_under_load),
         ("flaky links", flaky_links_under_load),
         ("held follower", follower_held_and_taken_back),
     ];
@@ -690,6 +719,14 @@ fn the_checks_catch_a_causal_read_that_does_not_ask_the_leader() {
 #[test]
 fn the_checks_catch_a_leader_that_takes_forwards_after_handing_back() {
     caught_within_bound(Defect::TakesForwardsAfterHandingBack, follower_held_and_taken_back);
+}
+
+/// With appends acknowledged before they are fsynced, a power cut of the
+/// whole group takes entries that were committed and applied.
+#[cfg(feature = "negative-tests")]
+#[test]
+fn the_checks_catch_a_log_that_acknowledges_before_the_fsync() {
+    caught_within_bound(Defect::AcknowledgesBeforeSync, group_lost_power_under_load);
 }
 
 #[cfg(feature = "negative-tests")]

@@ -100,8 +100,9 @@ impl DurableLog {
             recent_budget,
             rate: AppendRate::default(),
         };
+        let on_files = matches!(inner.disk, Disk::Fs { .. });
         let inner = Arc::new(RwLock::new(inner));
-        let flusher = fsync.then(|| Arc::new(Flusher::start(inner.clone())));
+        let flusher = fsync.then(|| Arc::new(Flusher::start(inner.clone(), on_files)));
         DurableLog { inner, checkpoints, flusher }
     }
 
@@ -293,10 +294,7 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
             if bytes >= BULK_APPEND_BYTES { blocking(|| self.append_now(entries)) } else { self.append_now(entries) };
         match written {
             Ok(()) => {
-                match &self.flusher {
-                    Some(f) => f.enqueue(callback),
-                    None => callback.io_completed(Ok(())),
-                }
+                self.acknowledge(callback);
                 Ok(())
             }
             Err(e) => {
@@ -353,6 +351,20 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
 }
 
 impl DurableLog {
+    /// Acknowledges an append once it is as durable as `gcache.fsync` asks:
+    /// written to the OS, or fsynced too (by the flusher). openraft counts an acknowledged entry towards a
+    /// commit: one acknowledged before it is durable can be committed,
+    /// applied and then lost by a power cut of a majority.
+    fn acknowledge(&self, callback: IOFlushed<GroupTypes>) {
+        if crate::injected::active(crate::injected::Defect::AcknowledgesBeforeSync) {
+            return callback.io_completed(Ok(()));
+        }
+        match &self.flusher {
+            Some(f) => f.enqueue(callback),
+            None => callback.io_completed(Ok(())),
+        }
+    }
+
     fn append_now(&self, entries: Vec<Entry>) -> Result<(), io::Error> {
         let mut inner = self.write();
         let encoded: Vec<(u64, Vec<u8>)> = entries.iter().map(|e| (e.log_id.index, encode_entry(e))).collect();
@@ -373,48 +385,100 @@ impl DurableLog {
 }
 
 /// fsyncs appended entries before acknowledging them, one fsync for all
-/// that accumulated while the previous one ran.
+/// that accumulated while the previous one ran. On files it is a thread of
+/// its own (an fsync takes milliseconds). On a memory disk, a simulation's,
+/// it is a task on the member's runtime, started by the first append, whose
+/// fsync takes `MEM_FSYNC` of that runtime's time: a simulation steps
+/// every member on one thread, so a thread would decide on its own when an
+/// append is durable, and an fsync that took no time would leave a power
+/// cut nothing to tear.
 pub struct Flusher {
-    queue: Mutex<Option<mpsc::Sender<IOFlushed<GroupTypes>>>>,
+    inner: Arc<RwLock<LogInner>>,
+    queue: Mutex<Queue>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// Where appends wait for their fsync.
+enum Queue {
+    Thread(mpsc::Sender<IOFlushed<GroupTypes>>),
+    /// A memory disk's: `None` until the first append starts the task.
+    Task(Option<tokio::sync::mpsc::UnboundedSender<IOFlushed<GroupTypes>>>),
+    Closed,
+}
+
+/// How long a memory disk's fsync takes (simulated time).
+const MEM_FSYNC: std::time::Duration = std::time::Duration::from_millis(1);
+
 impl Flusher {
-    fn start(inner: Arc<RwLock<LogInner>>) -> Flusher {
+    fn start(inner: Arc<RwLock<LogInner>>, on_files: bool) -> Flusher {
+        if !on_files {
+            return Flusher { inner, queue: Mutex::new(Queue::Task(None)), thread: Mutex::new(None) };
+        }
         let (tx, rx) = mpsc::channel::<IOFlushed<GroupTypes>>();
+        let log = inner.clone();
         let thread = std::thread::Builder::new()
             .name(format!("{}flush", crate::raft::THREAD_PREFIX))
             .spawn(move || {
                 while let Ok(first) = rx.recv() {
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
-                    let synced = inner.write().unwrap_or_else(|p| p.into_inner()).log.sync();
-                    for callback in batch {
-                        callback.io_completed(synced.as_ref().map(|_| ()).map_err(io_err));
-                    }
+                    sync_and_acknowledge(&log, batch);
                 }
             })
             .expect("spawn the group log flusher");
-        Flusher { queue: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) }
+        Flusher { inner, queue: Mutex::new(Queue::Thread(tx)), thread: Mutex::new(Some(thread)) }
     }
 
     fn enqueue(&self, callback: IOFlushed<GroupTypes>) {
-        match lock(&self.queue).as_ref() {
-            Some(tx) => {
-                if let Err(mpsc::SendError(callback)) = tx.send(callback) {
-                    callback.io_completed(Err(io_err("the group log is closed")));
-                }
+        let mut queue = lock(&self.queue);
+        let refused = match &mut *queue {
+            Queue::Thread(tx) => tx.send(callback).err().map(|mpsc::SendError(c)| c),
+            Queue::Task(task) => {
+                let tx = task.get_or_insert_with(|| {
+                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                    tokio::spawn(flush_in_memory(self.inner.clone(), rx));
+                    tx
+                });
+                tx.send(callback).err().map(|e| e.0)
             }
-            None => callback.io_completed(Err(io_err("the group log is closed"))),
+            Queue::Closed => Some(callback),
+        };
+        drop(queue);
+        if let Some(callback) = refused {
+            callback.io_completed(Err(io_err("the group log is closed")));
         }
     }
 
-    /// Flushes what is pending and joins the thread.
+    /// Flushes what is pending and joins the thread (a task ends with its
+    /// runtime).
     pub fn stop(&self) {
-        drop(lock(&self.queue).take());
+        *lock(&self.queue) = Queue::Closed;
         let thread = lock(&self.thread).take();
         if let Some(t) = thread {
             let _ = t.join();
         }
+    }
+}
+
+/// A memory disk's flusher task (see [`Flusher`]).
+async fn flush_in_memory(
+    log: Arc<RwLock<LogInner>>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<IOFlushed<GroupTypes>>,
+) {
+    while let Some(first) = rx.recv().await {
+        tokio::time::sleep(MEM_FSYNC).await;
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        sync_and_acknowledge(&log, batch);
+    }
+}
+
+/// One fsync for `batch`, then each append's acknowledgement, in order.
+fn sync_and_acknowledge(log: &RwLock<LogInner>, batch: Vec<IOFlushed<GroupTypes>>) {
+    let synced = log.write().unwrap_or_else(|p| p.into_inner()).log.sync();
+    for callback in batch {
+        callback.io_completed(synced.as_ref().map(|_| ()).map_err(io_err));
     }
 }
