@@ -108,6 +108,12 @@ pub enum Verdict {
 /// state: a joiner receives it in the group snapshot.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Certifier {
+    /// A hash map: certification looks keys up on every commit, and a
+    /// write-set of 100,000 rows looks up as many. Its order is random per
+    /// map, so it is written out sorted (`in_key_order`): a snapshot, a
+    /// checkpoint, is then the same bytes on every member that holds the
+    /// same state.
+    #[serde(serialize_with = "in_key_order")]
     index: HashMap<Vec<u8>, [Option<Use>; 4]>,
     /// Write-sets at or below this seqno were dropped from the index.
     purged_upto: Seqno,
@@ -229,6 +235,16 @@ impl Certifier {
     pub fn purged_upto(&self) -> Seqno {
         self.purged_upto
     }
+}
+
+/// Serializes the index as a map in key order (it reads back into any map).
+fn in_key_order<S: serde::Serializer>(
+    index: &HashMap<Vec<u8>, [Option<Use>; 4]>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let mut entries: Vec<(&Vec<u8>, &[Option<Use>; 4])> = index.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    serializer.collect_map(entries)
 }
 
 /// A key (db, table, row) is also a use of its prefixes (db) and (db, table):
