@@ -62,11 +62,14 @@ test-unit:
 # (defects put back with the feature negative-tests; each must be caught).
 # Built with --cfg tokio_unstable, which turmoil needs to seed tokio, in a
 # target directory of its own so that no other build changes flags.
-# SIM_SEED=n replays one seed.
+# SIM_SEED=n replays one seed. Then the engine's shell on the production
+# group over the simulated network (crates/engine/tests/shell_simulation.rs,
+# not seeded: the nodes' threads are OS threads), with its negative test.
 SIM_TARGET := target/sim
 test-sim:
 	RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=$(SIM_TARGET) $(CARGO) test -p tandem-group \
 		--features negative-tests --test simulation -- --test-threads=1
+	$(CARGO) test -p tandem-engine --features negative-tests --test shell_simulation
 
 # Real mariadbd clusters on loopback with our provider.
 test-cluster: build

@@ -23,19 +23,7 @@ impl Node {
         self.inner.waiters.wake_all();
         self.inner.flow.wake_all();
         self.stop_ticker();
-        // Taken out first: the group's threads read `group` while it leaves
-        // (a guard in the `if let` would live through the leave, and the
-        // runtime would wait on it: the clean stop of a leader under load
-        // deadlocked so).
-        let group = self.inner.group.lock().take();
-        if let Some(group) = group {
-            if let Err(e) = group.leave(LEAVE_TIMEOUT) {
-                // Several members stopping at once race to leave; the last voter
-                // cannot be removed. Nothing an operator must act on.
-                log::info!("Leaving the group: {e}");
-            }
-            group.shutdown();
-        }
+        self.leave_group();
         self.inner.votes_changed.notify_all();
         let undecided = self.inner.core.lock().undecided_failure();
         let voted_out = self.is_inconsistent();
@@ -62,6 +50,34 @@ impl Node {
         let drain = self.inner.core.lock().state == crate::core::LocalState::Synced;
         if self.inner.queue.push_final(drain) {
             log::info!("Applying what the group ordered before this node left, then the final view");
+        }
+    }
+
+    /// Leaves the group and stops this member of it. The handle is taken
+    /// out first: the group's threads read `group` while it leaves (a guard
+    /// in the `if let` would live through the leave, and the runtime would
+    /// wait on it: the clean stop of a leader under load deadlocked so).
+    fn leave_group(&self) {
+        if crate::injected::active(crate::injected::Defect::HoldsGroupAcrossLeave) {
+            self.leave_holding_group();
+        }
+        let group = self.inner.group.lock().take();
+        if let Some(group) = group {
+            if let Err(e) = group.leave(LEAVE_TIMEOUT) {
+                // Several members stopping at once race to leave; the last voter
+                // cannot be removed. Nothing an operator must act on.
+                log::info!("Leaving the group: {e}");
+            }
+            group.shutdown();
+        }
+    }
+
+    /// The defect `HoldsGroupAcrossLeave` (negative tests only): the leave
+    /// as it deadlocked, the guard living through it.
+    #[allow(clippy::significant_drop_in_scrutinee)]
+    fn leave_holding_group(&self) {
+        if let Some(group) = self.inner.group.lock().as_ref() {
+            let _ = group.leave(LEAVE_TIMEOUT);
         }
     }
 

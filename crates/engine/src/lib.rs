@@ -26,6 +26,7 @@ pub mod flow_control;
 mod flow_gate;
 pub mod group_state;
 mod in_flight;
+pub mod injected;
 mod leave;
 pub mod local_group;
 pub mod local_trx;

@@ -21,7 +21,7 @@ pub mod types;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -53,6 +53,15 @@ pub struct RaftGroup {
     runtime: Mutex<Option<Runtime>>,
     queue: mpsc::Sender<AppPayload>,
     local_addr: SocketAddr,
+    /// Started on a runtime it does not own (`RaftStarter::on_runtime`): a
+    /// simulation's host, one thread that steps it and every other host.
+    /// Nothing of the group's may then run on a caller's thread (the
+    /// simulated network lives on that one thread), so every call goes to
+    /// the runtime and waits for it, and a caller on the runtime's thread is
+    /// a group thread, which must never wait for it.
+    hosted: bool,
+    /// A hosted member's Raft was stopped (`shutdown`).
+    stopped: AtomicBool,
 }
 
 impl RaftGroup {
@@ -63,7 +72,38 @@ impl RaftGroup {
         local_addr: SocketAddr,
     ) -> Arc<RaftGroup> {
         let handle = runtime.handle().clone();
-        Arc::new(RaftGroup { shared, handle, runtime: Mutex::new(Some(runtime)), queue, local_addr })
+        Arc::new(RaftGroup {
+            shared,
+            handle,
+            runtime: Mutex::new(Some(runtime)),
+            queue,
+            local_addr,
+            hosted: false,
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    fn assemble_hosted(
+        shared: Arc<Shared>,
+        handle: Handle,
+        queue: mpsc::Sender<AppPayload>,
+        local_addr: SocketAddr,
+    ) -> Arc<RaftGroup> {
+        Arc::new(RaftGroup {
+            shared,
+            handle,
+            runtime: Mutex::new(None),
+            queue,
+            local_addr,
+            hosted: true,
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether this thread is one of the group's, which must never wait
+    /// for the group's runtime.
+    fn on_group_thread(&self) -> bool {
+        on_group_thread() || (self.hosted && Handle::try_current().is_ok())
     }
 
     /// Worker threads of the group runtime ([`crate::GroupConfig::threads`]).
@@ -106,7 +146,7 @@ impl RaftGroup {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(GroupError::Closed);
         }
-        if on_group_thread() {
+        if self.on_group_thread() {
             return Err(GroupError::Other("must not be called from a group callback".into()));
         }
         let (tx, rx) = std_mpsc::sync_channel(1);
@@ -186,6 +226,11 @@ impl GroupChannel for RaftGroup {
         if Handle::try_current().is_ok() {
             return submit::enqueue(&self.shared, &self.queue, item, false);
         }
+        if self.hosted {
+            let (shared, queue) = (self.shared.clone(), self.queue.clone());
+            let within = self.shared.request_timeout() * 4;
+            return self.run(within, async move { submit::enqueue_waiting(&shared, &queue, item).await });
+        }
         match submit::direct(&self.shared, &self.handle, item) {
             Ok(()) => Ok(()),
             Err(item) => submit::enqueue(&self.shared, &self.queue, item, true),
@@ -195,7 +240,7 @@ impl GroupChannel for RaftGroup {
     fn promote(&self, member: MemberId) -> Result<(), GroupError> {
         let shared = self.shared.clone();
         let req = Request::Promote { member };
-        if on_group_thread() {
+        if self.on_group_thread() {
             // Called from a replica callback: blocking here could stall the
             // very state machine the promotion waits on. Fire and forget.
             self.handle.spawn(async move {
@@ -270,7 +315,7 @@ impl GroupChannel for RaftGroup {
     fn read_barrier(&self, timeout: Duration) -> Result<(), GroupError> {
         let shared = self.shared.clone();
         // On mariadbd's thread itself: a causal read pays every hand-off.
-        if Handle::try_current().is_err() {
+        if Handle::try_current().is_err() && !self.hosted {
             let read = crate::read::barrier(&shared, timeout);
             return self.shared.callers.run(&self.handle, &self.shared.closed, timeout, read);
         }
@@ -346,6 +391,9 @@ impl GroupChannel for RaftGroup {
         self.shared.closed.store(true, Ordering::Release);
         // Held until the runtime is gone, so a concurrent second call returns
         // only once everything has stopped.
+        if self.hosted {
+            return self.stop_hosted();
+        }
         let mut runtime_slot = lock(&self.runtime);
         let Some(runtime) = runtime_slot.take() else {
             return; // already stopped
@@ -369,6 +417,29 @@ impl GroupChannel for RaftGroup {
             }
             Err(e) => error!("Cannot spawn the group shutdown thread: {e}"),
         }
+    }
+}
+
+impl RaftGroup {
+    /// Stops openraft on the runtime it was started on, which goes on: a
+    /// simulation's host ends its tasks with it.
+    fn stop_hosted(&self) {
+        if self.on_group_thread() {
+            warn!("Group shutdown requested from a group thread; finishing in the background");
+            return;
+        }
+        if self.stopped.swap(true, Ordering::AcqRel) {
+            return; // already stopped
+        }
+        let raft = self.shared.raft();
+        let (tx, rx) = std_mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            let _ = tx.send(tokio::time::timeout(RAFT_STOP_TIMEOUT, raft.shutdown()).await.is_ok());
+        });
+        if rx.recv() != Ok(true) {
+            warn!("Raft of member {} did not stop within {RAFT_STOP_TIMEOUT:?}", self.shared.me);
+        }
+        info!("Tandem group member {} stopped", self.shared.me);
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use log::{info, warn};
 use openraft::EntryPayload;
-use tokio::runtime::Runtime;
+use tokio::runtime::{Handle, Runtime};
 use tokio::sync::mpsc;
 
 use super::network::Network;
@@ -47,6 +47,8 @@ const MAX_BLOCKING_THREADS: usize = 4;
 pub struct RaftStarter {
     config: GroupConfig,
     opened: Opened,
+    /// Start on this runtime instead of one of the member's own.
+    runtime: Option<Handle>,
 }
 
 impl GroupStarter for RaftStarter {
@@ -92,7 +94,7 @@ impl RaftGroup {
             opened.identity.incarnation,
             if opened.restored { " (restored)" } else { " (new)" }
         );
-        Ok(RaftStarter { config, opened })
+        Ok(RaftStarter { config, opened, runtime: None })
     }
 
     /// Opens and starts a member in one go, with `config.me.app` as its
@@ -109,15 +111,29 @@ impl RaftGroup {
 pub(crate) type Prepared = (GroupConfig, Opened, SharedReplica, StateMachine);
 
 impl RaftStarter {
+    /// Starts the member on `runtime`, a simulation's host, instead of a
+    /// runtime of its own. The member's calls then wait for that runtime
+    /// from the caller's thread, which must not be the one that drives it
+    /// (see `RaftGroup::hosted`). The engine's shell runs so under a
+    /// simulated network (crates/engine/tests/shell_simulation.rs).
+    pub fn on_runtime(mut self, runtime: Handle) -> RaftStarter {
+        self.runtime = Some(runtime);
+        self
+    }
+
     /// As [`GroupStarter::start`], keeping the concrete type.
     pub fn start_group(self, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Arc<RaftGroup>, GroupError> {
+        let given = self.runtime.clone();
         let (config, opened, replica, sm) = self.prepare(app, replica)?;
-        launch_member(config, opened, replica, sm)
+        match given {
+            None => launch_member(config, opened, replica, sm),
+            Some(handle) => launch_on(handle, config, opened, replica, sm),
+        }
     }
 
     /// Resumes the replica from the checkpoint the start resumes at.
     pub(crate) fn prepare(self, app: Vec<u8>, replica: Box<dyn Replica>) -> Result<Prepared, GroupError> {
-        let RaftStarter { mut config, opened } = self;
+        let RaftStarter { mut config, opened, .. } = self;
         config.me.uuid = opened.identity.uuid;
         config.me.app = app;
         let replica: SharedReplica = Arc::new(Mutex::new(replica));
@@ -148,6 +164,23 @@ fn launch_member(
             Err(e)
         }
     }
+}
+
+/// Starts a member on a runtime it does not own, waiting on this thread
+/// for the runtime's thread to launch it.
+fn launch_on(
+    handle: Handle,
+    config: GroupConfig,
+    opened: Opened,
+    replica: SharedReplica,
+    sm: StateMachine,
+) -> Result<Arc<RaftGroup>, GroupError> {
+    let (tx, rx) = std_mpsc::sync_channel(1);
+    handle.spawn(async move {
+        let _ = tx.send(launch(config, opened, replica, sm).await);
+    });
+    let up = rx.recv().unwrap_or_else(|_| Err(GroupError::Other("the group start task died".into())))?;
+    Ok(RaftGroup::assemble_hosted(up.shared, handle, up.queue, up.local_addr))
 }
 
 /// A member started on some runtime: what its handles need.

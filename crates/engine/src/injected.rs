@@ -1,0 +1,43 @@
+//! Defects put back on purpose, so that the shell simulation's negative
+//! tests can show it catches them (crates/engine/tests/shell_simulation.rs).
+//! Compiled in only with the feature `negative-tests`, which nothing that
+//! ships enables; without it every defect is off, a constant the compiler
+//! folds away.
+//!
+//! A defect is switched on for the current thread: the test switches it on
+//! in the thread that calls into the node, so it breaks only its own run.
+
+/// The defects that can be put back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Defect {
+    /// `disconnect` holds the node's `group` lock across the group's
+    /// leave, as the clean stop of issue 44 did: the group's worker,
+    /// applying a write-set meanwhile, waits for the lock to read the
+    /// flow-control level, and the leave waits for the worker.
+    HoldsGroupAcrossLeave,
+}
+
+#[cfg(feature = "negative-tests")]
+thread_local! {
+    static ON: std::cell::Cell<Option<Defect>> = const { std::cell::Cell::new(None) };
+}
+
+/// Puts `defect` back on this thread (`None`: the code as it ships).
+#[cfg(feature = "negative-tests")]
+pub fn inject(defect: Option<Defect>) {
+    ON.with(|on| on.set(defect));
+}
+
+/// Whether `defect` is on for this thread.
+#[inline]
+pub fn active(defect: Defect) -> bool {
+    #[cfg(feature = "negative-tests")]
+    {
+        ON.with(|on| on.get() == Some(defect))
+    }
+    #[cfg(not(feature = "negative-tests"))]
+    {
+        let _ = defect;
+        false
+    }
+}
