@@ -17,27 +17,18 @@ pub enum Defect {
     HoldsGroupAcrossLeave,
 }
 
-#[cfg(feature = "negative-tests")]
-thread_local! {
-    static ON: std::cell::Cell<Option<Defect>> = const { std::cell::Cell::new(None) };
-}
+/// Where the engine's defects start in the switch the group crate keeps
+/// (`tandem_group::injected::set`), after the group's own.
+const FIRST_CODE: u16 = 1000;
 
 /// Puts `defect` back on this thread (`None`: the code as it ships).
 #[cfg(feature = "negative-tests")]
 pub fn inject(defect: Option<Defect>) {
-    ON.with(|on| on.set(defect));
+    tandem_group::injected::set(defect.map(|d| FIRST_CODE + d as u16));
 }
 
 /// Whether `defect` is on for this thread.
 #[inline]
 pub fn active(defect: Defect) -> bool {
-    #[cfg(feature = "negative-tests")]
-    {
-        ON.with(|on| on.get() == Some(defect))
-    }
-    #[cfg(not(feature = "negative-tests"))]
-    {
-        let _ = defect;
-        false
-    }
+    tandem_group::injected::is_set(FIRST_CODE + defect as u16)
 }

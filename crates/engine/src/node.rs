@@ -3,8 +3,8 @@
 //! the commands it returns. This file holds what a node's threads share
 //! (`Inner`) and the small reads of it every part needs.
 //!
-//! The shell's parts, each a module that uses only the ones above it (tidy
-//! checks that no two modules of the engine need each other):
+//! The shell's parts, each a module that uses only those listed before it
+//! (tidy checks that no two modules of the engine need each other):
 //!
 //! 1. `node.rs`: the shared state, `save_state`, the lock epoch;
 //! 2. `send.rs`: messages into the total order (`send_order`, the outbox);
@@ -29,7 +29,8 @@
 //! by a thread that waits for the group stops the whole group, for good: a
 //! leader's clean stop under load deadlocked so (`disconnect` held `group`
 //! across the leave; the worker, applying a write-set, wanted `group` to
-//! read the flow-control level). Three rules keep that class out:
+//! read the flow-control level; `crates/engine/tests/shell_simulation.rs`
+//! puts it back and catches it). Three rules keep that class out:
 //!
 //! 1. No lock of a node is held across a call into the group that waits
 //!    for its runtime (`leave`, `shutdown`, `bootstrap`, `read_barrier`,

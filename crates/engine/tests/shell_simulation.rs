@@ -175,22 +175,8 @@ fn start_node(world: &Arc<World>, i: usize, all: &Mutex<Vec<Arc<FakeServer>>>) -
         arbitrator: false,
     };
     let node = Node::new(server.clone(), config, factory(world.clone(), host)).unwrap();
-    server.node.set(node.clone()).ok().unwrap();
-    for other in all.lock().iter() {
-        other.peers.lock().push(server.clone());
-    }
-    all.lock().push(server.clone());
     let url = if i == 0 { "gcomm://".to_string() } else { format!("gcomm://{}:{PORT}", HOSTS[0]) };
-    node.connect("shell-sim", &url, "", i == 0).unwrap();
-    let appliers = (0..2)
-        .map(|ctx| {
-            let (node, server) = (node.clone(), server.clone());
-            thread::spawn(move || {
-                let end = node.recv(ctx);
-                server.recv_ends.lock().push(end);
-            })
-        })
-        .collect();
+    let appliers = common::connect(node, &server, all, &url, "", i == 0);
     SimNode { server, appliers, _data_dir: data_dir }
 }
 

@@ -38,25 +38,40 @@ pub enum Defect {
 
 #[cfg(feature = "negative-tests")]
 thread_local! {
-    static ON: std::cell::Cell<Option<Defect>> = const { std::cell::Cell::new(None) };
+    static ON: std::cell::Cell<Option<u16>> = const { std::cell::Cell::new(None) };
 }
 
 /// Puts `defect` back on this thread (`None`: the code as it ships).
 #[cfg(feature = "negative-tests")]
 pub fn inject(defect: Option<Defect>) {
-    ON.with(|on| on.set(defect));
+    set(defect.map(|d| d as u16));
 }
 
 /// Whether `defect` is on for this thread.
 #[inline]
 pub fn active(defect: Defect) -> bool {
+    is_set(defect as u16)
+}
+
+/// Puts back the defect numbered `code` on this thread: the switch the
+/// crates above share for defects of their own (the engine's number
+/// theirs from 1000; this crate's are its `Defect`s' indexes).
+#[cfg(feature = "negative-tests")]
+pub fn set(code: Option<u16>) {
+    ON.with(|on| on.set(code));
+}
+
+/// Whether the defect numbered `code` is on for this thread; a constant
+/// `false` without the feature.
+#[inline]
+pub fn is_set(code: u16) -> bool {
     #[cfg(feature = "negative-tests")]
     {
-        ON.with(|on| on.get() == Some(defect))
+        ON.with(|on| on.get() == Some(code))
     }
     #[cfg(not(feature = "negative-tests"))]
     {
-        let _ = defect;
+        let _ = code;
         false
     }
 }

@@ -210,13 +210,29 @@ pub fn start_as(
         arbitrator: false,
     };
     let node = Node::new(server.clone(), config, Box::new(move |c| Ok(hub2.open(c)))).unwrap();
+    let url = if bootstrap { "gcomm://" } else { "gcomm://127.0.0.1:1" };
+    let threads = connect(node, &server, all, url, donors, bootstrap);
+    Member { server, threads, data_dir }
+}
+
+/// Gives `server` its `node`, makes it a peer of `all` (state transfers go
+/// between peers), connects the node to the cluster at `url`, and starts
+/// its two applier threads, which note how their loops end.
+pub fn connect(
+    node: Node,
+    server: &Arc<FakeServer>,
+    all: &Mutex<Vec<Arc<FakeServer>>>,
+    url: &str,
+    donors: &str,
+    bootstrap: bool,
+) -> Vec<thread::JoinHandle<()>> {
     server.node.set(node.clone()).ok().unwrap();
     for other in all.lock().iter() {
         other.peers.lock().push(server.clone());
     }
     all.lock().push(server.clone());
-    node.connect("test", if bootstrap { "gcomm://" } else { "gcomm://127.0.0.1:1" }, donors, bootstrap).unwrap();
-    let threads = (0..2)
+    node.connect("test", url, donors, bootstrap).unwrap();
+    (0..2)
         .map(|i| {
             let (node, server) = (node.clone(), server.clone());
             thread::spawn(move || {
@@ -224,8 +240,7 @@ pub fn start_as(
                 server.recv_ends.lock().push(end);
             })
         })
-        .collect();
-    Member { server, threads, data_dir }
+        .collect()
 }
 
 pub fn wait_until(what: &str, f: impl Fn() -> bool) {

@@ -65,39 +65,17 @@ pub struct RaftGroup {
 }
 
 impl RaftGroup {
-    fn assemble(
-        shared: Arc<Shared>,
-        runtime: Runtime,
-        queue: mpsc::Sender<AppPayload>,
-        local_addr: SocketAddr,
-    ) -> Arc<RaftGroup> {
-        let handle = runtime.handle().clone();
-        Arc::new(RaftGroup {
-            shared,
-            handle,
-            runtime: Mutex::new(Some(runtime)),
-            queue,
-            local_addr,
-            hosted: false,
-            stopped: AtomicBool::new(false),
-        })
-    }
-
-    fn assemble_hosted(
+    /// `runtime`: the member's own, or `None` for one it was given (`hosted`).
+    fn assemble_on(
         shared: Arc<Shared>,
         handle: Handle,
+        runtime: Option<Runtime>,
         queue: mpsc::Sender<AppPayload>,
         local_addr: SocketAddr,
     ) -> Arc<RaftGroup> {
-        Arc::new(RaftGroup {
-            shared,
-            handle,
-            runtime: Mutex::new(None),
-            queue,
-            local_addr,
-            hosted: true,
-            stopped: AtomicBool::new(false),
-        })
+        let hosted = runtime.is_none();
+        let stopped = AtomicBool::new(false);
+        Arc::new(RaftGroup { shared, handle, runtime: Mutex::new(runtime), queue, local_addr, hosted, stopped })
     }
 
     /// Whether this thread is one of the group's, which must never wait
@@ -389,11 +367,11 @@ impl GroupChannel for RaftGroup {
 
     fn shutdown(&self) {
         self.shared.closed.store(true, Ordering::Release);
-        // Held until the runtime is gone, so a concurrent second call returns
-        // only once everything has stopped.
         if self.hosted {
             return self.stop_hosted();
         }
+        // Held until the runtime is gone, so a concurrent second call returns
+        // only once everything has stopped.
         let mut runtime_slot = lock(&self.runtime);
         let Some(runtime) = runtime_slot.take() else {
             return; // already stopped
@@ -424,17 +402,20 @@ impl RaftGroup {
     /// Stops openraft on the runtime it was started on, which goes on: a
     /// simulation's host ends its tasks with it.
     fn stop_hosted(&self) {
-        if self.on_group_thread() {
-            warn!("Group shutdown requested from a group thread; finishing in the background");
-            return;
-        }
         if self.stopped.swap(true, Ordering::AcqRel) {
             return; // already stopped
         }
         let raft = self.shared.raft();
+        let stopping = async move { tokio::time::timeout(RAFT_STOP_TIMEOUT, raft.shutdown()).await.is_ok() };
+        if self.on_group_thread() {
+            // Waiting here would wait for this very thread: it finishes on
+            // the runtime.
+            self.handle.spawn(stopping);
+            return;
+        }
         let (tx, rx) = std_mpsc::sync_channel(1);
         self.handle.spawn(async move {
-            let _ = tx.send(tokio::time::timeout(RAFT_STOP_TIMEOUT, raft.shutdown()).await.is_ok());
+            let _ = tx.send(stopping.await);
         });
         if rx.recv() != Ok(true) {
             warn!("Raft of member {} did not stop within {RAFT_STOP_TIMEOUT:?}", self.shared.me);

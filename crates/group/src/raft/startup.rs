@@ -158,7 +158,10 @@ fn launch_member(
 ) -> Result<Arc<RaftGroup>, GroupError> {
     let runtime = build_runtime(config.threads)?;
     match on_runtime(&runtime, launch(config, opened, replica, sm)) {
-        Ok(up) => Ok(RaftGroup::assemble(up.shared, runtime, up.queue, up.local_addr)),
+        Ok(up) => {
+            let handle = runtime.handle().clone();
+            Ok(RaftGroup::assemble_on(up.shared, handle, Some(runtime), up.queue, up.local_addr))
+        }
         Err(e) => {
             discard(runtime);
             Err(e)
@@ -180,7 +183,7 @@ fn launch_on(
         let _ = tx.send(launch(config, opened, replica, sm).await);
     });
     let up = rx.recv().unwrap_or_else(|_| Err(GroupError::Other("the group start task died".into())))?;
-    Ok(RaftGroup::assemble_hosted(up.shared, handle, up.queue, up.local_addr))
+    Ok(RaftGroup::assemble_on(up.shared, handle, None, up.queue, up.local_addr))
 }
 
 /// A member started on some runtime: what its handles need.
