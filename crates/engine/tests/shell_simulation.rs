@@ -240,6 +240,19 @@ fn write(server: Arc<FakeServer>, writer: Arc<Writer>) {
     }
 }
 
+/// Stops the writers and the stepping when a run ends, on an error too:
+/// a run that failed leaves no client retrying in the background. (A
+/// thread blocked for good, as the negative test leaves the simulation's,
+/// stays so until the process ends.)
+struct Stopping(Arc<World>, Vec<Arc<Writer>>);
+
+impl Drop for Stopping {
+    fn drop(&mut self) {
+        self.1.iter().for_each(|w| w.stop.store(true, Ordering::Release));
+        self.0.stop.store(true, Ordering::Release);
+    }
+}
+
 fn acked(writers: &[Arc<Writer>]) -> usize {
     writers.iter().map(|w| w.acked()).sum()
 }
@@ -315,6 +328,7 @@ fn leader_stops_under_load(defect: Option<Defect>) -> Result<usize, String> {
     let mut nodes = three_nodes(&world)?;
     let leading = leader(&nodes).ok_or("no leader")?;
     let writers: Vec<Arc<Writer>> = (0..3).filter(|i| *i != leading).map(|i| Writer::start(&nodes, i)).collect();
+    let _stopping = Stopping(world.clone(), writers.clone());
     wait_for(&world, "200 transactions", Duration::from_secs(30), || acked(&writers) >= 200)?;
     let stopping = nodes[leading].server.clone();
     let stop = thread::spawn(move || {
@@ -347,6 +361,7 @@ fn leader_cut_off_under_load() -> Result<usize, String> {
     let nodes = three_nodes(&world)?;
     let leading = leader(&nodes).ok_or("no leader")?;
     let writers: Vec<Arc<Writer>> = (0..3).map(|i| Writer::start(&nodes, i)).collect();
+    let _stopping = Stopping(world.clone(), writers.clone());
     wait_for(&world, "200 transactions", Duration::from_secs(30), || acked(&writers) >= 200)?;
     world.isolate(HOSTS[leading], true);
     let others: Vec<&Arc<Writer>> = writers.iter().filter(|w| usize::from(w.row) != leading).collect();
