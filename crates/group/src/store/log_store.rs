@@ -352,9 +352,10 @@ impl RaftLogStorage<GroupTypes> for DurableLog {
 
 impl DurableLog {
     /// Acknowledges an append once it is as durable as `gcache.fsync` asks:
-    /// written to the OS, or fsynced too (by the flusher). openraft counts an acknowledged entry towards a
-    /// commit: one acknowledged before it is durable can be committed,
-    /// applied and then lost by a power cut of a majority.
+    /// written to the OS, or fsynced too (by the flusher). openraft counts
+    /// an acknowledged entry towards a commit: one acknowledged before it is
+    /// durable can be committed, applied, then lost by a power cut of a
+    /// majority.
     fn acknowledge(&self, callback: IOFlushed<GroupTypes>) {
         if crate::injected::active(crate::injected::Defect::AcknowledgesBeforeSync) {
             return callback.io_completed(Ok(()));
