@@ -117,7 +117,7 @@ async fn run_host(
     name: &'static str,
     seat: Arc<Seat>,
     writer: Option<Arc<Writer>>,
-    writers_seat: Arc<Seat>,
+    writer_seats: Vec<Arc<Seat>>,
 ) -> turmoil::Result {
     let rec = Recording::default();
     *seat.rec.lock().unwrap() = rec.clone();
@@ -142,7 +142,8 @@ async fn run_host(
     }
     let reader = seat.reader.lock().unwrap().clone();
     if let Some(reader) = reader {
-        tokio::spawn(sim_reads::read(name, member.clone(), seat.rec(), move || writers_seat.rec(), reader));
+        let writers_recs = move || writer_seats.iter().map(|s| s.rec()).collect();
+        tokio::spawn(sim_reads::read(name, member.clone(), seat.rec(), writers_recs, reader));
     }
     loop {
         let status = member.status();
@@ -263,8 +264,9 @@ fn start_three(seed: u64, reading: bool, fsync: bool) -> (turmoil::Sim<'static>,
         }
         // Writer 0 on n2, writer 1 (if any) on n3.
         let writer = writers.get(i.wrapping_sub(1)).cloned();
-        let (seat, writers_seat) = (seats[i].clone(), seats[1].clone());
-        sim.host(name, move || run_host(name, seat.clone(), writer.clone(), writers_seat.clone()));
+        // Writer w's member is seats[w + 1].
+        let (seat, writer_seats) = (seats[i].clone(), seats[1..=writers.len()].to_vec());
+        sim.host(name, move || run_host(name, seat.clone(), writer.clone(), writer_seats.clone()));
     }
     let all_primary = |seats: &[Arc<Seat>]| seats.iter().all(|s| s.primary.load(Ordering::SeqCst));
     step_until(&mut sim, "all three are primary voters", || {

@@ -1,9 +1,9 @@
 //! Causal reads in the simulation. A reader on a member asks for a read
 //! barrier (`HostedMember::read_barrier`, the group's part of a read with
 //! `wsrep_sync_wait`) again and again. Before each, it notes the newest of
-//! the writer's payloads that the writer's own member applied: what the
+//! each writer's payloads that the writer's own member applied: what the
 //! engine there has acknowledged to its client. Once the barrier returns,
-//! the reader's member must have applied that payload too, or a client
+//! the reader's member must have applied those payloads too, or a client
 //! could read there from before a commit it was already told of.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,35 +36,38 @@ impl Reader {
     }
 }
 
-/// The newest of the writer's payloads (`0:n`) that `rec` applied.
-fn newest_from_writer(rec: &Recording) -> Option<Vec<u8>> {
+/// The newest of writer `w`'s payloads (`w:n`) that `rec` applied.
+fn newest_from_writer(rec: &Recording, w: usize) -> Option<Vec<u8>> {
+    let prefix = format!("{w}:").into_bytes();
     rec.journal().events.iter().rev().find_map(|e| match e {
-        Event::Message { payload, .. } if payload.starts_with(b"0:") => Some(payload.clone()),
+        Event::Message { payload, .. } if payload.starts_with(&prefix) => Some(payload.clone()),
         _ => None,
     })
 }
 
 /// Reads on `member` (whose replica journals into `rec`) every 20 ms of
-/// simulated time, checking each read against what the writer's member
-/// (`writers_rec`) had applied when the read began.
+/// simulated time, checking each read against what each writer's member
+/// had applied when the read began (`writers_recs`: writer w's member's
+/// journal at index w).
 pub async fn read(
     host: &'static str,
     member: Arc<HostedMember>,
     rec: Recording,
-    writers_rec: impl Fn() -> Recording,
+    writers_recs: impl Fn() -> Vec<Recording>,
     reader: Arc<Reader>,
 ) {
     loop {
-        let acked = newest_from_writer(&writers_rec());
+        let acked: Vec<Vec<u8>> =
+            writers_recs().iter().enumerate().filter_map(|(w, r)| newest_from_writer(r, w)).collect();
         // Refusals (not primary, no leader yet) are a read's error to its
         // client, not a stale read; only a barrier that returned is checked.
         if member.read_barrier(Duration::from_secs(2)).await.is_ok() {
-            if let Some(acked) = acked.filter(|p| !rec.has_message(p)) {
+            if let Some(missed) = acked.iter().find(|p| !rec.has_message(p)) {
                 let mut stale = reader.stale.lock().unwrap();
                 stale.get_or_insert_with(|| {
                     format!(
                         "the writer's member had applied {} before the read began; {host} had not when it returned",
-                        String::from_utf8_lossy(&acked)
+                        String::from_utf8_lossy(missed)
                     )
                 });
             }
