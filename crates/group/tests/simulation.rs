@@ -94,11 +94,22 @@ struct Writer {
     /// The writer's own member applied its last payload, `(9-w):last`.
     done: AtomicBool,
     last: AtomicUsize,
+    /// Why the group refused a payload other than for not being primary:
+    /// the writer stops, and the run fails naming it (a panic in the
+    /// writer's task would only stop its host).
+    refused: Mutex<Option<String>>,
 }
 
 impl Writer {
     fn new(id: usize) -> Arc<Writer> {
         Arc::new(Writer { id, ..Writer::default() })
+    }
+
+    /// Fails the run if the group refused one of this writer's payloads.
+    fn check_refused(&self, seed: u64) {
+        if let Some(why) = self.refused.lock().unwrap().as_ref() {
+            panic!("seed {seed}: writer {}: {why}", self.id);
+        }
     }
 
     /// Its `k`th last payload.
@@ -174,7 +185,10 @@ async fn write(member: Arc<HostedMember>, rec: Recording, writer: Arc<Writer>) {
             match member.submit(format!("{}:{n}", writer.id).into_bytes()).await {
                 Ok(()) => break,
                 Err(GroupError::NonPrimary) => tokio::time::sleep(Duration::from_millis(10)).await,
-                Err(e) => panic!("the writer's payload {n} was refused: {e}"),
+                Err(e) => {
+                    *writer.refused.lock().unwrap() = Some(format!("its payload {n} was refused: {e}"));
+                    return;
+                }
             }
         }
         writer.submitted.fetch_add(1, Ordering::SeqCst);
@@ -188,7 +202,10 @@ async fn write(member: Arc<HostedMember>, rec: Recording, writer: Arc<Writer>) {
     for k in 0.. {
         let last = writer.last_payload(k);
         while let Err(e) = member.submit(last.clone()).await {
-            assert!(matches!(e, GroupError::NonPrimary), "the last payload was refused: {e}");
+            if !matches!(e, GroupError::NonPrimary) {
+                *writer.refused.lock().unwrap() = Some(format!("its last payload was refused: {e}"));
+                return;
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let given_up = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -272,7 +289,10 @@ fn start_three(seed: u64, reading: bool, fsync: bool) -> (turmoil::Sim<'static>,
     step_until(&mut sim, "all three are primary voters", || {
         all_primary(&seats) && seats.iter().all(|s| s.voters.load(Ordering::SeqCst) == 3)
     });
-    step_until(&mut sim, "300 payloads applied", || seats[1].rec().messages().len() >= 300);
+    step_until(&mut sim, "300 payloads applied", || {
+        writers.iter().for_each(|w| w.check_refused(seed));
+        seats[1].rec().messages().len() >= 300
+    });
     (sim, seats, writers)
 }
 
@@ -606,6 +626,7 @@ fn end_of_run(
 ) -> Outcome {
     writers.iter().for_each(|w| w.stop.store(true, Ordering::SeqCst));
     step_until(sim, "the last payload applied", || {
+        writers.iter().for_each(|w| w.check_refused(seed));
         writers.iter().all(|w| {
             let last = w.last_payload(w.last.load(Ordering::SeqCst));
             w.done.load(Ordering::SeqCst) && seats.iter().all(|s| s.rec().has_message(&last))
