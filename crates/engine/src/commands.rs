@@ -19,9 +19,7 @@ impl Node {
     fn execute_one(&self, command: Command) {
         let inner = &self.inner;
         match command {
-            // The group's threads never wait for `send_order` (see `outbox`).
-            Command::Submit(body) if crate::callback::in_replica_callback() => self.send_or_queue(body),
-            Command::Submit(body) => self.submit_now(body),
+            Command::Submit(body) => self.send_unwaited(body),
             Command::WriteSet { waiter, seqno, verdict, ws, origin, apply } => {
                 if let crate::certification::Verdict::Pass { depends_on } = verdict {
                     inner.stats.note_dependency(seqno - depends_on);
@@ -45,9 +43,7 @@ impl Node {
                 inner.waiters.wake_all();
                 inner.flow.wake_all();
             }
-            Command::ReportProgress => {
-                let _ = self.submit(Body::Progress(self.safe_seqno()));
-            }
+            Command::ReportProgress => self.send_unwaited(Body::Progress(self.safe_seqno())),
             Command::ReleaseLog(seqno) => {
                 if let Some(group) = self.group() {
                     group.release_upto(seqno);
@@ -74,6 +70,19 @@ impl Node {
                 }
                 inner.sst_done.notify_all();
             }
+        }
+    }
+
+    /// Sends a message nobody waits for: on the group's own thread (a
+    /// replica callback) without waiting for `send_order`, as the group's
+    /// threads never do (see `crate::send`); elsewhere at once. (A progress
+    /// report, due every `PROGRESS_INTERVAL` seqnos inside the callback,
+    /// once went straight to `submit` and waited for `send_order` there.)
+    fn send_unwaited(&self, body: Body) {
+        if crate::callback::in_replica_callback() {
+            self.send_or_queue(body);
+        } else {
+            self.submit_now(body);
         }
     }
 

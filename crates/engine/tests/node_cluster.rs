@@ -455,3 +455,27 @@ fn a_view_delivered_after_disconnect_does_not_unsave_the_position() {
     assert!(saved.safe_to_bootstrap, "the last member of the primary component: {saved:?}");
     hub.stop();
 }
+
+/// Every `PROGRESS_INTERVAL` seqnos a live node reports its progress from
+/// inside the group's callback: that report must not wait for
+/// `send_order` there (the group's thread never does; debug builds
+/// assert it), or the group stops. Past two intervals, both nodes still
+/// commit and agree.
+#[test]
+fn progress_reports_from_the_groups_callback_do_not_wait_for_send_order() {
+    let (hub, members) = cluster(2);
+    let a = members[0].server.clone();
+    let writes = 2 * tandem_engine::core::PROGRESS_INTERVAL as u64 + 10;
+    let writer = {
+        let a = a.clone();
+        thread::spawn(move || (1..=writes).all(|trx| transact(&a, trx, (trx % 7) as u8, 1) == Status::Ok))
+    };
+    // A group stopped by a blocked callback leaves the writer waiting for
+    // good: the wait's deadline fails the test instead.
+    wait_until("every transaction committed", || writer.is_finished());
+    assert!(writer.join().unwrap(), "every transaction committed");
+    let b = members[1].server.clone();
+    wait_until("both nodes hold every write", || *a.db.lock() == *b.db.lock());
+    assert_eq!(a.db.lock().values().sum::<u64>(), writes);
+    stop(hub, members);
+}
