@@ -34,25 +34,25 @@ impl Node {
             return;
         }
         let eligible = self.may_pause_group();
-        let _sending = inner.flow.sending.lock();
+        let sending = inner.flow.sending.lock();
         let message = inner.flow.on_queue(level, &settings, eligible, self.now_ms());
-        self.send_flow_control(message);
+        self.send_flow_control(message, sending);
     }
 
     /// Every tick: repeats what a leader change lost, and lets go of a pause
     /// this node may no longer hold.
     pub(crate) fn tick_flow_control(&self) {
         let eligible = self.may_pause_group();
-        let _sending = self.inner.flow.sending.lock();
+        let sending = self.inner.flow.sending.lock();
         let message = self.inner.flow.on_tick(eligible, self.now_ms());
-        self.send_flow_control(message);
+        self.send_flow_control(message, sending);
     }
 
     /// The ordered state changed (see `NodeReplica`).
     pub(crate) fn observe_flow_control(&self, paused: bool, mine: bool, members: usize) {
-        let _sending = self.inner.flow.sending.lock();
+        let sending = self.inner.flow.sending.lock();
         let message = self.inner.flow.observe(paused, mine, members, self.now_ms());
-        self.send_flow_control(message);
+        self.send_flow_control(message, sending);
     }
 
     /// As in Galera, only a synced member of the primary component holds the
@@ -62,7 +62,15 @@ impl Node {
         core.state == LocalState::Synced && core.is_primary() && core.is_live()
     }
 
-    fn send_flow_control(&self, message: Option<bool>) {
+    /// Sends what flow control decided under `sending` (the guard), in the
+    /// order it decided. The message is queued under the guard, and sent
+    /// once it is dropped: `sending` is taken on the group's threads too
+    /// (a write-set applied there checks the queue), and a submit may wait
+    /// for those threads (a full submit queue; a hosted member runs every
+    /// submit on them), so a sender holding `sending` across its submit
+    /// could wait for a group thread that waits for `sending`. The outbox
+    /// keeps the decisions in order whoever sends them.
+    fn send_flow_control(&self, message: Option<bool>, sending: parking_lot::MutexGuard<'_, ()>) {
         let Some(pause) = message else { return };
         let level = (self.inner.queue.len(), self.inner.queue.bytes());
         log::debug!(
@@ -74,10 +82,15 @@ impl Node {
         if pause {
             Stats::add(&self.inner.stats.flow_control_sent, 1);
         }
-        // Decided and sent (or queued) under `FlowGate::sending`, in that
-        // order, never waiting for `send_order` (see `crate::outbox`): this
-        // lock is taken on the group's threads too.
-        self.send_or_queue(Body::FlowControl { pause });
+        if crate::injected::active(crate::injected::Defect::SendsFlowControlUnderItsLock) {
+            self.send_or_queue(Body::FlowControl { pause });
+            return;
+        }
+        self.inner.outbox.push(Body::FlowControl { pause });
+        drop(sending);
+        // Never waiting for `send_order` (see `crate::outbox`): what it
+        // cannot send now, the ticker sends.
+        self.send_queued_soon();
     }
 
     /// Before a local write-set goes to the group: waits while flow control

@@ -15,6 +15,11 @@ pub enum Defect {
     /// applying a write-set meanwhile, waits for the lock to read the
     /// flow-control level, and the leave waits for the worker.
     HoldsGroupAcrossLeave,
+    /// Flow control's message is sent while its decision lock
+    /// (`FlowGate::sending`) is held: an applier that asks the group to
+    /// pause waits in the group's submit for a group thread, which waits
+    /// for that lock to check its own queue.
+    SendsFlowControlUnderItsLock,
 }
 
 /// Where the engine's defects start in the switch the group crate keeps

@@ -41,8 +41,12 @@
 //!    sends goes through `Node::send_or_queue`, which waits a millisecond
 //!    at most and otherwise queues it in the `outbox` for the next holder
 //!    of the lock, or the ticker (`Node::send` asserts this in debug
-//!    builds). Flow-control messages always do, so `FlowGate::sending` is
-//!    never held across a wait either.
+//!    builds). Flow control decides under `FlowGate::sending`, which the
+//!    group's threads take too, queues its message in the `outbox` there,
+//!    and sends only once it let go (`Node::send_queued_soon`): a submit
+//!    made under `sending` waited for a group thread that waited for
+//!    `sending` (found by the shell simulation with a slow applier; its
+//!    negative test puts it back).
 //! 3. No guard is a temporary in a `match`, `if let` or `while let`
 //!    scrutinee, where it lives through the whole block, and no std or
 //!    parking_lot guard lives across an `.await`: clippy's

@@ -11,13 +11,14 @@
 //! default) nothing in the group runs any more: the same shape as the clean
 //! stop that deadlocked in `Node::disconnect`.
 //!
-//! So what the replica's callbacks send, and every flow-control message,
-//! goes through [`Node::send_or_queue`], which waits for `send_order` a
+//! So what the replica's callbacks send goes through
+//! [`Node::send_or_queue`], which waits for `send_order` a
 //! millisecond at most: it sends at once when the lock comes free and
 //! nothing is queued before it, and queues it in the [`crate::outbox`]
 //! otherwise. Whoever holds `send_order` next sends the queue, in order,
 //! before letting go: the next client that sends, or the ticker, which is
-//! woken for it.
+//! woken for it. Flow control queues its messages under its own lock and
+//! sends them after (`crate::flow`).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -77,6 +78,16 @@ impl Node {
     pub(crate) fn submit_now(&self, body: Body) {
         let result = self.submit(body);
         self.note_unsent(result.err().into_iter().collect());
+    }
+
+    /// Sends what waits in the outbox if `send_order` comes free within a
+    /// moment; leaves it to the ticker otherwise.
+    pub(crate) fn send_queued_soon(&self) {
+        if let Some(order) = self.inner.send_order.try_lock_for(SEND_ORDER_PATIENCE) {
+            let unsent = self.send_queued_locked();
+            drop(order);
+            self.note_unsent(unsent);
+        }
     }
 
     /// Sends what waits in the outbox (the ticker, woken for it).
