@@ -64,7 +64,8 @@ test-unit:
 # target directory of its own so that no other build changes flags.
 # SIM_SEED=n replays one seed. Then the engine's shell on the production
 # group over the simulated network (crates/engine/tests/shell_simulation.rs,
-# not seeded: the nodes' threads are OS threads), with its negative test.
+# not seeded: the nodes' threads are OS threads): stops, cuts, kill -9,
+# power cuts and a damaged log, with its negative tests.
 SIM_TARGET := target/sim
 test-sim:
 	RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=$(SIM_TARGET) $(CARGO) test -p tandem-group \

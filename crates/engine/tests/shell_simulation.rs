@@ -1,265 +1,129 @@
 //! The engine's production shell on the production group, over a simulated
 //! network: three `Node`s (client calls, appliers, the ticker, flow
-//! control, the clean stop: the code that ships) each start a member of
-//! the group on a turmoil host (`RaftStarter::on_runtime`), and turmoil's
-//! TCP carries everything between them. One thread steps the simulation,
-//! at the wall clock's pace, since the shell's own timers and waits run on
-//! it; the nodes' threads are OS threads, as mariadbd's are.
+//! control, the clean stop, the restart from a crash: the code that ships)
+//! each start a member of the group on a turmoil host
+//! (`RaftStarter::on_runtime`), with its log on a memory disk that a crash
+//! tears as a kill -9 or a power cut would, and turmoil's TCP carries
+//! everything between them. One thread steps the simulation, at the wall
+//! clock's pace, since the shell's own timers and waits run on it; the
+//! nodes' threads are OS threads, as mariadbd's are.
 //!
 //! So this is not replayed from a seed as `crates/group/tests/simulation.rs`
 //! is: which thread runs when is the OS's choice. What it can find is what
 //! the deterministic runs cannot reach, the shell's threads and locks
-//! against the group's. A group thread that blocks stops the simulation
-//! itself (its one thread runs every member), which the runner sees and
-//! reports: the clean stop of issue 44, put back with the feature
-//! `negative-tests`, is caught so.
+//! against the group's, and the engine's recovery (its own log replayed
+//! beyond the server's position, IST from the group's) on the production
+//! store. A group thread that blocks stops the simulation itself (its one
+//! thread runs every member), which the runner sees and reports: the clean
+//! stop of issue 44, put back with the feature `negative-tests`, is caught
+//! so.
+//!
+//! Every run ends with the checks of `shell_sim/checks.rs`: the same
+//! commits on every node, each transaction once, every acknowledged one
+//! among them, in its client's order.
 
 mod common;
-// The group simulation's network (turmoil's TCP behind `wires::Network`).
+mod shell_sim;
+// The group simulation's network (turmoil's TCP behind `wires::Network`)
+// and its power cuts.
+#[path = "../../group/tests/sim_disk/mod.rs"]
+mod sim_disk;
 #[path = "../../group/tests/sim_net/mod.rs"]
 #[allow(dead_code)]
 mod sim_net;
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{transact, FakeServer};
 use parking_lot::Mutex;
-use tandem_engine::client::Status;
+use shell_sim::checks::{check_history, end_of_run};
+use shell_sim::init_logging;
+use shell_sim::node::{self, crash, Death, Servers, SimNode, Start};
+use shell_sim::reader::Reader;
+use shell_sim::world::{wait_for, World, HOSTS};
+use shell_sim::writer::{acked, Work, Writer};
 use tandem_engine::injected::Defect;
-use tandem_engine::node::{GroupFactory, Node, NodeConfig};
-use tandem_engine::types::Gtid;
-use tandem_gcache::MemStorage;
-use tandem_group::{GivenDisk, GroupStarter, RaftGroup, Wires};
-use tokio::runtime::Handle;
+use tandem_group::injected::Defect as GroupDefect;
 
-const HOSTS: [&str; 3] = ["n1", "n2", "n3"];
-const PORT: u16 = 4567;
-/// How long the simulation may stand still before the run counts it as
-/// stopped: its one thread is blocked (a group thread waiting for a lock).
-const STALL: Duration = Duration::from_secs(5);
-
-/// The simulation, stepped on a thread of its own (`World::start`).
-#[derive(Default)]
-struct World {
-    /// Each host's runtime, once its software runs.
-    runtimes: StdMutex<BTreeMap<&'static str, Handle>>,
-    /// Steps taken: the runner's sign of life.
-    steps: AtomicU64,
-    stop: AtomicBool,
-    /// Links to cut (`true`) or mend, carried out before the next step.
-    links: StdMutex<Vec<(&'static str, &'static str, bool)>>,
+/// A run's world, servers and clients; dropped, on an error too, it stops
+/// the clients and the stepping, so that a run that failed leaves no
+/// client retrying in the background. (A thread blocked for good, as the
+/// negative test leaves the simulation's, stays so until the process ends.)
+struct Run {
+    world: Arc<World>,
+    servers: Servers,
+    writers: Vec<Arc<Writer>>,
 }
 
-impl World {
-    /// Starts the thread that steps the simulation: three hosts, each
-    /// keeping its runtime up for the members started on it.
-    fn start() -> (Arc<World>, thread::JoinHandle<()>) {
-        let world = Arc::new(World::default());
-        let stepper = {
-            let world = world.clone();
-            thread::spawn(move || world.run())
-        };
-        (world, stepper)
+impl Run {
+    fn new() -> Run {
+        Run::with_defect(None)
     }
 
-    fn run(self: Arc<World>) {
-        let mut sim = turmoil::Builder::new()
-            .simulation_duration(Duration::from_secs(3600))
-            .tick_duration(Duration::from_millis(1))
-            .tcp_capacity(1 << 20)
-            // A LAN: turmoil's default of up to 100 ms a message would make
-            // a commit a matter of several hundred.
-            .min_message_latency(Duration::from_micros(100))
-            .max_message_latency(Duration::from_millis(2))
-            .build();
-        for name in HOSTS {
-            let world = self.clone();
-            sim.host(name, move || {
-                let world = world.clone();
-                async move {
-                    world.runtimes.lock().unwrap().insert(name, Handle::current());
-                    std::future::pending::<()>().await;
-                    Ok(())
-                }
-            });
-        }
-        let started = Instant::now();
-        while !self.stop.load(Ordering::Acquire) {
-            for (a, b, cut) in self.links.lock().unwrap().drain(..) {
-                if cut {
-                    sim.partition(a, b);
-                } else {
-                    sim.repair(a, b);
-                }
-            }
-            sim.step().expect("the simulation");
-            self.steps.fetch_add(1, Ordering::Release);
-            // The wall clock's pace: the shell's timers run on it.
-            let ahead = sim.elapsed().saturating_sub(started.elapsed());
-            if !ahead.is_zero() {
-                thread::sleep(ahead);
-            }
-        }
+    /// A run with a defect of the group's put back (`World::start`).
+    fn with_defect(defect: Option<GroupDefect>) -> Run {
+        let (world, _stepper) = World::start(defect);
+        Run { world, servers: Mutex::new(vec![]), writers: vec![] }
     }
 
-    fn runtime(&self, host: &str) -> Handle {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(h) = self.runtimes.lock().unwrap().get(host) {
-                return h.clone();
-            }
-            assert!(Instant::now() < deadline, "host {host} did not start");
-            thread::sleep(Duration::from_millis(5));
-        }
+    fn wait(&self, what: &str, secs: u64, cond: impl Fn() -> bool) -> Result<(), String> {
+        wait_for(&self.world, what, Duration::from_secs(secs), cond)
     }
 
-    /// Cuts (or mends) the links between `host` and every other host.
-    fn isolate(&self, host: &'static str, cut: bool) {
-        let mut links = self.links.lock().unwrap();
-        for other in HOSTS.into_iter().filter(|h| *h != host) {
-            links.push((host, other, cut));
-        }
+    /// Three nodes with `options`, the first founding the group, the
+    /// others joining by state transfer, until each has a view of three.
+    fn three_nodes(&self, options: &'static str) -> Result<Vec<SimNode>, String> {
+        self.three_nodes_with(options, None)
     }
 
-    /// Whether the simulation still moves: some step within `STALL`.
-    fn moving(&self) -> bool {
-        let before = self.steps.load(Ordering::Acquire);
-        let deadline = Instant::now() + STALL;
-        while Instant::now() < deadline {
-            if self.steps.load(Ordering::Acquire) != before {
-                return true;
-            }
-            thread::sleep(Duration::from_millis(10));
+    /// As `three_nodes`, with `defect` put back on every node's appliers.
+    fn three_nodes_with(&self, options: &'static str, defect: Option<Defect>) -> Result<Vec<SimNode>, String> {
+        let mut nodes: Vec<SimNode> = vec![];
+        for i in 0..3 {
+            let url = if i == 0 {
+                "gcomm://".to_string()
+            } else {
+                format!("gcomm://{}:{}", HOSTS[0], shell_sim::world::PORT)
+            };
+            let start = Start::fresh(i, options).with_applier_defect(defect);
+            nodes.push(node::start(&self.world, i, start, &self.servers, &url));
+            let s = nodes[i].server.clone();
+            self.wait("synced", 30, || *s.synced.lock() > 0)?;
         }
-        false
+        self.wait("three members", 30, || nodes.iter().all(|n| cluster_size(n) == 3))?;
+        Ok(nodes)
     }
-}
 
-/// The group of node `host`: its member on that host, over the simulated
-/// network, its log in memory.
-fn factory(world: Arc<World>, host: &'static str) -> GroupFactory {
-    Box::new(move |mut config| {
-        config.listen_addr = format!("0.0.0.0:{PORT}");
-        config.me.group_addr = format!("{host}:{PORT}");
-        config.wires = Some(Wires(Arc::new(sim_net::SimNet)));
-        config.log.dir = None;
-        config.log.memory = Some(GivenDisk(MemStorage::new()));
-        let starter = RaftGroup::open(config)?.on_runtime(world.runtime(host));
-        Ok(Box::new(starter) as Box<dyn GroupStarter>)
-    })
-}
-
-/// A node of the simulated cluster: its server, and the threads of its
-/// two appliers.
-struct SimNode {
-    server: Arc<FakeServer>,
-    appliers: Vec<thread::JoinHandle<()>>,
-    _data_dir: tempfile::TempDir,
-}
-
-fn start_node(world: &Arc<World>, i: usize, all: &Mutex<Vec<Arc<FakeServer>>>) -> SimNode {
-    let host = HOSTS[i];
-    let server = Arc::new(FakeServer::default());
-    let data_dir = tempfile::Builder::new().prefix(&format!("tandem-shell-sim-{host}-")).tempdir().unwrap();
-    let config = NodeConfig {
-        name: host.into(),
-        node_address: host.into(),
-        incoming: format!("{host}:3306"),
-        data_dir: data_dir.path().to_path_buf(),
-        options: "evs.suspect_timeout=PT1S".into(),
-        start_position: Gtid::UNDEFINED,
-        arbitrator: false,
-    };
-    let node = Node::new(server.clone(), config, factory(world.clone(), host)).unwrap();
-    let url = if i == 0 { "gcomm://".to_string() } else { format!("gcomm://{}:{PORT}", HOSTS[0]) };
-    let appliers = common::connect(node, &server, all, &url, "", i == 0);
-    SimNode { server, appliers, _data_dir: data_dir }
-}
-
-/// Waits up to `within` of wall time for `cond`, while the simulation moves.
-fn wait_for(world: &World, what: &str, within: Duration, cond: impl Fn() -> bool) -> Result<(), String> {
-    let deadline = Instant::now() + within;
-    while !cond() {
-        if !world.moving() {
-            return Err(format!("the simulation stopped while waiting for {what}: a group thread is blocked"));
-        }
-        if Instant::now() > deadline {
-            return Err(format!("{what}: not within {within:?}"));
-        }
-        thread::sleep(Duration::from_millis(20));
+    /// A client of one-row transactions on `node`, on its host's row.
+    fn write_on(&mut self, node: &SimNode, incarnation: u16) -> Arc<Writer> {
+        self.run_on(node, Work::Rows, incarnation)
     }
-    Ok(())
-}
 
-/// A client on one node: one-row transactions on its own row, until told
-/// to stop; counts those acknowledged.
-struct Writer {
-    row: u8,
-    stop: AtomicBool,
-    acked: AtomicUsize,
-    thread: StdMutex<Option<thread::JoinHandle<()>>>,
-}
-
-impl Writer {
-    /// Starts a writer on node `i`, on row `i`.
-    fn start(nodes: &[SimNode], i: usize) -> Arc<Writer> {
-        let writer = Arc::new(Writer {
-            row: i as u8,
-            stop: AtomicBool::new(false),
-            acked: AtomicUsize::new(0),
-            thread: StdMutex::new(None),
-        });
-        let (server, w) = (nodes[i].server.clone(), writer.clone());
-        *writer.thread.lock().unwrap() = Some(thread::spawn(move || write(server, w)));
+    /// A client of `work` on `node`.
+    fn run_on(&mut self, node: &SimNode, work: Work, incarnation: u16) -> Arc<Writer> {
+        let writer = Writer::start(&node.server, node.host, work, incarnation);
+        self.writers.push(writer.clone());
         writer
     }
 
-    fn acked(&self) -> usize {
-        self.acked.load(Ordering::Acquire)
-    }
-
-    fn finished(&self) -> bool {
-        self.thread.lock().unwrap().as_ref().is_none_or(|t| t.is_finished())
+    /// Stops every node cleanly, then the simulation.
+    fn stop(&self, nodes: Vec<SimNode>) {
+        nodes.into_iter().for_each(SimNode::stop);
+        self.world.stop.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
-fn write(server: Arc<FakeServer>, writer: Arc<Writer>) {
-    let mut trx_id = u64::from(writer.row) << 32;
-    while !writer.stop.load(Ordering::Acquire) {
-        trx_id += 1;
-        if transact(&server, trx_id, writer.row, 1) == Status::Ok {
-            writer.acked.fetch_add(1, Ordering::AcqRel);
-        } else {
-            // Not primary, or stopping: a client would try again later.
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-/// Stops the writers and the stepping when a run ends, on an error too:
-/// a run that failed leaves no client retrying in the background. (A
-/// thread blocked for good, as the negative test leaves the simulation's,
-/// stays so until the process ends.)
-struct Stopping(Arc<World>, Vec<Arc<Writer>>);
-
-impl Drop for Stopping {
+impl Drop for Run {
     fn drop(&mut self) {
-        self.1.iter().for_each(|w| w.stop.store(true, Ordering::Release));
-        self.0.stop.store(true, Ordering::Release);
+        self.writers.iter().for_each(|w| w.stop());
+        self.world.stop.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
-fn acked(writers: &[Arc<Writer>]) -> usize {
-    writers.iter().map(|w| w.acked()).sum()
-}
-
-/// Members of the last view the server was given.
-fn cluster_size(server: &FakeServer) -> usize {
-    server.views.lock().last().map_or(0, |v| v.members.len())
+/// Members of the last view the node's server was given.
+fn cluster_size(node: &SimNode) -> usize {
+    node.server.views.lock().last().map_or(0, |v| v.members.len())
 }
 
 /// The member `nodes` take for their group's leader.
@@ -272,135 +136,167 @@ fn leader(nodes: &[SimNode]) -> Option<usize> {
     })
 }
 
-/// Three nodes, the first founding the group, the others joining by state
-/// transfer, until each has a view of three.
-fn three_nodes(world: &Arc<World>) -> Result<Vec<SimNode>, String> {
-    let all = Mutex::new(vec![]);
-    let mut nodes: Vec<SimNode> = vec![];
-    for i in 0..3 {
-        nodes.push(start_node(world, i, &all));
-        let s = nodes[i].server.clone();
-        wait_for(world, "synced", Duration::from_secs(30), || *s.synced.lock() > 0)?;
-    }
-    wait_for(world, "three members", Duration::from_secs(30), || nodes.iter().all(|n| cluster_size(&n.server) == 3))?;
-    Ok(nodes)
-}
-
-/// Stops the writers, then checks that `nodes` end with the same data, in
-/// which each writer's row holds at least its acknowledged transactions
-/// (a transaction whose client was told of an error may have committed
-/// all the same, as a COMMIT cut off by a dropped connection may).
-/// Returns how many were acknowledged.
-fn end_of_run(world: &World, nodes: &[SimNode], writers: &[Arc<Writer>]) -> Result<usize, String> {
-    writers.iter().for_each(|w| w.stop.store(true, Ordering::Release));
-    for w in writers {
-        wait_for(world, "the writers' last transaction", Duration::from_secs(30), || w.finished())?;
-    }
-    let dbs = || nodes.iter().map(|n| n.server.db.lock().clone()).collect::<Vec<_>>();
-    wait_for(world, "the same data on every node", Duration::from_secs(30), || dbs().windows(2).all(|w| w[0] == w[1]))?;
-    let db = dbs().remove(0);
-    for w in writers {
-        let applied = db.get(&w.row).copied().unwrap_or(0);
-        if applied < w.acked() as u64 {
-            return Err(format!("row {}: {applied} transactions applied, {} acknowledged", w.row, w.acked()));
-        }
-    }
-    Ok(acked(writers))
-}
-
-/// Stops every node cleanly, then the simulation.
-fn stop_all(world: &World, nodes: Vec<SimNode>) {
-    for n in &nodes {
-        n.server.node().disconnect();
-    }
-    for n in nodes {
-        n.appliers.into_iter().for_each(|t| t.join().unwrap());
-    }
-    world.stop.store(true, Ordering::Release);
-}
-
-/// Three nodes; both followers write while the leader stops cleanly
-/// (`disconnect`, with `defect` put back on the stopping thread). The stop
+/// Three nodes; both followers write (one-row transactions, and on one of
+/// them TOI statements and streaming transactions too; the other holds its
+/// write-sets until it asks the group to pause, then applies each in 10 ms,
+/// so that flow control holds the writers back)
+/// while the leader stops cleanly (`disconnect`, with `defect` put back on
+/// the stopping thread). The stop
 /// must end, its appliers come back, and the two others go on and hold
-/// the same data, every acknowledged transaction in it.
+/// the same commits, every acknowledged transaction among them.
 fn leader_stops_under_load(defect: Option<Defect>) -> Result<usize, String> {
-    let (world, _stepper) = World::start();
-    let mut nodes = three_nodes(&world)?;
+    let mut run = Run::new();
+    let on_appliers = defect.filter(|d| *d == Defect::SendsFlowControlUnderItsLock);
+    let mut nodes = run.three_nodes_with("", on_appliers)?;
     let leading = leader(&nodes).ok_or("no leader")?;
-    let writers: Vec<Arc<Writer>> = (0..3).filter(|i| *i != leading).map(|i| Writer::start(&nodes, i)).collect();
-    let _stopping = Stopping(world.clone(), writers.clone());
-    wait_for(&world, "200 transactions", Duration::from_secs(30), || acked(&writers) >= 200)?;
+    for i in (0..3).filter(|i| *i != leading) {
+        run.write_on(&nodes[i], 0);
+    }
+    let follower = (0..3).find(|i| *i != leading).expect("a follower");
+    run.run_on(&nodes[follower], Work::Toi, 0);
+    run.run_on(&nodes[follower], Work::Streams, 0);
+    let slow = nodes[(0..3).find(|i| *i != leading && *i != follower).expect("another follower")].server.clone();
+    // Held until its queue makes it ask the group to pause (however slowly
+    // the writers go on a loaded machine), then slow.
+    slow.apply_delay_us.store(10_000, std::sync::atomic::Ordering::Relaxed);
+    slow.hold_applies.store(true, std::sync::atomic::Ordering::Release);
+    let paused = || common::int_stat(&slow, "flow_control_sent") > 0;
+    run.wait("the slow node asking the group to pause", 30, paused)?;
+    slow.hold_applies.store(false, std::sync::atomic::Ordering::Release);
+    run.wait("200 transactions", 30, || acked(&run.writers) >= 200)?;
     let stopping = nodes[leading].server.clone();
     let stop = thread::spawn(move || {
         #[cfg(feature = "negative-tests")]
-        tandem_engine::injected::inject(defect);
+        tandem_engine::injected::inject(defect.filter(|d| *d == Defect::HoldsGroupAcrossLeave));
         stopping.node().disconnect();
     });
     #[cfg(not(feature = "negative-tests"))]
     let _ = defect;
-    wait_for(&world, "the leader's clean stop", Duration::from_secs(60), || stop.is_finished())?;
-    let left = nodes.remove(leading);
-    for applier in left.appliers {
-        applier.join().unwrap();
-    }
-    let before = acked(&writers);
-    wait_for(&world, "100 transactions after the stop", Duration::from_secs(30), || acked(&writers) >= before + 100)?;
-    let acked = end_of_run(&world, &nodes, &writers)?;
-    stop_all(&world, nodes);
+    run.wait("the leader's clean stop", 60, || stop.is_finished())?;
+    nodes.remove(leading).join();
+    let before = acked(&run.writers);
+    run.wait("100 transactions after the stop", 30, || acked(&run.writers) >= before + 100)?;
+    let acked = end_of_run(&run.world, &nodes, &run.writers)?;
+    run.stop(nodes);
     Ok(acked)
 }
 
-/// Three nodes, each writing; the leader is cut off from both others (no
+/// Three nodes, each writing (and a follower running TOI statements and
+/// streaming transactions too); the leader is cut off from both others (no
 /// message passes), then the links mend. The two others go on under a
 /// leader of their own while the cut-off node's clients get errors; once
 /// back, it is taken back into the primary component, catches up, and its
-/// client commits again. All three end with the same data, every
-/// acknowledged transaction in it.
-fn leader_cut_off_under_load() -> Result<usize, String> {
-    let (world, _stepper) = World::start();
-    let nodes = three_nodes(&world)?;
+/// client commits again. Throughout, each node reads causally what the
+/// other two nodes' clients were told of (`shell_sim/reader.rs`).
+fn leader_cut_off_under_load(defect: Option<GroupDefect>) -> Result<usize, String> {
+    let mut run = Run::with_defect(defect);
+    let nodes = run.three_nodes("")?;
     let leading = leader(&nodes).ok_or("no leader")?;
-    let writers: Vec<Arc<Writer>> = (0..3).map(|i| Writer::start(&nodes, i)).collect();
-    let _stopping = Stopping(world.clone(), writers.clone());
-    wait_for(&world, "200 transactions", Duration::from_secs(30), || acked(&writers) >= 200)?;
-    world.isolate(HOSTS[leading], true);
-    let others: Vec<&Arc<Writer>> = writers.iter().filter(|w| usize::from(w.row) != leading).collect();
-    let before: usize = others.iter().map(|w| w.acked()).sum();
-    wait_for(&world, "100 transactions by the two others", Duration::from_secs(60), || {
-        others.iter().map(|w| w.acked()).sum::<usize>() >= before + 100
-    })?;
-    world.isolate(HOSTS[leading], false);
+    let writers: Vec<Arc<Writer>> = nodes.iter().map(|n| run.write_on(n, 0)).collect();
+    let follower = (0..3).find(|i| *i != leading).expect("a follower");
+    run.run_on(&nodes[follower], Work::Toi, 0);
+    run.run_on(&nodes[follower], Work::Streams, 0);
+    let readers: Vec<Arc<Reader>> = nodes
+        .iter()
+        .map(|n| {
+            Reader::start(&n.server, n.host, writers.iter().filter(|w| usize::from(w.row) != n.host).cloned().collect())
+        })
+        .collect();
+    run.wait("200 transactions", 30, || acked(&writers) >= 200)?;
+    run.world.isolate(HOSTS[leading], true);
+    let others: Vec<Arc<Writer>> = writers.iter().filter(|w| usize::from(w.row) != leading).cloned().collect();
+    let before = acked(&others);
+    run.wait("100 transactions by the two others", 60, || acked(&others) >= before + 100)?;
+    run.world.isolate(HOSTS[leading], false);
     let cut = &writers[leading];
     let before = cut.acked();
-    wait_for(&world, "20 transactions on the node that was cut off", Duration::from_secs(60), || {
-        cut.acked() >= before + 20
-    })?;
-    let acked = end_of_run(&world, &nodes, &writers)?;
-    stop_all(&world, nodes);
+    run.wait("20 transactions on the node that was cut off", 60, || cut.acked() >= before + 20)?;
+    let reads = readers.iter().map(|r| r.finish()).collect::<Result<Vec<usize>, String>>()?;
+    eprintln!("causal reads that went on, per node: {reads:?}");
+    let acked = end_of_run(&run.world, &nodes, &run.writers)?;
+    run.stop(nodes);
     Ok(acked)
 }
 
-/// `TANDEM_TEST_LOG=info` (or debug): what the nodes and members log, on
-/// stderr, with the wall time.
-fn init_logging() {
-    struct Stderr(Instant);
-    impl log::Log for Stderr {
-        fn enabled(&self, _: &log::Metadata) -> bool {
-            true
-        }
-        fn log(&self, r: &log::Record) {
-            eprintln!("{:>9.3}s {:5} {}", self.0.elapsed().as_secs_f64(), r.level(), r.args());
-        }
-        fn flush(&self) {}
+/// Three nodes, each writing; the leader (`leading`) or a follower is
+/// killed with -9 (its log keeps every write, its server every commit)
+/// while the two others go on (under a new leader, if it led), and starts
+/// again a second later from what it left, as itself: it replays its own
+/// log beyond its server's position, catches up from the group's (IST),
+/// and its new client commits again.
+fn killed_under_load(leading: bool) -> Result<usize, String> {
+    let mut run = Run::new();
+    let mut nodes = run.three_nodes("")?;
+    let writers: Vec<Arc<Writer>> = nodes.iter().map(|n| run.write_on(n, 0)).collect();
+    run.wait("200 transactions", 30, || acked(&writers) >= 200)?;
+    let victim = (0..3).find(|i| (Some(*i) == leader(&nodes)) == leading).ok_or("no leader")?;
+    writers[victim].kill();
+    let remains = crash(&run.world, nodes.remove(victim), Death::Kill, "");
+    let before = acked(&writers);
+    run.wait("100 transactions by the two others", 60, || acked(&writers) >= before + 100)?;
+    thread::sleep(Duration::from_secs(1));
+    let back = node::restart(&run.world, remains, &run.servers);
+    let again = run.write_on(&back, 1);
+    nodes.insert(victim, back);
+    run.wait("20 transactions on the node killed", 60, || again.acked() >= 20)?;
+    let acked = end_of_run(&run.world, &nodes, &run.writers)?;
+    run.stop(nodes);
+    Ok(acked)
+}
+
+/// As [`killed_under_load`] of a follower, but a byte in the middle of the
+/// killed follower's log goes bad while it is down: its store trusts
+/// nothing it holds, so it starts over under a new identity (see
+/// docs/durability.md); its server's data is where it was, so it catches
+/// up from the group's log (IST), and commits again.
+fn follower_with_a_damaged_log_starts_over() -> Result<usize, String> {
+    let mut run = Run::new();
+    let mut nodes = run.three_nodes("")?;
+    let writers: Vec<Arc<Writer>> = nodes.iter().map(|n| run.write_on(n, 0)).collect();
+    run.wait("200 transactions", 30, || acked(&writers) >= 200)?;
+    let victim = (0..3).find(|i| Some(*i) != leader(&nodes)).expect("a follower");
+    writers[victim].kill();
+    let remains = crash(&run.world, nodes.remove(victim), Death::Kill, "");
+    let damaged = remains.damage_log().ok_or("no log segment to damage")?;
+    let before = acked(&writers);
+    run.wait("100 transactions by the two others", 60, || acked(&writers) >= before + 100)?;
+    let back = node::restart(&run.world, remains, &run.servers);
+    let again = run.write_on(&back, 1);
+    nodes.insert(victim, back);
+    run.wait("20 transactions on the node whose log was damaged", 60, || again.acked() >= 20)?;
+    eprintln!("damaged {damaged}");
+    let acked = end_of_run(&run.world, &nodes, &run.writers)?;
+    run.stop(nodes);
+    Ok(acked)
+}
+
+/// Three nodes with `gcache.fsync=yes`, each writing, lose power at once:
+/// each log's writes since its last fsync are torn, and each server loses
+/// up to 40 of its last commits. A second later all three start again from
+/// what they left, with no bootstrap: they form the group again, each
+/// replays its own log beyond its server's position, and no acknowledged
+/// transaction is lost.
+fn group_lost_power_under_load(seed: u64, defect: Option<GroupDefect>) -> Result<usize, String> {
+    const OPTIONS: &str = "gcache.fsync=yes";
+    let mut run = Run::with_defect(defect);
+    let nodes = run.three_nodes(OPTIONS)?;
+    let writers: Vec<Arc<Writer>> = nodes.iter().map(|n| run.write_on(n, 0)).collect();
+    run.wait("300 transactions", 30, || acked(&writers) >= 300)?;
+    writers.iter().for_each(|w| w.kill());
+    let mut remains = vec![];
+    for n in nodes {
+        let how = Death::PowerCut { seed: seed * 3 + n.host as u64, db_tail: 40 };
+        remains.push(crash(&run.world, n, how, OPTIONS));
     }
-    static LOGGER: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    LOGGER.get_or_init(|| {
-        let level = std::env::var("TANDEM_TEST_LOG").ok().and_then(|l| l.parse::<log::LevelFilter>().ok());
-        if let Some(level) = level {
-            let _ = log::set_logger(Box::leak(Box::new(Stderr(Instant::now()))));
-            log::set_max_level(level);
-        }
-    });
+    let lost: Vec<(usize, u64)> = remains.iter().map(|r| (r.lost_commits, r.torn)).collect();
+    eprintln!("seed {seed}: (server commits lost, log bytes torn) per node: {lost:?}");
+    thread::sleep(Duration::from_secs(1));
+    let nodes: Vec<SimNode> = remains.into_iter().map(|r| node::restart(&run.world, r, &run.servers)).collect();
+    let again: Vec<Arc<Writer>> = nodes.iter().map(|n| run.write_on(n, 1)).collect();
+    run.wait("20 transactions on each node", 90, || again.iter().all(|w| w.acked() >= 20))?;
+    let acked = end_of_run(&run.world, &nodes, &run.writers)?;
+    run.stop(nodes);
+    Ok(acked)
 }
 
 #[test]
@@ -413,8 +309,72 @@ fn a_leader_stops_cleanly_under_load_on_the_simulated_network() {
 #[test]
 fn a_leader_cut_off_under_load_comes_back_on_the_simulated_network() {
     init_logging();
-    let acked = leader_cut_off_under_load().unwrap_or_else(|e| panic!("{e}"));
+    let acked = leader_cut_off_under_load(None).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{acked} transactions acknowledged, all of them on all three nodes");
+}
+
+#[test]
+fn a_follower_killed_under_load_comes_back_on_the_simulated_network() {
+    init_logging();
+    let acked = killed_under_load(false).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{acked} transactions acknowledged, all of them on all three nodes");
+}
+
+#[test]
+fn a_leader_killed_under_load_comes_back_on_the_simulated_network() {
+    init_logging();
+    let acked = killed_under_load(true).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{acked} transactions acknowledged, all of them on all three nodes");
+}
+
+#[test]
+fn a_follower_whose_log_was_damaged_starts_over_on_the_simulated_network() {
+    init_logging();
+    let acked = follower_with_a_damaged_log_starts_over().unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{acked} transactions acknowledged, all of them on all three nodes");
+}
+
+/// `SHELL_SIM_SEED=n` picks the tears and the servers' lost commits (the
+/// threads' timing is the OS's, so it does not replay the run).
+#[test]
+fn a_group_that_lost_power_under_load_keeps_every_acknowledged_commit_on_the_simulated_network() {
+    init_logging();
+    let seed = std::env::var("SHELL_SIM_SEED").map_or(1, |s| s.parse().expect("SHELL_SIM_SEED is a number"));
+    let acked = group_lost_power_under_load(seed, None).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    eprintln!("{acked} transactions acknowledged, all of them on all three nodes");
+}
+
+/// The checks bite: each way a history can break is named.
+#[test]
+fn the_history_check_finds_each_broken_promise() {
+    let commit = |seqno, trx_id| common::Commit { seqno, trx_id, data: vec![0, 1] };
+    let good = vec![commit(1, 10), commit(2, 20), commit(4, 11)];
+    let client = || vec![Writer::recorded(0, vec![10, 11]), Writer::recorded(1, vec![20])];
+    assert_eq!(check_history(&good, &client()), Ok(()));
+    let cases = [
+        (vec![commit(1, 10), commit(2, 20)], "is on no node"),
+        (vec![commit(1, 10), commit(2, 20), commit(3, 11), commit(4, 10)], "committed twice"),
+        (vec![commit(1, 11), commit(2, 20), commit(3, 10)], "acknowledged earlier"),
+        (vec![commit(1, 10), commit(3, 20), commit(2, 11)], "committed after"),
+    ];
+    for (history, named) in cases {
+        let why = check_history(&history, &client()).expect_err(named);
+        assert!(why.contains(named), "{history:?}: {why}");
+    }
+}
+
+/// With flow control's message sent under its decision lock put back, the
+/// slow node's applier that asks the group to pause waits in the group's
+/// submit for the group's thread, which waits for that lock, and the run
+/// says so.
+#[cfg(feature = "negative-tests")]
+#[test]
+fn the_run_catches_flow_control_sent_under_its_lock() {
+    init_logging();
+    let caught = (1..=3).find_map(|_| leader_stops_under_load(Some(Defect::SendsFlowControlUnderItsLock)).err());
+    let why = caught.expect("flow control sent under its lock stops the group within 3 runs");
+    assert!(why.contains("the simulation stopped"), "caught, but not as a blocked group thread: {why}");
+    eprintln!("caught: {why}");
 }
 
 /// With the clean stop of issue 44 put back, the leader's stop under load
@@ -426,5 +386,32 @@ fn the_run_catches_a_clean_stop_that_holds_the_group_across_the_leave() {
     let caught = (1..=3).find_map(|_| leader_stops_under_load(Some(Defect::HoldsGroupAcrossLeave)).err());
     let why = caught.expect("a stop holding the group across its leave deadlocks within 3 runs");
     assert!(why.contains("the simulation stopped"), "caught, but not as a blocked group thread: {why}");
+    eprintln!("caught: {why}");
+}
+
+/// With a log that acknowledges appends before it fsyncs them put back,
+/// a power cut of the whole group takes transactions already acknowledged,
+/// and the run says so.
+#[cfg(feature = "negative-tests")]
+#[test]
+fn the_run_catches_a_log_that_acknowledges_before_its_fsync() {
+    init_logging();
+    let caught =
+        (1..=5).find_map(|seed| group_lost_power_under_load(seed, Some(GroupDefect::AcknowledgesBeforeSync)).err());
+    let why = caught.expect("a log acknowledging before its fsync loses acknowledged commits within 5 power cuts");
+    eprintln!("caught: {why}");
+}
+
+/// With a follower's read barrier put back that takes its own applied
+/// index instead of asking the leader, a causal read on a follower goes on
+/// without a transaction another node's client was told of, and the run
+/// says so.
+#[cfg(feature = "negative-tests")]
+#[test]
+fn the_run_catches_a_causal_read_that_does_not_ask_the_leader() {
+    init_logging();
+    let caught = (1..=3).find_map(|_| leader_cut_off_under_load(Some(GroupDefect::FollowerReadsItsOwnIndex)).err());
+    let why = caught.expect("a follower reading its own index is caught within 3 runs");
+    assert!(why.contains("causal read"), "caught, but not as a stale read: {why}");
     eprintln!("caught: {why}");
 }

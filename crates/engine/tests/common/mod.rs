@@ -20,10 +20,39 @@ use tandem_engine::writeset::{flags, KeyType};
 
 pub type Db = BTreeMap<u8, u64>;
 
+/// One write-set the server committed, in commit order: what InnoDB's
+/// redo log holds of it (the seqno is its wsrep XID).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Commit {
+    pub seqno: i64,
+    pub trx_id: u64,
+    pub data: Vec<u8>,
+}
+
+/// The rows `commits` leave, from empty.
+pub fn db_of(commits: &[Commit]) -> Db {
+    let mut db = Db::new();
+    for c in commits {
+        add(&mut db, &c.data);
+    }
+    db
+}
+
+fn add(db: &mut Db, data: &[u8]) {
+    for pair in data.chunks(2) {
+        *db.entry(pair[0]).or_default() += pair[1] as u64;
+    }
+}
+
 #[derive(Default)]
 pub struct FakeServer {
     pub node: OnceLock<Node>,
     pub db: Mutex<Db>,
+    /// Every commit since the server's data began (a state transfer copies
+    /// the donor's), changed only with `db` locked.
+    pub commits: Mutex<Vec<Commit>>,
+    /// Where the last state transfer put the data, if one did.
+    pub installed: Mutex<Option<Gtid>>,
     pub views: Mutex<Vec<View>>,
     pub synced: Mutex<u32>,
     /// Where a donor "sends" its state: the joiner's server.
@@ -53,6 +82,9 @@ pub struct FakeServer {
     pub streams: Mutex<BTreeMap<(Uuid, u64), Vec<u8>>>,
     /// The transactions whose rollback fragment came through `apply`.
     pub stream_rollbacks: Mutex<Vec<u64>>,
+    /// A defect put back on the node's applier threads (feature
+    /// `negative-tests`), set before it connects.
+    pub applier_defect: Mutex<Option<tandem_engine::injected::Defect>>,
 }
 
 impl FakeServer {
@@ -61,13 +93,45 @@ impl FakeServer {
     }
 
     pub fn write(&self, seqno: i64, trx_id: u64, opaque: usize, data: &[u8]) {
+        self.write_as(seqno, trx_id, opaque, data, trx_id);
+    }
+
+    /// As `write`, recording the commit as transaction `id` (a statement
+    /// in total order isolation has no transaction id: its connection's).
+    pub fn write_as(&self, seqno: i64, trx_id: u64, opaque: usize, data: &[u8], id: u64) {
         assert_eq!(self.node().commit_order_enter(trx_id, opaque, seqno), Status::Ok);
-        let mut db = self.db.lock();
-        for pair in data.chunks(2) {
-            *db.entry(pair[0]).or_default() += pair[1] as u64;
-        }
-        drop(db);
+        self.record(seqno, id, data);
         self.node().commit_order_leave(seqno, &[]);
+    }
+
+    /// Commits `data` at `seqno` as transaction `id`, the caller holding
+    /// the commit order (a statement in total order isolation does).
+    pub fn record(&self, seqno: i64, id: u64, data: &[u8]) {
+        let mut db = self.db.lock();
+        add(&mut db, data);
+        self.commits.lock().push(Commit { seqno, trx_id: id, data: data.to_vec() });
+    }
+
+    /// A server restarted on `commits` (what survived of another's) and
+    /// the state transfer that `installed` them, if one did.
+    pub fn restored(commits: Vec<Commit>, installed: Option<Gtid>) -> FakeServer {
+        let server = FakeServer { db: Mutex::new(db_of(&commits)), ..FakeServer::default() };
+        *server.commits.lock() = commits;
+        *server.installed.lock() = installed;
+        server
+    }
+
+    /// The data's position, as `mariadbd --wsrep-recover` reads it: the
+    /// history of the last primary view or transfer, and the last commit.
+    pub fn position(&self) -> Gtid {
+        let installed = *self.installed.lock();
+        let history = self.views.lock().iter().rev().map(|v| v.state_id.uuid).find(|u| !u.is_nil());
+        let last = self.commits.lock().last().map_or(-1, |c| c.seqno);
+        let seqno = last.max(installed.map_or(-1, |g| g.seqno));
+        match history.or(installed.map(|g| g.uuid)) {
+            Some(uuid) if seqno >= 0 => Gtid { uuid, seqno },
+            _ => Gtid::UNDEFINED,
+        }
     }
 }
 
@@ -120,13 +184,17 @@ impl Application for FakeServer {
             while self.hold_applies.load(std::sync::atomic::Ordering::Acquire) {
                 thread::sleep(Duration::from_millis(1));
             }
-            self.write(job.gtid.seqno, job.trx_id, job.opaque, job.data);
+            let id = if job.flags & flags::ISOLATION != 0 { job.conn_id } else { job.trx_id };
+            self.write_as(job.gtid.seqno, job.trx_id, job.opaque, job.data, id);
         }
         Applied { ok: true, exit_loop: false }
     }
     fn sst_donate(&self, _ctx: usize, _request: &[u8], state: Gtid, _bypass: bool) -> bool {
         // Copy our map to every joiner still waiting, as an SST script would.
-        let snapshot = self.db.lock().clone();
+        let snapshot = {
+            let db = self.db.lock();
+            (db.clone(), self.commits.lock().clone())
+        };
         let joiners = self.peers.lock().clone();
         let donor = self.node().clone();
         let fail = self.fail_donation.load(std::sync::atomic::Ordering::Relaxed);
@@ -139,7 +207,11 @@ impl Application for FakeServer {
                         // What mariadbd reports when the joiner script fails.
                         j.node().sst_received(Gtid::UNDEFINED, -2);
                     } else {
-                        *j.db.lock() = snapshot.clone();
+                        let mut db = j.db.lock();
+                        *db = snapshot.0.clone();
+                        *j.commits.lock() = snapshot.1.clone();
+                        *j.installed.lock() = Some(state);
+                        drop(db);
                         j.node().sst_received(state, 0);
                     }
                 }
@@ -236,6 +308,8 @@ pub fn connect(
         .map(|i| {
             let (node, server) = (node.clone(), server.clone());
             thread::spawn(move || {
+                #[cfg(feature = "negative-tests")]
+                tandem_engine::injected::inject(*server.applier_defect.lock());
                 let end = node.recv(i);
                 server.recv_ends.lock().push(end);
             })
