@@ -13,13 +13,16 @@
 //! pair, not just the leader's.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use log::debug;
+use openraft::async_runtime::WatchReceiver;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::raft::types::StoredMembership;
 use crate::shared::Shared;
 use crate::wire::Request;
 use crate::MemberId;
@@ -29,29 +32,49 @@ fn period(shared: &Shared) -> Duration {
     shared.config.timeouts.heartbeat.clamp(Duration::from_millis(100), Duration::from_secs(1))
 }
 
-/// How often the membership is looked at: a new member is greeted within
-/// this, not a whole `period` later (a node that just joined may be asked to
-/// fail over, or its peer to reload its certificate, right away).
-const LOOK: Duration = Duration::from_millis(50);
+/// How long to wait before looking at a Raft instance again once the one
+/// watched stopped while the member runs on (it was replaced).
+const RETRY: Duration = Duration::from_millis(50);
 
+/// Keeps one greeter per other member: started when a membership names it
+/// (a new member is greeted at once: a node that just joined may be asked
+/// to fail over, or its peer to reload its certificate, right away),
+/// stopped when none does. Woken by Raft's server metrics, which change
+/// with the membership, the leader or the vote: not by a clock.
 pub async fn run(shared: Arc<Shared>) {
     let period = period(&shared);
-    // Per peer: its keepalive in flight (one at a time: a peer slower than
-    // `period` must not collect a queue of them) and when the next is due.
-    let mut peers: BTreeMap<MemberId, (Option<JoinHandle<()>>, Instant)> = BTreeMap::new();
+    let mut greeters: BTreeMap<MemberId, (String, JoinHandle<()>)> = BTreeMap::new();
+    let mut server = shared.raft().server_metrics();
     loop {
-        tokio::time::sleep(LOOK).await;
-        let now = Instant::now();
-        let members = members(&shared);
-        peers.retain(|id, _| members.iter().any(|(m, _)| m == id));
-        for (id, addr) in members {
-            let (in_flight, due) = peers.entry(id).or_insert((None, now));
-            if *due > now || in_flight.as_ref().is_some_and(|t| !t.is_finished()) {
-                continue;
+        let members = members(&shared, &server.borrow_watched().membership_config);
+        greeters.retain(|id, (addr, greeter)| {
+            let named = members.iter().any(|(m, a)| m == id && a == addr);
+            if !named {
+                greeter.abort();
             }
-            *due = now + period;
-            *in_flight = Some(tokio::spawn(keepalive(shared.clone(), id, addr)));
+            named
+        });
+        for (id, addr) in members {
+            greeters.entry(id).or_insert_with(|| (addr.clone(), tokio::spawn(greet(shared.clone(), id, addr, period))));
         }
+        if server.changed().await.is_err() {
+            if shared.closed.load(Ordering::Acquire) {
+                break;
+            }
+            tokio::time::sleep(RETRY).await;
+            server = shared.raft().server_metrics();
+        }
+    }
+    greeters.values().for_each(|(_, greeter)| greeter.abort());
+}
+
+/// Says hello to one peer once a `period`, one keepalive at a time (a peer
+/// slower than `period` must not collect a queue of them).
+async fn greet(shared: Arc<Shared>, id: MemberId, addr: String, period: Duration) {
+    loop {
+        let started = Instant::now();
+        keepalive(shared.clone(), id, addr.clone()).await;
+        tokio::time::sleep_until(started + period).await;
     }
 }
 
@@ -74,9 +97,8 @@ async fn keepalive(shared: Arc<Shared>, id: MemberId, addr: String) {
     }
 }
 
-/// The other members of the current configuration, voters and learners.
-fn members(shared: &Shared) -> Vec<(MemberId, String)> {
-    let m = shared.metrics();
-    let membership = m.membership_config.membership();
+/// The other members of `config`, voters and learners.
+fn members(shared: &Shared, config: &StoredMembership) -> Vec<(MemberId, String)> {
+    let membership = config.membership();
     membership.nodes().filter(|(id, _)| **id != shared.me).map(|(id, info)| (*id, info.group_addr.clone())).collect()
 }
