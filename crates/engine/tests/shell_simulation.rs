@@ -71,6 +71,16 @@ impl Run {
         wait_for(&self.world, what, Duration::from_secs(secs), cond)
     }
 
+    /// As `wait`, failing at once if one of `nodes` stopped on its own.
+    fn wait_running(&self, what: &str, secs: u64, nodes: &[SimNode], cond: impl Fn() -> bool) -> Result<(), String> {
+        let stopped = || nodes.iter().find(|n| n.stopped()).map(|n| HOSTS[n.host]);
+        self.wait(what, secs, || cond() || stopped().is_some())?;
+        match stopped() {
+            Some(host) => Err(format!("{host} stopped on its own while waiting for {what}")),
+            None => Ok(()),
+        }
+    }
+
     /// Three nodes with `options`, the first founding the group, the
     /// others joining by state transfer, until each has a view of three.
     fn three_nodes(&self, options: &'static str) -> Result<Vec<SimNode>, String> {
@@ -137,17 +147,18 @@ fn leader(nodes: &[SimNode]) -> Option<usize> {
 }
 
 /// Three nodes; both followers write (one-row transactions, and on one of
-/// them TOI statements and streaming transactions too; the other holds its
-/// write-sets until it asks the group to pause, then applies each in 10 ms,
-/// so that flow control holds the writers back)
-/// while the leader stops cleanly (`disconnect`, with `defect` put back on
-/// the stopping thread). The stop
-/// must end, its appliers come back, and the two others go on and hold
-/// the same commits, every acknowledged transaction among them.
-fn leader_stops_under_load(defect: Option<Defect>) -> Result<usize, String> {
+/// them TOI statements and streaming transactions too) while the leader
+/// stops cleanly (`disconnect`, with `defect` put back on the stopping
+/// thread, or on every node's appliers for flow control's defect). With
+/// `slow`, the other follower applies slowly (`slow_follower`) and flow
+/// control holds the writers back. The stop must end, its appliers come
+/// back, and the two others go on and hold the same commits, every
+/// acknowledged transaction among them.
+fn leader_stops_under_load(defect: Option<Defect>, slow: bool) -> Result<usize, String> {
     let mut run = Run::new();
     let on_appliers = defect.filter(|d| *d == Defect::SendsFlowControlUnderItsLock);
-    let mut nodes = run.three_nodes_with("", on_appliers)?;
+    // A low limit: the slow node asks for pauses and go-aheads often.
+    let mut nodes = run.three_nodes_with(if slow { "gcs.fc_limit=2" } else { "" }, on_appliers)?;
     let leading = leader(&nodes).ok_or("no leader")?;
     for i in (0..3).filter(|i| *i != leading) {
         run.write_on(&nodes[i], 0);
@@ -155,14 +166,10 @@ fn leader_stops_under_load(defect: Option<Defect>) -> Result<usize, String> {
     let follower = (0..3).find(|i| *i != leading).expect("a follower");
     run.run_on(&nodes[follower], Work::Toi, 0);
     run.run_on(&nodes[follower], Work::Streams, 0);
-    let slow = nodes[(0..3).find(|i| *i != leading && *i != follower).expect("another follower")].server.clone();
-    // Held until its queue makes it ask the group to pause (however slowly
-    // the writers go on a loaded machine), then slow.
-    slow.apply_delay_us.store(10_000, std::sync::atomic::Ordering::Relaxed);
-    slow.hold_applies.store(true, std::sync::atomic::Ordering::Release);
-    let paused = || common::int_stat(&slow, "flow_control_sent") > 0;
-    run.wait("the slow node asking the group to pause", 30, paused)?;
-    slow.hold_applies.store(false, std::sync::atomic::Ordering::Release);
+    if slow {
+        let other = (0..3).find(|i| *i != leading && *i != follower).expect("another follower");
+        slow_follower(&run, &nodes[other])?;
+    }
     run.wait("200 transactions", 30, || acked(&run.writers) >= 200)?;
     let stopping = nodes[leading].server.clone();
     let stop = thread::spawn(move || {
@@ -179,6 +186,21 @@ fn leader_stops_under_load(defect: Option<Defect>) -> Result<usize, String> {
     let acked = end_of_run(&run.world, &nodes, &run.writers)?;
     run.stop(nodes);
     Ok(acked)
+}
+
+/// Makes `node` apply slowly: its write-sets are held until its queue
+/// makes it ask the group to pause (however slowly the writers go on a
+/// loaded machine), then take 10 ms each; returns once it asked for 30
+/// pauses, and go-aheads between them, while write-sets kept arriving.
+fn slow_follower(run: &Run, node: &SimNode) -> Result<(), String> {
+    let slow = &node.server;
+    slow.apply_delay_us.store(10_000, std::sync::atomic::Ordering::Relaxed);
+    slow.hold_applies.store(true, std::sync::atomic::Ordering::Release);
+    let paused = || common::int_stat(slow, "flow_control_sent") > 0;
+    run.wait("the slow node asking the group to pause", 30, paused)?;
+    slow.hold_applies.store(false, std::sync::atomic::Ordering::Release);
+    let cycled = || common::int_stat(slow, "flow_control_sent") >= 30;
+    run.wait("the slow node asking for 30 pauses", 60, cycled)
 }
 
 /// Three nodes, each writing (and a follower running TOI statements and
@@ -238,7 +260,7 @@ fn killed_under_load(leading: bool) -> Result<usize, String> {
     let back = node::restart(&run.world, remains, &run.servers);
     let again = run.write_on(&back, 1);
     nodes.insert(victim, back);
-    run.wait("20 transactions on the node killed", 60, || again.acked() >= 20)?;
+    run.wait_running("20 transactions on the node killed", 60, &nodes, || again.acked() >= 20)?;
     let acked = end_of_run(&run.world, &nodes, &run.writers)?;
     run.stop(nodes);
     Ok(acked)
@@ -263,7 +285,7 @@ fn follower_with_a_damaged_log_starts_over() -> Result<usize, String> {
     let back = node::restart(&run.world, remains, &run.servers);
     let again = run.write_on(&back, 1);
     nodes.insert(victim, back);
-    run.wait("20 transactions on the node whose log was damaged", 60, || again.acked() >= 20)?;
+    run.wait_running("20 transactions on the node whose log was damaged", 60, &nodes, || again.acked() >= 20)?;
     eprintln!("damaged {damaged}");
     let acked = end_of_run(&run.world, &nodes, &run.writers)?;
     run.stop(nodes);
@@ -293,7 +315,7 @@ fn group_lost_power_under_load(seed: u64, defect: Option<GroupDefect>) -> Result
     thread::sleep(Duration::from_secs(1));
     let nodes: Vec<SimNode> = remains.into_iter().map(|r| node::restart(&run.world, r, &run.servers)).collect();
     let again: Vec<Arc<Writer>> = nodes.iter().map(|n| run.write_on(n, 1)).collect();
-    run.wait("20 transactions on each node", 90, || again.iter().all(|w| w.acked() >= 20))?;
+    run.wait_running("20 transactions on each node", 90, &nodes, || again.iter().all(|w| w.acked() >= 20))?;
     let acked = end_of_run(&run.world, &nodes, &run.writers)?;
     run.stop(nodes);
     Ok(acked)
@@ -302,7 +324,14 @@ fn group_lost_power_under_load(seed: u64, defect: Option<GroupDefect>) -> Result
 #[test]
 fn a_leader_stops_cleanly_under_load_on_the_simulated_network() {
     init_logging();
-    let acked = leader_stops_under_load(None).unwrap_or_else(|e| panic!("{e}"));
+    let acked = leader_stops_under_load(None, false).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{acked} transactions acknowledged, all of them on both nodes that stayed");
+}
+
+#[test]
+fn a_leader_stops_cleanly_under_flow_control_on_the_simulated_network() {
+    init_logging();
+    let acked = leader_stops_under_load(None, true).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{acked} transactions acknowledged, all of them on both nodes that stayed");
 }
 
@@ -371,7 +400,7 @@ fn the_history_check_finds_each_broken_promise() {
 #[test]
 fn the_run_catches_flow_control_sent_under_its_lock() {
     init_logging();
-    let caught = (1..=3).find_map(|_| leader_stops_under_load(Some(Defect::SendsFlowControlUnderItsLock)).err());
+    let caught = (1..=3).find_map(|_| leader_stops_under_load(Some(Defect::SendsFlowControlUnderItsLock), true).err());
     let why = caught.expect("flow control sent under its lock stops the group within 3 runs");
     assert!(why.contains("the simulation stopped"), "caught, but not as a blocked group thread: {why}");
     eprintln!("caught: {why}");
@@ -383,7 +412,7 @@ fn the_run_catches_flow_control_sent_under_its_lock() {
 #[test]
 fn the_run_catches_a_clean_stop_that_holds_the_group_across_the_leave() {
     init_logging();
-    let caught = (1..=3).find_map(|_| leader_stops_under_load(Some(Defect::HoldsGroupAcrossLeave)).err());
+    let caught = (1..=3).find_map(|_| leader_stops_under_load(Some(Defect::HoldsGroupAcrossLeave), false).err());
     let why = caught.expect("a stop holding the group across its leave deadlocks within 3 runs");
     assert!(why.contains("the simulation stopped"), "caught, but not as a blocked group thread: {why}");
     eprintln!("caught: {why}");

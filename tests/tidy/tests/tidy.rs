@@ -8,6 +8,8 @@
 //!   draw but `entropy`'s: a simulation's seed must decide all of it;
 //! - no two modules of the engine need each other (`tandem_tidy::modules`);
 //! - every repository path the README names exists;
+//! - the shipped CLI (crates/tandem) stays within 8,000 lines of source,
+//!   the lab's tools (bench, MTR) living in crates/lab;
 //! - commit subjects of at most 72 characters, from the rule's start on.
 //!
 //! What breaks a rule today is listed in `allowlist.txt`, with its size
@@ -21,6 +23,9 @@ use tandem_tidy::{functions, judge, uses};
 const MAX_FILE_LINES: usize = 800;
 const MAX_FN_LINES: usize = 70;
 const MAX_SUBJECT_CHARS: usize = 72;
+/// What operators install (`tandem`: cluster, node, sst, arbitrator,
+/// remote) is kept small; what only the project runs goes to crates/lab.
+const MAX_SHIPPED_CLI_LINES: usize = 8_000;
 /// The rule on subjects holds for commits made after this one's time
 /// (ffaeca8, 2026-11-28 11:16:46 UTC, the last commit before it). A time,
 /// not a hash, so that a shallow clone checks what it has.
@@ -251,6 +256,17 @@ fn the_readme_names_only_paths_that_exist() {
     }
     missing.dedup();
     assert!(missing.is_empty(), "README.md names paths that do not exist: {missing:?}");
+}
+
+#[test]
+fn the_shipped_cli_stays_within_8000_lines() {
+    let cli: Vec<String> = rust_files().into_iter().filter(|f| f.starts_with("crates/tandem/src/")).collect();
+    assert!(!cli.is_empty(), "no source found under crates/tandem/src");
+    let lines: usize = cli.iter().map(|f| read(f).lines().count()).sum();
+    assert!(
+        lines <= MAX_SHIPPED_CLI_LINES,
+        "crates/tandem/src holds {lines} lines, over {MAX_SHIPPED_CLI_LINES}: what operators do not run belongs in crates/lab"
+    );
 }
 
 /// `git log` and `git blame` read one line per commit: the subject says

@@ -116,6 +116,13 @@ impl SimNode {
         self.appliers.into_iter().for_each(|t| t.join().unwrap());
     }
 
+    /// Whether the node stopped on its own: its appliers' loops all ended
+    /// (it refused to go on, as a node whose data is ahead of the group's
+    /// history does: "restart required").
+    pub fn stopped(&self) -> bool {
+        self.server.recv_ends.lock().len() >= self.appliers.len()
+    }
+
     /// Waits for the appliers of a node that was stopped.
     pub fn join(self) {
         self.appliers.into_iter().for_each(|t| t.join().unwrap());
