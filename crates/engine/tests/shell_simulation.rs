@@ -253,7 +253,7 @@ fn killed_under_load(leading: bool) -> Result<usize, String> {
     run.wait("200 transactions", 30, || acked(&writers) >= 200)?;
     let victim = (0..3).find(|i| (Some(*i) == leader(&nodes)) == leading).ok_or("no leader")?;
     writers[victim].kill();
-    let remains = crash(&run.world, nodes.remove(victim), Death::Kill, "");
+    let remains = crash(&run.world, nodes.remove(victim), Death::Kill);
     let before = acked(&writers);
     run.wait("100 transactions by the two others", 60, || acked(&writers) >= before + 100)?;
     thread::sleep(Duration::from_secs(1));
@@ -278,7 +278,7 @@ fn follower_with_a_damaged_log_starts_over() -> Result<usize, String> {
     run.wait("200 transactions", 30, || acked(&writers) >= 200)?;
     let victim = (0..3).find(|i| Some(*i) != leader(&nodes)).expect("a follower");
     writers[victim].kill();
-    let remains = crash(&run.world, nodes.remove(victim), Death::Kill, "");
+    let remains = crash(&run.world, nodes.remove(victim), Death::Kill);
     let damaged = remains.damage_log().ok_or("no log segment to damage")?;
     let before = acked(&writers);
     run.wait("100 transactions by the two others", 60, || acked(&writers) >= before + 100)?;
@@ -308,7 +308,7 @@ fn group_lost_power_under_load(seed: u64, defect: Option<GroupDefect>) -> Result
     let mut remains = vec![];
     for n in nodes {
         let how = Death::PowerCut { seed: seed * 3 + n.host as u64, db_tail: 40 };
-        remains.push(crash(&run.world, n, how, OPTIONS));
+        remains.push(crash(&run.world, n, how));
     }
     let lost: Vec<(usize, u64)> = remains.iter().map(|r| (r.lost_commits, r.torn)).collect();
     eprintln!("seed {seed}: (server commits lost, log bytes torn) per node: {lost:?}");

@@ -124,14 +124,19 @@ impl FakeServer {
     /// The data's position, as `mariadbd --wsrep-recover` reads it: the
     /// history of the last primary view or transfer, and the last commit.
     pub fn position(&self) -> Gtid {
-        let installed = *self.installed.lock();
         let history = self.views.lock().iter().rev().map(|v| v.state_id.uuid).find(|u| !u.is_nil());
-        let last = self.commits.lock().last().map_or(-1, |c| c.seqno);
-        let seqno = last.max(installed.map_or(-1, |g| g.seqno));
-        match history.or(installed.map(|g| g.uuid)) {
-            Some(uuid) if seqno >= 0 => Gtid { uuid, seqno },
-            _ => Gtid::UNDEFINED,
-        }
+        position_of(history, &self.commits.lock(), *self.installed.lock())
+    }
+}
+
+/// Where data made of `commits`, on a transfer that `installed` them if
+/// one did, stands in `history` (else the transfer's).
+pub fn position_of(history: Option<Uuid>, commits: &[Commit], installed: Option<Gtid>) -> Gtid {
+    let last = commits.last().map_or(-1, |c| c.seqno);
+    let seqno = last.max(installed.map_or(-1, |g| g.seqno));
+    match history.or(installed.map(|g| g.uuid)) {
+        Some(uuid) if seqno >= 0 => Gtid { uuid, seqno },
+        _ => Gtid::UNDEFINED,
     }
 }
 

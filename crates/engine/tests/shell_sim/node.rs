@@ -34,6 +34,8 @@ pub struct SimNode {
     /// The group's log, as the member writes it.
     disk: MemStorage,
     data_dir: TempDir,
+    /// Its options beyond `OPTIONS`, kept for its restart.
+    options: &'static str,
 }
 
 /// What a node starts from.
@@ -53,9 +55,7 @@ impl Start {
         *self.server.applier_defect.lock() = defect;
         self
     }
-}
 
-impl Start {
     /// A new node: no data, no log.
     pub fn fresh(host: usize, options: &'static str) -> Start {
         Start {
@@ -100,7 +100,7 @@ pub fn start(world: &Arc<World>, host: usize, start: Start, servers: &Servers, u
     };
     let node = Node::new(start.server.clone(), config, factory(world.clone(), name, start.disk.clone())).unwrap();
     let appliers = common::connect(node, &start.server, servers, url, "", url == "gcomm://");
-    SimNode { host, server: start.server, appliers, disk: start.disk, data_dir: start.data_dir }
+    SimNode { host, server: start.server, appliers, disk: start.disk, data_dir: start.data_dir, options: start.options }
 }
 
 /// The address of every host: where a restarted node looks for its group.
@@ -156,10 +156,10 @@ pub struct Remains {
 /// of the crash, on the simulation's thread; the `Node` left behind (its
 /// OS threads live on in this process, as a killed process's do not) is
 /// stopped on a thread of its own, and nothing it does after counts.
-pub fn crash(world: &World, node: SimNode, how: Death, options: &'static str) -> Remains {
+pub fn crash(world: &World, node: SimNode, how: Death) -> Remains {
     let taken = Arc::new(Mutex::new(None));
     let (server, disk, into) = (node.server.clone(), node.disk.clone(), taken.clone());
-    let (host, dir) = (node.host, node.data_dir.path().to_path_buf());
+    let (host, dir, options) = (node.host, node.data_dir.path().to_path_buf(), node.options);
     world.crash(HOSTS[host], move || *into.lock() = Some(take(host, &server, &disk, &dir, how, options)));
     thread::spawn(move || node.stop());
     let remains = taken.lock().take();
@@ -168,7 +168,7 @@ pub fn crash(world: &World, node: SimNode, how: Death, options: &'static str) ->
 
 /// What the node on `host` leaves if it dies now as `how` says.
 fn take(host: usize, server: &FakeServer, disk: &MemStorage, dir: &Path, how: Death, options: &'static str) -> Remains {
-    let history = server.position().uuid;
+    let history = Some(server.position().uuid).filter(|u| !u.is_nil());
     let mut commits = server.commits.lock().clone();
     let installed = *server.installed.lock();
     let (disk, lost_commits, torn) = match how {
@@ -183,8 +183,7 @@ fn take(host: usize, server: &FakeServer, disk: &MemStorage, dir: &Path, how: De
             (after, lost, torn)
         }
     };
-    let seqno = commits.last().map_or(-1, |c| c.seqno).max(installed.map_or(-1, |g| g.seqno));
-    let position = if seqno >= 0 && !history.is_nil() { Gtid { uuid: history, seqno } } else { Gtid::UNDEFINED };
+    let position = common::position_of(history, &commits, installed);
     let server = Arc::new(FakeServer::restored(commits, installed));
     let start = Start { server, disk, data_dir: data_dir_copy(host, dir), position, options };
     Remains { host, start, lost_commits, torn }
