@@ -70,10 +70,15 @@ pub async fn run(shared: Arc<Shared>) {
 
 /// Says hello to one peer once a `period`, one keepalive at a time (a peer
 /// slower than `period` must not collect a queue of them).
+///
+/// Each keepalive is a task of its own, so that stopping the greeter (the
+/// membership no longer names the peer) lets the one in flight run to its
+/// end: dropped halfway, it would close a connection in the middle of its
+/// handshake, which the peer has to log.
 async fn greet(shared: Arc<Shared>, id: MemberId, addr: String, period: Duration) {
     loop {
         let started = Instant::now();
-        keepalive(shared.clone(), id, addr.clone()).await;
+        let _ = tokio::spawn(keepalive(shared.clone(), id, addr.clone())).await;
         tokio::time::sleep_until(started + period).await;
     }
 }

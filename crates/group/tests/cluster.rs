@@ -394,8 +394,9 @@ fn drain_until_closed(mut s: TcpStream) -> Vec<u8> {
     got
 }
 
-/// (f) Strangers are refused and the group keeps working: random bytes,
-/// another protocol version, an oversized frame, another cluster.
+/// (f) Strangers are refused and the group keeps working: a port probe,
+/// random bytes, another protocol version, an oversized frame, another
+/// cluster.
 #[test]
 fn strangers_are_refused_and_the_group_keeps_working() {
     let _serial = serial();
@@ -403,6 +404,11 @@ fn strangers_are_refused_and_the_group_keeps_working() {
     wait_primary(&m1);
     let m2 = join("f2", &m1);
     wait_primary(&m2);
+
+    // A port probe: connected, closed, nothing sent. Noted, not an error.
+    drop(raw_connect(&m1));
+    wait_until("the probe noted", || logged(&["Info", "closed before sending anything"]));
+    assert!(!logged(&["Error", "before sending anything"]), "a probe is no error");
 
     let mut s = raw_connect(&m1);
     let noise: Vec<u8> = (0..1000).map(|_| rand::random::<u8>() | 0x80).collect();

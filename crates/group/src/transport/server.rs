@@ -170,15 +170,33 @@ async fn secure(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option<PeerSt
     }
 }
 
+/// How the peer opens the connection (TLS or not); `None` (logged) when it
+/// closed or failed before its first byte.
+async fn opening_of(net: &NetCtx, tcp: &TcpStream, peer: SocketAddr) -> Option<Opening> {
+    let who = peer.ip().to_string();
+    match tls::opening(tcp).await {
+        Ok(opening) => Some(opening),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            // Closed without a byte sent: nothing was refused. A port probe
+            // (a load balancer's TCP check), or a peer that gave up a dial it
+            // no longer needed, does this; an error line for each would
+            // drown the ones that say something. A peer that connects and
+            // stays silent is still an error, after HANDSHAKE_TIMEOUT.
+            net.noted_at(log::Level::Info, &who, "silent", || {
+                format!("Connection from {peer} closed before sending anything; ignoring it")
+            });
+            None
+        }
+        Err(e) => {
+            net.refused(&who, "silent", || format!("Connection from {peer} failed before its handshake: {e}"));
+            None
+        }
+    }
+}
+
 async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option<PeerStream> {
     let who = peer.ip().to_string();
-    let opening = match tls::opening(&tcp).await {
-        Ok(opening) => opening,
-        Err(e) => {
-            net.refused(&who, "silent", || format!("Connection from {peer} closed before its handshake: {e}"));
-            return None;
-        }
-    };
+    let opening = opening_of(net, &tcp, peer).await?;
     match (&net.tls, opening) {
         (TlsMode::Off, Opening::Plain) => Some(PeerStream::Plain(tcp)),
         (TlsMode::Off, Opening::Tls) => {
