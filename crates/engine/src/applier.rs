@@ -94,7 +94,11 @@ impl Node {
                 Step::Next
             }
             Task::Final => {
-                self.await_last_ordered(FINAL_DRAIN);
+                if crate::injected::active(crate::injected::Defect::EndsBeforeItsBacklog) {
+                    self.inner.queue.close();
+                } else {
+                    self.await_last_ordered(FINAL_DRAIN);
+                }
                 let group_uuid = self.inner.core.lock().group_uuid();
                 self.inner.app.view(ctx, &View::final_view(group_uuid));
                 self.inner.core.lock().on_final();

@@ -20,6 +20,13 @@ pub enum Defect {
     /// pause waits in the group's submit for a group thread, which waits
     /// for that lock to check its own queue.
     SendsFlowControlUnderItsLock,
+    /// The clean stop ends before what the group ordered to the node: the
+    /// final view goes to the front of the appliers' queue, and the
+    /// applier that takes it drops what is queued behind it, as before
+    /// 5ad24f3 (issue 44's other hang: a seqno nobody would apply). On the
+    /// stopping thread (the final view's place) and on the appliers (the
+    /// drop).
+    EndsBeforeItsBacklog,
 }
 
 /// Where the engine's defects start in the switch the group crate keeps

@@ -347,6 +347,13 @@ impl Node {
         log::debug!("Lock epoch {epoch}: {why}");
     }
 
+    /// The last seqno the group ordered to this node (applied or not yet).
+    /// After a clean stop of a synced node, `last_committed` is this: its
+    /// appliers applied everything the group ordered before it left.
+    pub fn last_ordered(&self) -> Seqno {
+        self.inner.core.lock().last_ordered
+    }
+
     /// No write-set we send from now on will have seen less than this.
     pub fn safe_seqno(&self) -> Seqno {
         self.inner.local.in_flight.safe(|| self.inner.apply.last_left())

@@ -146,17 +146,33 @@ fn leader(nodes: &[SimNode]) -> Option<usize> {
     })
 }
 
+/// How the leader that stops cleanly is loaded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// Both followers write; the leader applies as fast as it can.
+    Writers,
+    /// The other follower applies slowly (`slow_follower`) and flow
+    /// control holds the writers back.
+    FlowControl,
+    /// The leader's own appliers are held when it starts to stop, with
+    /// write-sets queued behind them (a backlog its flow control allows),
+    /// and let go once its stop has queued the final view.
+    Backlog,
+}
+
 /// Three nodes; both followers write (one-row transactions, and on one of
 /// them TOI statements and streaming transactions too) while the leader
 /// stops cleanly (`disconnect`, with `defect` put back on the stopping
-/// thread, or on every node's appliers for flow control's defect). With
-/// `slow`, the other follower applies slowly (`slow_follower`) and flow
-/// control holds the writers back. The stop must end, its appliers come
-/// back, and the two others go on and hold the same commits, every
-/// acknowledged transaction among them.
-fn leader_stops_under_load(defect: Option<Defect>, slow: bool) -> Result<usize, String> {
+/// thread, and on every node's appliers where the defect is theirs) under
+/// `load`. The stop must end, the stopped node must have applied every
+/// seqno the group ordered to it (a clean stop leaves its data at the
+/// group's position when it left), and the two others go on and hold the
+/// same commits, every acknowledged transaction among them.
+fn leader_stops_under_load(defect: Option<Defect>, load: Load) -> Result<usize, String> {
     let mut run = Run::new();
-    let on_appliers = defect.filter(|d| *d == Defect::SendsFlowControlUnderItsLock);
+    let on_appliers =
+        defect.filter(|d| matches!(d, Defect::SendsFlowControlUnderItsLock | Defect::EndsBeforeItsBacklog));
+    let slow = load == Load::FlowControl;
     // A low limit: the slow node asks for pauses and go-aheads often.
     let mut nodes = run.three_nodes_with(if slow { "gcs.fc_limit=2" } else { "" }, on_appliers)?;
     let leading = leader(&nodes).ok_or("no leader")?;
@@ -172,15 +188,27 @@ fn leader_stops_under_load(defect: Option<Defect>, slow: bool) -> Result<usize, 
     }
     run.wait("200 transactions", 30, || acked(&run.writers) >= 200)?;
     let stopping = nodes[leading].server.clone();
-    let stop = thread::spawn(move || {
-        #[cfg(feature = "negative-tests")]
-        tandem_engine::injected::inject(defect.filter(|d| *d == Defect::HoldsGroupAcrossLeave));
-        stopping.node().disconnect();
-    });
+    if load == Load::Backlog {
+        stopping.hold_applies.store(true, std::sync::atomic::Ordering::Release);
+        run.wait("write-sets queued on the leader", 30, || common::int_stat(&stopping, "local_recv_queue") >= 3)?;
+    }
+    let stop = {
+        let stopping = stopping.clone();
+        thread::spawn(move || {
+            #[cfg(feature = "negative-tests")]
+            tandem_engine::injected::inject(defect);
+            stopping.node().disconnect();
+        })
+    };
     #[cfg(not(feature = "negative-tests"))]
     let _ = defect;
     run.wait("the leader's clean stop", 60, || stop.is_finished())?;
+    stopping.hold_applies.store(false, std::sync::atomic::Ordering::Release);
     nodes.remove(leading).join();
+    let (ordered, applied) = (stopping.node().last_ordered(), common::int_stat(&stopping, "last_committed"));
+    if applied != ordered {
+        return Err(format!("the stopped leader applied up to seqno {applied} of the {ordered} ordered to it"));
+    }
     let before = acked(&run.writers);
     run.wait("100 transactions after the stop", 30, || acked(&run.writers) >= before + 100)?;
     let acked = end_of_run(&run.world, &nodes, &run.writers)?;
@@ -324,14 +352,21 @@ fn group_lost_power_under_load(seed: u64, defect: Option<GroupDefect>) -> Result
 #[test]
 fn a_leader_stops_cleanly_under_load_on_the_simulated_network() {
     init_logging();
-    let acked = leader_stops_under_load(None, false).unwrap_or_else(|e| panic!("{e}"));
+    let acked = leader_stops_under_load(None, Load::Writers).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{acked} transactions acknowledged, all of them on both nodes that stayed");
 }
 
 #[test]
 fn a_leader_stops_cleanly_under_flow_control_on_the_simulated_network() {
     init_logging();
-    let acked = leader_stops_under_load(None, true).unwrap_or_else(|e| panic!("{e}"));
+    let acked = leader_stops_under_load(None, Load::FlowControl).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{acked} transactions acknowledged, all of them on both nodes that stayed");
+}
+
+#[test]
+fn a_leader_stops_cleanly_with_a_backlog_on_the_simulated_network() {
+    init_logging();
+    let acked = leader_stops_under_load(None, Load::Backlog).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{acked} transactions acknowledged, all of them on both nodes that stayed");
 }
 
@@ -400,7 +435,8 @@ fn the_history_check_finds_each_broken_promise() {
 #[test]
 fn the_run_catches_flow_control_sent_under_its_lock() {
     init_logging();
-    let caught = (1..=3).find_map(|_| leader_stops_under_load(Some(Defect::SendsFlowControlUnderItsLock), true).err());
+    let caught = (1..=3)
+        .find_map(|_| leader_stops_under_load(Some(Defect::SendsFlowControlUnderItsLock), Load::FlowControl).err());
     let why = caught.expect("flow control sent under its lock stops the group within 3 runs");
     assert!(why.contains("the simulation stopped"), "caught, but not as a blocked group thread: {why}");
     eprintln!("caught: {why}");
@@ -412,9 +448,24 @@ fn the_run_catches_flow_control_sent_under_its_lock() {
 #[test]
 fn the_run_catches_a_clean_stop_that_holds_the_group_across_the_leave() {
     init_logging();
-    let caught = (1..=3).find_map(|_| leader_stops_under_load(Some(Defect::HoldsGroupAcrossLeave), false).err());
+    let caught =
+        (1..=3).find_map(|_| leader_stops_under_load(Some(Defect::HoldsGroupAcrossLeave), Load::Writers).err());
     let why = caught.expect("a stop holding the group across its leave deadlocks within 3 runs");
     assert!(why.contains("the simulation stopped"), "caught, but not as a blocked group thread: {why}");
+    eprintln!("caught: {why}");
+}
+
+/// With the final view put back at the front of the appliers' queue,
+/// dropping what was queued behind it (issue 44's other hang), the stopped
+/// leader leaves seqnos the group ordered to it unapplied, and the run
+/// says so. Its appliers are held while the stop queues the final view, so
+/// there is a backlog to drop every time.
+#[cfg(feature = "negative-tests")]
+#[test]
+fn the_run_catches_a_clean_stop_that_drops_its_backlog() {
+    init_logging();
+    let why = leader_stops_under_load(Some(Defect::EndsBeforeItsBacklog), Load::Backlog).expect_err("caught");
+    assert!(why.contains("ordered to it"), "caught, but not as a backlog left unapplied: {why}");
     eprintln!("caught: {why}");
 }
 
