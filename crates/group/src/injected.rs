@@ -34,6 +34,10 @@ pub enum Defect {
     /// `gcache.fsync` on: entries count towards a commit while a power cut
     /// can still take them.
     AcknowledgesBeforeSync,
+    /// A snapshot installed from the leader is applied but not written as
+    /// a checkpoint: the log after it is then not replayable from the
+    /// member's disk, and a restart cannot resume it.
+    ForgetsInstalledSnapshot,
 }
 
 #[cfg(feature = "negative-tests")]

@@ -16,6 +16,8 @@
 mod common;
 mod sim_checks;
 mod sim_disk;
+#[cfg(feature = "negative-tests")]
+mod sim_negative;
 mod sim_net;
 mod sim_reads;
 
@@ -32,9 +34,6 @@ const PORT: u16 = 4567;
 const HOSTS: [&str; 3] = ["n1", "n2", "n3"];
 /// Simulated time a scenario may take before it counts as hung.
 const SIM_LIMIT: Duration = Duration::from_secs(60);
-/// Seeds a negative test may take to catch its defect.
-#[cfg(feature = "negative-tests")]
-const NEGATIVE_SEEDS: u64 = 8;
 
 fn addr(host: &str) -> String {
     format!("{host}:{PORT}")
@@ -66,6 +65,9 @@ struct Seat {
     disk: Mutex<MemStorage>,
     /// `gcache.fsync`: appends acknowledged once fsynced.
     fsync: AtomicBool,
+    /// A log of 64 KiB (`gcache.size`) in segments of 8 KiB, its replica
+    /// releasing all it applied: the log is purged under load.
+    small_log: AtomicBool,
     /// How many times the member started.
     starts: AtomicUsize,
     id: Mutex<Option<MemberId>>,
@@ -136,6 +138,11 @@ async fn run_host(
     let mut config = sim_config(name, first_start && name == HOSTS[0]);
     config.log.memory = Some(GivenDisk(seat.disk.lock().unwrap().clone()));
     config.log.fsync = seat.fsync.load(Ordering::SeqCst);
+    let small_log = seat.small_log.load(Ordering::SeqCst);
+    if small_log {
+        config.log.cache_bytes = 64 << 10;
+        config.log.segment_bytes = 8 << 10;
+    }
     let member =
         HostedMember::start(config, Box::new(Recorder(rec))).await.map_err(|e| format!("{name} did not start: {e}"))?;
     let member = Arc::new(member);
@@ -168,6 +175,10 @@ async fn run_host(
             let _ = member.promote(member.me()).await;
         }
         *seat.window.lock().unwrap() = member.core_window();
+        if small_log {
+            // A replica that is its own history holds all it applied.
+            member.release_upto(i64::MAX);
+        }
         if seat.leave.swap(false, Ordering::SeqCst) {
             let left = member.leave().await.map_err(|e| e.to_string());
             *seat.left.lock().unwrap() = Some(left);
@@ -257,6 +268,17 @@ fn three_writing(seed: u64) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<W
 /// n1 and n3 reading causally throughout (`sim_reads`, checked by
 /// [`check_reads`]); `fsync`: every member with `gcache.fsync` on.
 fn start_three(seed: u64, reading: bool, fsync: bool) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<Writer>>) {
+    start_three_with(seed, reading, fsync, false)
+}
+
+/// As [`start_three`]; `small_log`: every member's log purged under load
+/// ([`Seat::small_log`]).
+fn start_three_with(
+    seed: u64,
+    reading: bool,
+    fsync: bool,
+    small_log: bool,
+) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<Writer>>) {
     // Every draw of every member (ids, uuids, election timeouts) comes from
     // the seed: all hosts run on this thread.
     tandem_group::entropy::seed_this_thread(Some(seed));
@@ -276,6 +298,7 @@ fn start_three(seed: u64, reading: bool, fsync: bool) -> (turmoil::Sim<'static>,
     let writers: Vec<Arc<Writer>> = (0..if reading { 2 } else { 1 }).map(Writer::new).collect();
     for (i, name) in HOSTS.into_iter().enumerate() {
         seats[i].fsync.store(fsync, Ordering::SeqCst);
+        seats[i].small_log.store(small_log, Ordering::SeqCst);
         if reading && i != 1 {
             *seats[i].reader.lock().unwrap() = Some(Arc::default());
         }
@@ -455,6 +478,41 @@ fn follower_back(
         seats[victim].rec().messages().len() >= after + 200
     });
     end_of_run(seed, &mut sim, seats, writers, Promise::EveryPayloadOnce)
+}
+
+/// With every log purged under load (64 KiB each), n3, a follower without
+/// the writer, is cut off from both others while n2 writes 3,000 payloads,
+/// so that the others' logs no longer hold what it missed: once the links
+/// mend it is taken back by a snapshot of the group state (Raft's
+/// InstallSnapshot), which it must keep on its disk. Killed with -9 next,
+/// it comes back from that disk as itself and catches up again; in the
+/// end all three applied one history, every payload once.
+fn follower_behind_the_purge(seed: u64) -> Outcome {
+    let (mut sim, seats, writers) = start_three_with(seed, false, false, true);
+    let victim = 2;
+    assert_ne!(leader_seat(&seats), victim, "seed {seed}: n3 follows");
+    for other in [HOSTS[0], HOSTS[1]] {
+        sim.partition(HOSTS[victim], other);
+    }
+    let after = seats[1].rec().messages().len();
+    step_until(&mut sim, "3000 payloads applied while n3 is cut off", || {
+        seats[1].rec().messages().len() >= after + 3000
+    });
+    for other in [HOSTS[0], HOSTS[1]] {
+        sim.repair(HOSTS[victim], other);
+    }
+    step_until(&mut sim, "n3 restored a snapshot", || seats[victim].rec().journal().restores > 0);
+    let after = seats[victim].rec().messages().len();
+    step_until(&mut sim, "200 payloads applied by n3 since its snapshot", || {
+        seats[victim].rec().messages().len() >= after + 200
+    });
+    let id = kill(&mut sim, &seats, victim);
+    follower_back(seed, sim, &seats, &writers, victim, id)
+}
+
+#[test]
+fn a_follower_behind_the_purge_comes_back_by_snapshot_under_simulation() {
+    run_seeds(follower_behind_the_purge);
 }
 
 #[test]
@@ -684,7 +742,7 @@ fn a_followers_payloads_survive_a_leader_hand_over_under_simulation() {
 fn a_seed_replays_the_same_run() {
     common::init_logging();
     let seed = seeds()[0];
-    let scenarios: [(&str, Scenario); 9] = [
+    let scenarios: [(&str, Scenario); 10] = [
         ("hand-over", hand_over_under_load),
         ("cut-off leader", leader_cut_off_under_load),
         ("killed follower", follower_killed_under_load),
@@ -694,6 +752,7 @@ fn a_seed_replays_the_same_run() {
         ("group without power", group_lost_power_under_load),
         ("flaky links", flaky_links_under_load),
         ("held follower", follower_held_and_taken_back),
+        ("follower behind the purge", follower_behind_the_purge),
     ];
     for (name, scenario) in scenarios {
         let (first, second) = (scenario(seed), scenario(seed));
@@ -701,72 +760,4 @@ fn a_seed_replays_the_same_run() {
         assert_eq!(first.elapsed, second.elapsed, "{name}, seed {seed}: simulated time");
         assert!(first == second, "{name}, seed {seed}: the two runs applied different histories");
     }
-}
-
-/// The checks bite: with the loss of issue 44 put back (a leader handing
-/// its leadership over appends what followers forward, and its Raft core
-/// drops it), a run of some seed fails. Prints the seed that caught it.
-#[cfg(feature = "negative-tests")]
-#[test]
-fn the_checks_catch_a_leader_that_takes_forwards_while_handing_over() {
-    caught_within_bound(Defect::HandOverTakesForwards, hand_over_under_load);
-}
-
-/// With the forwarding link's watch switched off, a flaky network leaves a
-/// follower writing into a dead connection: nothing more is ordered.
-#[cfg(feature = "negative-tests")]
-#[test]
-fn the_checks_catch_a_forwarding_link_that_swallows_payloads() {
-    caught_within_bound(Defect::ForwardLinkNeverStalls, flaky_links_under_load);
-}
-
-/// With a hand-back keyed on the term alone, a follower evicted and taken
-/// back by the same leader forwards nothing to it any more.
-#[cfg(feature = "negative-tests")]
-#[test]
-fn the_checks_catch_a_follower_that_passes_over_the_leader_that_took_it_back() {
-    caught_within_bound(Defect::HandBackKeyedOnTermOnly, follower_held_and_taken_back);
-}
-
-/// With a read barrier that does not ask the leader, a follower answers a
-/// causal read from before a commit another member acknowledged.
-#[cfg(feature = "negative-tests")]
-#[test]
-fn the_checks_catch_a_causal_read_that_does_not_ask_the_leader() {
-    caught_within_bound(Defect::FollowerReadsItsOwnIndex, hand_over_under_load);
-}
-
-/// With a connection that takes forwards again after handing some back, a
-/// follower evicted and taken back has its payloads ordered out of turn.
-#[cfg(feature = "negative-tests")]
-#[test]
-fn the_checks_catch_a_leader_that_takes_forwards_after_handing_back() {
-    caught_within_bound(Defect::TakesForwardsAfterHandingBack, follower_held_and_taken_back);
-}
-
-/// With appends acknowledged before they are fsynced, a power cut of the
-/// whole group takes entries that were committed and applied.
-#[cfg(feature = "negative-tests")]
-#[test]
-fn the_checks_catch_a_log_that_acknowledges_before_the_fsync() {
-    caught_within_bound(Defect::AcknowledgesBeforeSync, group_lost_power_under_load);
-}
-
-#[cfg(feature = "negative-tests")]
-use tandem_group::injected::Defect;
-
-/// Runs `scenario` with `defect` put back, seed after seed, until one fails;
-/// the test fails if none of 1..=NEGATIVE_SEEDS does. Prints the seed.
-#[cfg(feature = "negative-tests")]
-fn caught_within_bound(defect: Defect, scenario: Scenario) {
-    use tandem_group::injected::inject;
-    common::init_logging();
-    let caught = (1..=NEGATIVE_SEEDS).find(|&seed| {
-        inject(Some(defect));
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(seed)));
-        inject(None);
-        run.is_err()
-    });
-    let seed = caught.unwrap_or_else(|| panic!("no seed of 1..={NEGATIVE_SEEDS} caught {defect:?}"));
-    eprintln!("{defect:?} was caught with seed {seed}");
 }

@@ -84,6 +84,12 @@ impl HostedMember {
         crate::read::barrier(&self.shared, timeout).await
     }
 
+    /// As `GroupChannel::release_upto`: the replica holds durably what it
+    /// applied up to `position`, so the log may be purged up to there.
+    pub fn release_upto(&self, position: i64) {
+        self.shared.released.fetch_max(position, std::sync::atomic::Ordering::AcqRel);
+    }
+
     /// As [`RaftGroup::core_window`].
     pub fn core_window(&self) -> (usize, u64) {
         (self.shared.in_core.peak(), self.shared.in_core.lost())

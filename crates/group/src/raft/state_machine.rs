@@ -297,7 +297,9 @@ impl StateMachine {
             time_ms: now_ms(),
             data: snapshot,
         };
-        self.checkpoints.write(&record).map_err(io::Error::other)?;
+        if !crate::injected::active(crate::injected::Defect::ForgetsInstalledSnapshot) {
+            self.checkpoints.write(&record).map_err(io::Error::other)?;
+        }
         let mut applied = lock(&self.applied);
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
