@@ -127,7 +127,7 @@ impl Node {
     /// write-sets queued before the final view, and local clients ordered
     /// among them), so that the position saved next is the data's.
     fn await_last_ordered(&self, limit: Duration) {
-        let last = self.inner.core.lock().last_ordered;
+        let last = self.inner.core.lock().last_ordered();
         if self.inner.apply.wait_left(last, Some(limit)).is_err() {
             log::info!(
                 "Leaving with seqnos up to {last} ordered and {} applied: the rest is not applied here",
@@ -298,7 +298,7 @@ impl Node {
         }
         let (commands, desyncs) = {
             let mut core = inner.core.lock();
-            (core.on_view_delivered(vc), core.desyncs)
+            (core.on_view_delivered(vc), core.desyncs())
         };
         // A removal clears the desync count (`NodeCore::on_view`).
         inner.stats.desync_count.store(desyncs as i64, Ordering::Relaxed);
@@ -320,16 +320,14 @@ impl Node {
     fn note_bootstrap_safety(&self, vc: &ViewChange) {
         let only_member = vc.members.len() == 1 && vc.members[0].uuid == self.me();
         let admitted = self.inner.core.lock().admission().is_some();
-        if admitted && self.inner.core.lock().state != crate::core::LocalState::Initialized {
+        if admitted && self.inner.core.lock().state() != crate::core::LocalState::Initialized {
             self.mark_running(only_member);
         }
     }
 
     fn join(&self, ctx: usize, admission: Admission) -> Step {
         let inner = &self.inner;
-        // The view a joiner gets through connected_cb is its current view
-        // (a later non-primary view and the status variables are built from it).
-        inner.core.lock().members = admission.view.members.clone();
+        inner.core.lock().on_joining(&admission.view);
         let view = self.view_for(&admission.view);
         if !inner.app.connected(&view) {
             log::error!("The server refused to connect to view {}", admission.view.view_no);
@@ -428,7 +426,7 @@ impl Node {
             let mut result = inner.sst.lock();
             while result.is_none() && !inner.closing.load(Ordering::Acquire) {
                 inner.sst_done.wait_for(&mut result, Duration::from_millis(500));
-                if result.is_none() && !inner.core.lock().view_members.contains(&donor) {
+                if result.is_none() && !inner.core.lock().view_members().contains(&donor) {
                     break;
                 }
             }
@@ -451,7 +449,7 @@ impl Node {
     /// None: the provider is closing.
     fn find_donor(&self, request: &[u8]) -> Option<Uuid> {
         let inner = &self.inner;
-        let donors = inner.core.lock().donors.clone();
+        let donors = inner.core.lock().donors().to_string();
         // A joiner asks as soon as its server is ready, which is often a
         // moment before the group takes its messages (it is still being
         // admitted): that is no missing donor, and worth a second's wait
@@ -535,7 +533,7 @@ impl Node {
         if self.inner.apply.wait_left(after, None).is_err() {
             return Step::Next; // nothing more is applied: never synced
         }
-        if self.inner.core.lock().desyncs > 0 {
+        if self.inner.core.lock().desyncs() > 0 {
             return Step::Next; // still desynced by the operator
         }
         // A repeated announcement changes nothing.
@@ -554,7 +552,7 @@ impl Node {
     fn set_synced(&self) {
         let only_member = {
             let core = self.inner.core.lock();
-            core.members.len() == 1 && core.members[0].uuid == self.me()
+            core.members().len() == 1 && core.members()[0].uuid == self.me()
         };
         self.mark_running(only_member);
         log::info!("Synced with group");
@@ -572,9 +570,9 @@ impl Node {
         let me = self.me();
         let (group_uuid, members) = {
             let core = self.inner.core.lock();
-            let mut members: Vec<_> = core.members.iter().filter(|m| m.uuid == me).cloned().collect();
+            let mut members: Vec<_> = core.members().iter().filter(|m| m.uuid == me).cloned().collect();
             if removal.is_none() {
-                members.extend(core.reachable.iter().filter(|m| m.uuid != me).cloned());
+                members.extend(core.reachable().iter().filter(|m| m.uuid != me).cloned());
             }
             members.sort_by_key(|m| m.uuid);
             // A view of now: this node is this process, whatever

@@ -235,6 +235,11 @@ impl Certifier {
     pub fn purged_upto(&self) -> Seqno {
         self.purged_upto
     }
+
+    /// The last write-set everything after depends on (TOI, PA_UNSAFE).
+    pub fn last_barrier(&self) -> Seqno {
+        self.last_barrier
+    }
 }
 
 /// Serializes the index as a map in key order (it reads back into any map).

@@ -510,7 +510,7 @@ impl Node {
         // The group retries transient failures up to the deadline itself
         // (see `GroupChannel::read_barrier`).
         match group.read_barrier(deadline.saturating_duration_since(Instant::now())) {
-            Ok(()) => Ok(self.inner.core.lock().last_ordered),
+            Ok(()) => Ok(self.inner.core.lock().last_ordered()),
             Err(GroupError::NonPrimary | GroupError::Closed) => Err(Status::ConnFail),
             Err(e) => {
                 log::warn!("Causal read: no read barrier before the timeout: {e}");
@@ -526,7 +526,7 @@ impl Node {
     /// Stops committing after the last ordered seqno and waits for everything
     /// up to it; returns that seqno.
     pub fn pause(&self) -> Seqno {
-        let at = self.inner.core.lock().last_ordered;
+        let at = self.inner.core.lock().last_ordered();
         self.inner.commit.pause(at);
         self.inner.apply.pause(at);
         let started = Instant::now();
@@ -544,7 +544,7 @@ impl Node {
     pub fn desync(&self) -> Status {
         let (commands, desyncs) = {
             let mut core = self.inner.core.lock();
-            (core.desync(), core.desyncs)
+            (core.desync(), core.desyncs())
         };
         self.inner.stats.desync_count.store(desyncs as i64, Ordering::Relaxed);
         self.execute(commands);
@@ -554,7 +554,7 @@ impl Node {
     pub fn resync(&self) -> Status {
         let (commands, desyncs) = {
             let mut core = self.inner.core.lock();
-            (core.resync(), core.desyncs)
+            (core.resync(), core.desyncs())
         };
         self.inner.stats.desync_count.store(desyncs as i64, Ordering::Relaxed);
         self.execute(commands);

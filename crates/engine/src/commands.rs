@@ -105,8 +105,7 @@ impl Node {
     pub(crate) fn on_connectivity(&self, primary: bool, reachable: Vec<crate::view::ViewMember>) {
         let commands = {
             let mut core = self.inner.core.lock();
-            core.reachable = reachable;
-            core.on_connectivity(primary, self.now_ms())
+            core.on_connectivity(primary, reachable, self.now_ms())
         };
         self.execute(commands);
     }

@@ -61,8 +61,7 @@ impl Node {
         self.inner.commit.reopen();
         {
             let mut core = self.inner.core.lock();
-            *core = NodeCore::new(me, incarnation, start, donors.to_string());
-            core.votes_enabled = !self.inner.config.arbitrator;
+            *core = NodeCore::new(me, incarnation, start, donors.to_string(), !self.inner.config.arbitrator);
         }
         let freeze = self.inner.options.lock().get("gcache.freeze_purge_at_seqno").to_string();
         self.freeze_purge(&freeze);

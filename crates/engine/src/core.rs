@@ -26,11 +26,13 @@ use crate::queue::Task;
 use crate::retention::{Retention, SETTLE_MS};
 use crate::types::{Gtid, Seqno, Uuid};
 use crate::view::ViewMember;
-use crate::voting::{Ballots, Code, MyVotes, VoteAction, SUCCESS};
+use crate::voting::{Code, MyVotes};
 use crate::waiter::Reply;
 use crate::writeset::WriteSet;
 
+mod invariants;
 mod server_steps;
+mod votes;
 
 /// Every this many seqnos each live member reports its safe seqno.
 pub const PROGRESS_INTERVAL: Seqno = 1024;
@@ -154,25 +156,25 @@ impl Resend {
 
 #[derive(Debug)]
 pub struct NodeCore {
-    pub me: Uuid,
-    pub incarnation: u32,
+    me: Uuid,
+    incarnation: u32,
     /// `wsrep_sst_donor`.
-    pub donors: String,
+    donors: String,
     footing: Footing,
-    pub state: LocalState,
+    state: LocalState,
     /// Last seqno handed out by the group, as far as this process has seen.
-    pub last_ordered: Seqno,
+    last_ordered: Seqno,
     link: Link,
     admission: Option<Admission>,
     /// The group ordered the view that admits this incarnation.
     live: bool,
     /// Members of the last view delivered to the server.
-    pub members: Vec<ViewMember>,
+    members: Vec<ViewMember>,
     /// Members of the latest ordered view (a joiner watches its donor here).
-    pub view_members: Vec<Uuid>,
+    view_members: Vec<Uuid>,
     /// The members still in touch when the group last said this node is
     /// cut off: a non-primary view lists them.
-    pub reachable: Vec<ViewMember>,
+    reachable: Vec<ViewMember>,
     /// The latest ordered view that includes this node (the configuration a
     /// resumed server is connected with).
     view_with_me: Option<ViewChange>,
@@ -185,7 +187,7 @@ pub struct NodeCore {
     /// more once the member is taken back.
     removed_at: Option<(Seqno, u64)>,
     views_ordered: u64,
-    pub desyncs: u32,
+    desyncs: u32,
     /// The next primary view must be followed by a synced announcement.
     resync_on_view: bool,
     /// Our synced announcement came back ordered; no need to repeat it.
@@ -204,20 +206,28 @@ pub struct NodeCore {
     held_bytes: usize,
     /// Past this many held bytes the server is admitted without waiting to
     /// hear from the group (`ADMIT_BUDGET_BYTES`; smaller in tests).
-    pub admit_budget_bytes: usize,
+    admit_budget_bytes: usize,
     /// When this node last reported its progress by the clock, and how far
     /// it had committed.
     progress_reported: (u64, Seqno),
     /// Consistency voting, this node's side (`voting.rs`).
     votes: MyVotes,
     /// Whether this process votes at all (an arbitrator holds no data).
-    pub votes_enabled: bool,
+    votes_enabled: bool,
     closing: bool,
     now_ms: u64,
+    /// What may only move one way, as of the last invariant check.
+    marks: invariants::Marks,
+    /// A broken invariant not yet reported in a command.
+    unreported: Option<String>,
+    /// A broken invariant was logged (only the first is).
+    reported_broken: bool,
 }
 
 impl NodeCore {
-    pub fn new(me: Uuid, incarnation: u32, start: Gtid, donors: String) -> NodeCore {
+    /// `votes`: whether this process takes part in consistency voting (an
+    /// arbitrator holds no data, so it does not).
+    pub fn new(me: Uuid, incarnation: u32, start: Gtid, donors: String, votes: bool) -> NodeCore {
         NodeCore {
             me,
             incarnation,
@@ -248,9 +258,12 @@ impl NodeCore {
             admit_budget_bytes: ADMIT_BUDGET_BYTES,
             progress_reported: (0, Seqno::MIN),
             votes: MyVotes::default(),
-            votes_enabled: true,
+            votes_enabled: votes,
             closing: false,
             now_ms: 0,
+            marks: invariants::Marks::default(),
+            unreported: None,
+            reported_broken: false,
         }
     }
 
@@ -304,10 +317,52 @@ impl NodeCore {
 
     pub fn freeze_purge_at(&mut self, seqno: Seqno) {
         self.retention.freeze(seqno);
+        self.checked();
     }
 
     pub fn frozen_at(&self) -> Option<Seqno> {
         self.retention.frozen_at()
+    }
+
+    pub fn me(&self) -> Uuid {
+        self.me
+    }
+
+    /// `wsrep_sst_donor`, as this process was started with.
+    pub fn donors(&self) -> &str {
+        &self.donors
+    }
+
+    /// `wsrep_local_state`.
+    pub fn state(&self) -> LocalState {
+        self.state
+    }
+
+    /// Last seqno handed out by the group, as far as this process has seen.
+    pub fn last_ordered(&self) -> Seqno {
+        self.last_ordered
+    }
+
+    /// Members of the last view delivered to the server.
+    pub fn members(&self) -> &[ViewMember] {
+        &self.members
+    }
+
+    /// Members of the latest ordered view.
+    pub fn view_members(&self) -> &[Uuid] {
+        &self.view_members
+    }
+
+    /// The members still in touch when the group last said this node is
+    /// cut off.
+    pub fn reachable(&self) -> &[ViewMember] {
+        &self.reachable
+    }
+
+    /// How many `wsrep_desync=ON` (and desyncs of the server's own, such as
+    /// a backup's) are in effect.
+    pub fn desyncs(&self) -> u32 {
+        self.desyncs
     }
 
     fn is_mine(&self, from: Sender) -> bool {
@@ -328,6 +383,12 @@ impl NodeCore {
     /// The replicated state was replaced by a snapshot or a checkpoint:
     /// ordered history before it cannot be replayed by this process.
     pub fn on_restored(&mut self, state: &GroupState) -> Vec<Command> {
+        let mut out = self.restored(state);
+        self.checked_restored(state, &mut out);
+        out
+    }
+
+    fn restored(&mut self, state: &GroupState) -> Vec<Command> {
         let mut out = vec![];
         self.footing.replay_from = state.seqno + 1;
         self.observe(state);
@@ -364,6 +425,13 @@ impl NodeCore {
     }
 
     pub fn on_ordered(&mut self, outcome: Outcome, state: &GroupState) -> Vec<Command> {
+        let outcome_seqno = outcome.seqno();
+        let mut out = self.ordered(outcome, state);
+        self.checked_ordered(outcome_seqno, state, &mut out);
+        out
+    }
+
+    fn ordered(&mut self, outcome: Outcome, state: &GroupState) -> Vec<Command> {
         let mut out = vec![];
         if self.footing.replay_from == Seqno::MAX {
             // Replayed from the very start of the history.
@@ -580,8 +648,11 @@ impl NodeCore {
         out.push(Command::Admit(admission));
     }
 
-    pub fn on_connectivity(&mut self, primary: bool, now_ms: u64) -> Vec<Command> {
+    /// The group says whether this node is in the primary component;
+    /// `reachable`: the members still in touch when it is not.
+    pub fn on_connectivity(&mut self, primary: bool, reachable: Vec<ViewMember>, now_ms: u64) -> Vec<Command> {
         self.now_ms = self.now_ms.max(now_ms);
+        self.reachable = reachable;
         let mut out = vec![];
         if primary {
             let was_cut = matches!(self.link, Link::Cut { .. }) && self.live;
@@ -602,6 +673,7 @@ impl NodeCore {
         }
         self.try_admit(&mut out);
         self.announcements(&mut out);
+        self.checked_into(&mut out);
         out
     }
 
@@ -619,85 +691,8 @@ impl NodeCore {
         if self.votes.active() {
             self.vote_step(committed, &mut out);
         }
+        self.checked_into(&mut out);
         out
-    }
-
-    // ---- consistency voting ------------------------------------------------
-
-    /// Whether `on_votes` has anything to do (cheap: checked on every event).
-    pub fn votes_moved(&self, ballots: &Ballots) -> bool {
-        self.votes.active() || ballots.generation != self.votes.seen.generation
-    }
-
-    /// After an ordered event: follow the group's ballots. `applied`: the
-    /// last seqno this node has applied (left the apply monitor).
-    pub fn on_votes(&mut self, ballots: &Ballots, applied: Seqno) -> Vec<Command> {
-        let mut out = vec![];
-        if self.votes.observe(ballots) {
-            out.push(Command::VotesChanged);
-        }
-        if self.votes.active() || matches!(out.first(), Some(Command::VotesChanged)) {
-            self.vote_step(applied, &mut out);
-        }
-        out
-    }
-
-    /// The server failed to apply (or execute, for TOI) `seqno` here.
-    /// `policy`: `gcs.vote_policy` now.
-    pub fn vote_failed(
-        &mut self,
-        seqno: Seqno,
-        code: Code,
-        reason: String,
-        applied: Seqno,
-        policy: u32,
-    ) -> Vec<Command> {
-        let mut out = vec![];
-        self.votes.policy = policy;
-        self.votes.failed(seqno, code, reason);
-        self.vote_step(applied, &mut out);
-        out
-    }
-
-    /// The server's data is now at `position` (see `MyVotes::applies_after`).
-    pub fn applies_after(&mut self, position: Seqno) {
-        self.votes.applies_after(position);
-    }
-
-    /// A failure of ours still under vote: if the node stops now, its data
-    /// may be the odd one out.
-    pub fn undecided_failure(&self) -> Option<Seqno> {
-        self.votes.undecided_failure()
-    }
-
-    /// The group's decision on `seqno`, once there is one.
-    pub fn vote_decision(&self, seqno: Seqno) -> Option<Code> {
-        self.votes.decision(seqno)
-    }
-
-    /// Whether the applier must skip `seqno`: the group voted that it failed
-    /// on the majority, which rolled it back (Galera skips it in the same way,
-    /// and leaves it out of IST).
-    pub fn skips(&mut self, seqno: Seqno) -> bool {
-        let skip = self.votes.decision(seqno).is_some_and(|w| w != SUCCESS);
-        if skip {
-            self.votes.skipped(seqno);
-        }
-        skip
-    }
-
-    fn vote_step(&mut self, applied: Seqno, out: &mut Vec<Command>) {
-        if !self.votes_enabled || self.closing {
-            return;
-        }
-        for action in self.votes.step(self.me, applied, self.live, self.now_ms) {
-            out.push(match action {
-                VoteAction::Submit { seqno, code, reason, policy } => {
-                    Command::Submit(Body::Vote { seqno, code, reason, policy })
-                }
-                VoteAction::Inconsistent { seqno, mine, winner } => Command::Inconsistent { seqno, mine, winner },
-            });
-        }
     }
 
     /// Tells the group how far this node has committed, once a second while
@@ -723,6 +718,7 @@ impl NodeCore {
         for resend in [&mut self.rejoin, &mut self.announce, &mut self.bump] {
             resend.last_ms = None;
         }
+        self.checked();
     }
 
     /// The messages repeated until the group has seen them: the rejoin of a
@@ -749,6 +745,7 @@ impl NodeCore {
 
     pub fn close(&mut self) {
         self.closing = true;
+        self.checked();
     }
 }
 

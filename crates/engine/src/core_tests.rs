@@ -93,7 +93,7 @@ impl Harness {
     }
 
     fn connectivity(&mut self, primary: bool) -> Vec<Command> {
-        self.core.on_connectivity(primary, self.now)
+        self.core.on_connectivity(primary, vec![], self.now)
     }
 }
 
@@ -119,7 +119,7 @@ fn applied(cmds: &[Command]) -> Vec<Seqno> {
 /// node's core (incarnation 1, no data) looks on. Returns the harness with
 /// this node added (admitted by transfer) and the seqno of its join view.
 fn group_with_me(writes: usize) -> (Harness, Seqno) {
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true));
     h.members(vec![(OTHER, info(OTHER, 1, Gtid::UNDEFINED))]);
     for _ in 0..writes {
         h.remote_write();
@@ -132,7 +132,7 @@ fn group_with_me(writes: usize) -> (Harness, Seqno) {
 
 #[test]
 fn a_founder_is_admitted_as_such_and_synced_once_connected() {
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true));
     let cmds = h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
     let a = admissions(&cmds);
     assert_eq!(a.len(), 1);
@@ -144,7 +144,7 @@ fn a_founder_is_admitted_as_such_and_synced_once_connected() {
 
 #[test]
 fn a_new_node_without_data_is_given_a_state_transfer_and_nothing_before_its_view() {
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true));
     h.members(vec![(OTHER, info(OTHER, 1, Gtid::UNDEFINED))]);
     let before: Vec<Command> = (0..5).flat_map(|_| h.remote_write()).collect();
     assert!(applied(&before).is_empty(), "the transfer brings these: {before:?}");
@@ -184,7 +184,7 @@ fn a_restarted_node_replays_its_history_and_resumes_at_its_own_position() {
     let (checkpoint, rest, history_uuid) = history(10, 3);
     // The data is at seqno 8: write-sets 1..=6 of the history (seqnos 3..=8).
     let start = Gtid { uuid: history_uuid, seqno: 8 };
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, start, String::new()));
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, start, String::new(), true));
     h.state = GroupState::decode(&checkpoint).unwrap();
     assert!(admissions(&h.core.on_restored(&h.state)).is_empty());
     let mut replayed = vec![];
@@ -230,7 +230,7 @@ fn data_older_than_the_replayable_history_falls_back_to_a_state_transfer() {
     let (checkpoint, rest, history_uuid) = history(10, 5);
     // The checkpoint is at seqno 7; the data at 4 cannot be caught up.
     let start = Gtid { uuid: history_uuid, seqno: 4 };
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, start, String::new()));
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, start, String::new(), true));
     h.state = GroupState::decode(&checkpoint).unwrap();
     h.core.on_restored(&h.state);
     for payload in &rest {
@@ -248,7 +248,7 @@ fn data_older_than_the_replayable_history_falls_back_to_a_state_transfer() {
 fn data_ahead_of_the_group_is_refused_at_the_admitting_view() {
     let (checkpoint, _, history_uuid) = history(4, 4);
     let start = Gtid { uuid: history_uuid, seqno: 50 };
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, start, String::new()));
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, start, String::new(), true));
     h.state = GroupState::decode(&checkpoint).unwrap();
     h.core.on_restored(&h.state);
     h.connectivity(true);
@@ -260,7 +260,7 @@ fn data_ahead_of_the_group_is_refused_at_the_admitting_view() {
 fn a_large_backlog_is_resumed_without_waiting_for_the_group() {
     let (checkpoint, rest, history_uuid) = history(10, 0);
     let start = Gtid { uuid: history_uuid, seqno: 2 };
-    let mut core = NodeCore::new(uuid(ME), 2, start, String::new());
+    let mut core = NodeCore::new(uuid(ME), 2, start, String::new(), true);
     core.admit_budget_bytes = 25;
     let mut h = Harness::new(core);
     h.state = GroupState::decode(&checkpoint).unwrap();
@@ -282,7 +282,7 @@ fn a_large_backlog_is_resumed_without_waiting_for_the_group() {
 #[test]
 fn a_snapshot_after_resuming_requires_a_restart() {
     let (checkpoint, rest, history_uuid) = history(10, 3);
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, Gtid { uuid: history_uuid, seqno: 5 }, String::new()));
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 2, Gtid { uuid: history_uuid, seqno: 5 }, String::new(), true));
     h.state = GroupState::decode(&checkpoint).unwrap();
     h.core.on_restored(&h.state);
     h.connectivity(true);
@@ -316,7 +316,7 @@ fn messages_of_a_previous_incarnation_wake_no_waiter_but_their_write_sets_apply(
 
 #[test]
 fn a_node_donates_only_once_live() {
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true));
     h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
     h.core.on_connected(&Plan::Found);
     h.members(vec![(3, info(3, 1, Gtid::UNDEFINED))]);
@@ -326,7 +326,7 @@ fn a_node_donates_only_once_live() {
         "{cmds:?}"
     );
     // A process that is not live yet ignores a request naming it.
-    let mut restarted = NodeCore::new(uuid(ME), 2, Gtid::UNDEFINED, String::new());
+    let mut restarted = NodeCore::new(uuid(ME), 2, Gtid::UNDEFINED, String::new(), true);
     let outcome = Outcome::StateRequest {
         from: crate::group_state::Sender { uuid: uuid(3), incarnation: 1 },
         token: 4,
@@ -343,7 +343,7 @@ fn a_node_donates_only_once_live() {
 #[test]
 fn a_failed_donation_reaches_the_joiner_and_no_one_else() {
     use crate::group_state::Sender;
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new()));
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true));
     h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
     h.core.on_connected(&Plan::Found);
     h.members(vec![(3, info(3, 1, Gtid::UNDEFINED)), (4, info(4, 1, Gtid::UNDEFINED))]);
@@ -407,7 +407,7 @@ fn the_synced_announcement_repeats_until_ordered_and_waits_while_cut_off() {
 #[test]
 fn the_log_is_released_only_once_the_server_is_in_step_and_never_past_a_freeze() {
     let (mut h, _) = group_with_me(0);
-    let mut fresh = NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new());
+    let mut fresh = NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true);
     assert!(fresh.on_tick(60_000, 5).is_empty(), "not admitted: nothing is released");
     h.core.freeze_purge_at(4);
     let released: Vec<Seqno> = (0..20)
@@ -439,7 +439,7 @@ fn a_live_node_reports_its_progress_once_a_second_while_it_moves() {
     assert_eq!(progress_reports(&h.tick(1_000, 7)), 1, "back in the primary component");
     h.core.close();
     assert_eq!(progress_reports(&h.tick(1_000, 9)), 0, "closing");
-    let mut fresh = NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new());
+    let mut fresh = NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true);
     assert_eq!(progress_reports(&fresh.on_tick(60_000, 5)), 0, "not a member: nothing to report");
 }
 
@@ -641,4 +641,69 @@ fn an_arbitrator_never_votes() {
     let ws = h.state.seqno;
     h.message(OTHER, 1, 9, Body::Vote { seqno: ws, code: FAILED, reason: "x".into(), policy: 0 });
     assert!(votes(&h.core.on_votes(&h.state.ballots, ws)).is_empty());
+}
+
+// ---- invariants (core/invariants.rs) -----------------------------------------
+
+#[test]
+#[should_panic(expected = "invariant broken: an ordered event moved the seqno from 4 to 6")]
+fn an_ordered_event_that_skips_a_seqno_breaks_an_invariant() {
+    let (mut h, view) = group_with_me(2);
+    assert_eq!(view, 4);
+    h.state.seqno += 1; // as if the group state had lost an event
+    h.remote_write();
+}
+
+#[test]
+#[should_panic(expected = "invariant broken: an outcome at seqno 9 while the group state is at 4")]
+fn an_outcome_at_another_seqno_than_the_states_breaks_an_invariant() {
+    let (mut h, _) = group_with_me(2);
+    let outcome = Outcome::Causal { from: Sender { uuid: uuid(OTHER), incarnation: 1 }, token: 1, seqno: 9 };
+    h.core.on_ordered(outcome, &h.state);
+}
+
+#[test]
+#[should_panic(expected = "invariant broken: an admitted process lost its admission")]
+fn an_admission_taken_back_breaks_an_invariant() {
+    let (mut h, _) = group_with_me(0);
+    h.core.admission = None;
+    h.tick(100, -1);
+}
+
+#[test]
+fn the_invariants_hold_through_a_join_a_cut_and_a_removal() {
+    let (mut h, view) = group_with_me(3);
+    h.core.on_joining(&h.state.current_view());
+    h.core.on_connected(&Plan::Transfer);
+    h.core.on_donor_found();
+    h.core.on_state_received();
+    h.connectivity(true);
+    h.tick(100, view);
+    h.connectivity(false);
+    h.connectivity(true);
+    h.remove(ME);
+    assert_eq!(h.core.check_invariants(), Ok(()));
+    // And what a check finds is what was broken.
+    h.core.held_bytes = 10;
+    let why = h.core.check_invariants().unwrap_err();
+    assert_eq!(why, "admitted with 10 bytes of write-sets still held");
+}
+
+/// A release build does not panic: it logs the invariant once and asks for
+/// a restart, with the commands of the input that broke it or, where that
+/// input returns none, of the next one.
+#[test]
+fn in_a_release_build_a_broken_invariant_asks_for_a_restart_once() {
+    let (mut h, _) = group_with_me(0);
+    h.core.marks.panics = false;
+    h.core.held_bytes = 10;
+    h.core.on_submit_refused(); // returns no commands
+    let restarts = |cmds: &[Command]| cmds.iter().filter(|c| matches!(c, Command::RestartRequired(_))).count();
+    let cmds = h.tick(100, -1);
+    assert_eq!(restarts(&cmds), 1, "{cmds:?}");
+    let Some(Command::RestartRequired(why)) = cmds.iter().find(|c| matches!(c, Command::RestartRequired(_))) else {
+        unreachable!()
+    };
+    assert!(why.contains("invariant broken: admitted with 10 bytes"), "{why}");
+    assert_eq!(restarts(&h.tick(100, -1)), 0, "asked once");
 }

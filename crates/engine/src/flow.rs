@@ -59,7 +59,7 @@ impl Node {
     /// group back: a node catching up or desynced by the operator lags alone.
     fn may_pause_group(&self) -> bool {
         let core = self.inner.core.lock();
-        core.state == LocalState::Synced && core.is_primary() && core.is_live()
+        core.state() == LocalState::Synced && core.is_primary() && core.is_live()
     }
 
     /// Sends what flow control decided under `sending` (the guard), in the

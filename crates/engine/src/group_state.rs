@@ -484,6 +484,8 @@ impl GroupState {
             state.cert.epochs =
                 bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (lock epochs): {e}"))?;
         }
+        // What the state's own code keeps must hold in what a peer sent too.
+        state.check_invariants().map_err(|why| format!("inconsistent group snapshot: {why}"))?;
         Ok(state)
     }
 }

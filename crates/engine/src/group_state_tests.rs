@@ -169,6 +169,7 @@ proptest! {
                 prop_assert_eq!(&feed(l, e), &oa);
             }
             prop_assert_eq!(&oa, &ob);
+            prop_assert_eq!(a.check_invariants(), Ok(()));
             let consumed = match &oa {
                 Outcome::WriteSet { seqno, .. } => Some(*seqno),
                 Outcome::View(v) => Some(v.state_id.seqno),
@@ -510,4 +511,26 @@ fn progress_reports_purge_the_index_without_waiting_for_more_write_sets() {
     // proven free of conflicts, on every member alike.
     let outcome = s.apply(Ordered::Message { origin: 2, payload: &write_set(2, last - 20, 1) });
     assert!(matches!(outcome, Outcome::WriteSet { verdict: Verdict::Fail, .. }), "{outcome:?}");
+}
+
+#[test]
+fn a_snapshot_that_breaks_the_states_invariants_is_refused() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1, 2])));
+    assert_eq!(s.check_invariants(), Ok(()));
+    assert!(GroupState::decode(&s.encode()).is_ok());
+    // A pause held by a node that is not a member: nobody could lift it.
+    let mut broken = s.clone();
+    broken.paused_by = vec![Uuid([9; 16])];
+    let why = GroupState::decode(&broken.encode()).unwrap_err();
+    assert!(why.contains("inconsistent group snapshot") && why.contains("pause"), "{why}");
+    // An index purged beyond the history.
+    let mut broken = s.clone();
+    broken.cert = crate::certification::Certifier::new(s.seqno + 5);
+    let why = GroupState::decode(&broken.encode()).unwrap_err();
+    assert!(why.contains("purged up to"), "{why}");
+    // Members out of order (the state keeps them sorted by uuid).
+    let mut broken = s;
+    broken.members.reverse();
+    assert_eq!(broken.check_invariants(), Err("members out of order".into()));
 }

@@ -47,7 +47,7 @@ impl Node {
         // catching up or donating (a backlog flow control does not bound)
         // stops at once: a client ordered behind it is rolled back, and
         // the next start applies the rest by IST.
-        let drain = self.inner.core.lock().state == crate::core::LocalState::Synced
+        let drain = self.inner.core.lock().state() == crate::core::LocalState::Synced
             && !crate::injected::active(crate::injected::Defect::EndsBeforeItsBacklog);
         if self.inner.queue.push_final(drain) {
             log::info!("Applying what the group ordered before this node left, then the final view");

@@ -220,7 +220,7 @@ impl Node {
         // `pc.bootstrap=YES` in the configuration means: bootstrap at connect.
         let bootstrap_at_connect = actions.contains(&crate::options::OptionAction::Bootstrap);
         let position = config.start_position.seqno;
-        let core = NodeCore::new(Uuid::NIL, 0, config.start_position, String::new());
+        let core = NodeCore::new(Uuid::NIL, 0, config.start_position, String::new(), !config.arbitrator);
         let queue_bound = crate::config::recv_queue_bound(&options);
         let inner = Inner {
             app,
@@ -288,7 +288,7 @@ impl Node {
         }
         let (uuid, last_member) = {
             let core = self.inner.core.lock();
-            (core.group_uuid(), core.members.len() <= 1)
+            (core.group_uuid(), core.members().len() <= 1)
         };
         if uuid.is_nil() {
             return;
@@ -351,7 +351,7 @@ impl Node {
     /// After a clean stop of a synced node, `last_committed` is this: its
     /// appliers applied everything the group ordered before it left.
     pub fn last_ordered(&self) -> Seqno {
-        self.inner.core.lock().last_ordered
+        self.inner.core.lock().last_ordered()
     }
 
     /// No write-set we send from now on will have seen less than this.

@@ -27,7 +27,7 @@ impl Node {
     pub fn readiness(&self) -> Readiness {
         let (state, primary) = {
             let core = self.inner.core.lock();
-            (core.state, core.is_primary())
+            (core.state(), core.is_primary())
         };
         let lag_ms = u64::try_from(self.inner.queue.oldest_wait().as_millis()).unwrap_or(u64::MAX);
         Readiness { state, primary, lag: self.write_sets_behind() as u64, lag_ms }
@@ -57,13 +57,13 @@ impl Node {
         let s = &inner.stats;
         let (state, uuid, incoming, members, desyncs, primary, ist) = {
             let core = inner.core.lock();
-            let incoming = core.members.iter().map(|m| m.incoming.as_str()).collect::<Vec<_>>().join(",");
+            let incoming = core.members().iter().map(|m| m.incoming.as_str()).collect::<Vec<_>>().join(",");
             (
-                core.state,
+                core.state(),
                 core.group_uuid(),
                 incoming,
-                core.members.len(),
-                core.desyncs,
+                core.members().len(),
+                core.desyncs(),
                 core.is_primary(),
                 core.ist_range(),
             )

@@ -205,9 +205,39 @@ pub fn uses(source: &str, word: &str) -> Vec<usize> {
         .collect()
 }
 
+/// The inputs of a state machine that do not check its invariants after
+/// they ran: every `pub fn` of `source` that takes `&mut self` must call one
+/// of `checks` (names of the checking methods) in its body. Returns the
+/// names of those that do not.
+pub fn unchecked_inputs(source: &str, checks: &[&str]) -> Vec<String> {
+    let text = blank_out(source);
+    let lines: Vec<&str> = text.lines().collect();
+    functions(source)
+        .into_iter()
+        .filter(|f| {
+            let whole = lines[f.line - 1..f.line - 1 + f.lines].join("\n");
+            let Some(open) = whole.find('{') else { return false };
+            let (signature, body) = whole.split_at(open);
+            let input = signature.trim_start().starts_with("pub fn ") && signature.contains("&mut self");
+            input && !checks.iter().any(|c| body.contains(&format!("self.{c}(")))
+        })
+        .map(|f| f.name)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_input_that_does_not_check_is_found() {
+        let src = "impl Core {\n    pub fn on_a(&mut self) {\n        self.x = 1;\n        self.checked();\n    }\n\
+                   \n    pub fn on_b(&mut self) -> u32 {\n        // self.checked();\n        self.x = 2;\n        2\n    }\n\
+                   \n    pub fn query(&self) -> u32 {\n        self.x\n    }\n\
+                   \n    fn helper(&mut self) {\n        self.x = 3;\n    }\n}\n";
+        assert_eq!(unchecked_inputs(src, &["checked"]), vec!["on_b".to_string()]);
+        assert!(unchecked_inputs(src, &["checked", "helper"]).contains(&"on_b".to_string()));
+    }
 
     #[test]
     fn comments_and_literals_hide_their_braces_and_words() {

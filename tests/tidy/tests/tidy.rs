@@ -4,6 +4,7 @@
 //! - Rust files of at most 800 lines, functions of at most 70;
 //! - no locks, clocks or hash maps in the engine's pure core, whose
 //!   decisions must not depend on threads, time or iteration order;
+//! - every input of the node's core checks its invariants after it ran;
 //! - in the group crate, no clock but tokio's, no hash map and no random
 //!   draw but `entropy`'s: a simulation's seed must decide all of it;
 //! - no two modules of the engine need each other (`tandem_tidy::modules`);
@@ -18,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use tandem_tidy::modules::Module;
-use tandem_tidy::{functions, judge, uses};
+use tandem_tidy::{functions, judge, unchecked_inputs, uses};
 
 const MAX_FILE_LINES: usize = 800;
 const MAX_FN_LINES: usize = 70;
@@ -31,7 +32,8 @@ const MAX_SHIPPED_CLI_LINES: usize = 8_000;
 /// not a hash, so that a shallow clone checks what it has.
 const SUBJECT_RULE_AFTER: u64 = 1_795_864_606;
 
-/// The engine's pure core (crates/engine/src/lib.rs says which).
+/// The engine's pure core (crates/engine/src/lib.rs says which), besides
+/// the files of crates/engine/src/core/.
 const PURE_CORE: [&str; 6] = [
     "crates/engine/src/core.rs",
     "crates/engine/src/group_state.rs",
@@ -132,7 +134,8 @@ fn functions_stay_within_70_lines() {
 fn the_pure_core_uses_no_locks_clocks_or_hash_maps() {
     let allowed = allowlist("pure");
     let mut errors = Vec::new();
-    for file in PURE_CORE {
+    for file in pure_core() {
+        let file = file.as_str();
         let source = read(file);
         for word in NOT_IN_PURE_CORE {
             let key = format!("{file}:{word}");
@@ -148,6 +151,34 @@ fn the_pure_core_uses_no_locks_clocks_or_hash_maps() {
             }
         }
     }
+    fail_on(errors);
+}
+
+fn pure_core() -> Vec<String> {
+    let core = rust_files().into_iter().filter(|f| f.starts_with("crates/engine/src/core/"));
+    PURE_CORE.iter().map(|f| f.to_string()).chain(core).collect()
+}
+
+/// The methods of `NodeCore` that check its invariants (core/invariants.rs),
+/// and `with_announcements`, which ends in one of them.
+const INVARIANT_CHECKS: [&str; 5] =
+    ["checked", "checked_into", "checked_ordered", "checked_restored", "with_announcements"];
+
+#[test]
+fn every_input_of_the_core_checks_its_invariants() {
+    let files: Vec<String> = std::iter::once("crates/engine/src/core.rs".to_string())
+        .chain(rust_files().into_iter().filter(|f| f.starts_with("crates/engine/src/core/")))
+        .filter(|f| !f.ends_with("/invariants.rs"))
+        .collect();
+    assert!(files.len() > 1, "the core's files: {files:?}");
+    let errors: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            unchecked_inputs(&read(file), &INVARIANT_CHECKS).into_iter().map(move |name| {
+                format!("{file}: `{name}` changes the core without checking its invariants (core/invariants.rs)")
+            })
+        })
+        .collect();
     fail_on(errors);
 }
 

@@ -9,6 +9,14 @@ use crate::group_state::{Sender, ViewChange};
 use crate::message::{Body, MemberState};
 
 impl NodeCore {
+    /// The join task starts: the server is about to be connected with
+    /// `view`, its current view from now on (a later non-primary view and
+    /// the status variables are built from it).
+    pub fn on_joining(&mut self, view: &ViewChange) {
+        self.members = view.members.clone();
+        self.checked();
+    }
+
     /// The join task connected the server as `plan` says.
     pub fn on_connected(&mut self, plan: &Plan) {
         self.state = match plan {
@@ -16,10 +24,12 @@ impl NodeCore {
             Plan::Resume { .. } => LocalState::Joined,
             Plan::Transfer => LocalState::Joining,
         };
+        self.checked();
     }
 
     pub fn on_donor_found(&mut self) {
         self.state = LocalState::ReceivingState;
+        self.checked();
     }
 
     /// The state transfer arrived; `synced_ordered` starts over.
@@ -42,16 +52,18 @@ impl NodeCore {
     pub fn on_non_primary_delivered(&mut self) {
         self.state = LocalState::Initialized;
         self.resync_on_view = true;
+        self.checked();
     }
 
     /// Everything up to our synced announcement is applied. True when the
     /// server must now be told it is synced.
     pub fn on_synced_reached(&mut self) -> bool {
-        if self.desyncs > 0 || self.state == LocalState::Synced {
-            return false;
+        let now_synced = self.desyncs == 0 && self.state != LocalState::Synced;
+        if now_synced {
+            self.state = LocalState::Synced;
         }
-        self.state = LocalState::Synced;
-        true
+        self.checked();
+        now_synced
     }
 
     /// This node was picked as donor of `joiner`. True when it must first
@@ -63,6 +75,7 @@ impl NodeCore {
         let resyncing = self.state == LocalState::Joined && self.desyncs == 0;
         self.state = LocalState::Donor;
         self.donating_to = Some(joiner);
+        self.checked();
         resyncing
     }
 
@@ -86,17 +99,21 @@ impl NodeCore {
     /// `wsrep_desync=ON`; the first one tells the group.
     pub fn desync(&mut self) -> Vec<Command> {
         self.desyncs += 1;
-        if self.desyncs > 1 {
-            return vec![];
+        let mut out = vec![];
+        if self.desyncs == 1 {
+            self.state = LocalState::Donor;
+            out.push(Command::Submit(Body::State(MemberState::Donor)));
         }
-        self.state = LocalState::Donor;
-        vec![Command::Submit(Body::State(MemberState::Donor))]
+        self.checked_into(&mut out);
+        out
     }
 
     pub fn resync(&mut self) -> Vec<Command> {
         self.desyncs = self.desyncs.saturating_sub(1);
         if self.desyncs > 0 {
-            return vec![];
+            let mut out = vec![];
+            self.checked_into(&mut out);
+            return out;
         }
         // Not connected: nothing to catch up with.
         let connected = self.is_primary() && self.live;
@@ -108,12 +125,14 @@ impl NodeCore {
     /// The final view was delivered: this connection is over.
     pub fn on_final(&mut self) {
         self.state = LocalState::Initialized;
+        self.checked();
     }
 
     /// `out`, then what a step that may have moved this node's state has
-    /// to tell the group.
+    /// to tell the group; the invariants are checked after it.
     fn with_announcements(&mut self, mut out: Vec<Command>) -> Vec<Command> {
         self.announcements(&mut out);
+        self.checked_into(&mut out);
         out
     }
 }
