@@ -14,34 +14,41 @@
 //! task dropped by the runtime would answer) and waits until none is left.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
+use crate::sync::lock;
 use crate::GroupError;
 
 pub struct Gate {
     /// Callers inside `run`.
-    inside: AtomicUsize,
+    inside: Mutex<usize>,
+    /// Signalled as the last caller inside leaves.
+    emptied: Condvar,
     /// Set once, when the group stops.
     stopping: watch::Sender<bool>,
 }
 
 impl Default for Gate {
     fn default() -> Self {
-        Gate { inside: AtomicUsize::new(0), stopping: watch::Sender::new(false) }
+        Gate { inside: Mutex::new(0), emptied: Condvar::new(), stopping: watch::Sender::new(false) }
     }
 }
 
 /// Counts a caller out of the gate, however it leaves.
-struct Inside<'a>(&'a AtomicUsize);
+struct Inside<'a>(&'a Gate);
 
 impl Drop for Inside<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        let mut inside = lock(&self.0.inside);
+        *inside -= 1;
+        if *inside == 0 {
+            self.0.emptied.notify_all();
+        }
     }
 }
 
@@ -59,8 +66,8 @@ impl Gate {
     ) -> Result<T, GroupError> {
         // Counted before the flag is read: `close` sets the flag before it
         // counts, so either it waits for this caller or this caller sees it.
-        self.inside.fetch_add(1, Ordering::SeqCst);
-        let _inside = Inside(&self.inside);
+        *lock(&self.inside) += 1;
+        let _inside = Inside(self);
         if closed.load(Ordering::SeqCst) {
             return Err(GroupError::Closed);
         }
@@ -77,7 +84,7 @@ impl Gate {
 
     /// Callers inside now.
     pub fn inside(&self) -> usize {
-        self.inside.load(Ordering::SeqCst)
+        *lock(&self.inside)
     }
 
     /// Tells the callers inside to give up and waits until they have left,
@@ -86,14 +93,12 @@ impl Gate {
     /// the group's `closed` flag.
     pub fn close(&self, bound: Duration) -> bool {
         self.stopping.send_replace(true);
-        let deadline = Instant::now() + bound;
-        while self.inside() != 0 {
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        true
+        let inside = lock(&self.inside);
+        let (inside, _) = self
+            .emptied
+            .wait_timeout_while(inside, bound, |inside| *inside != 0)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *inside == 0
     }
 }
 
