@@ -750,5 +750,5 @@ impl NodeCore {
 }
 
 #[cfg(test)]
-#[path = "core_tests.rs"]
+#[path = "core_tests/mod.rs"]
 mod tests;

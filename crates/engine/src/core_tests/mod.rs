@@ -9,6 +9,8 @@ use super::*;
 use crate::message::{Envelope, JoinInfo};
 use crate::writeset::{flags, Key, KeyType};
 
+mod walk;
+
 const ME: u8 = 1;
 const OTHER: u8 = 2;
 
