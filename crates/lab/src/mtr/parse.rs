@@ -23,7 +23,7 @@
 //! the run fails although each test passed. Those tests become [`Outcome::Warn`].
 
 use regex::Regex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -164,6 +164,9 @@ pub struct ResultLine {
     pub diff_s: Option<f64>,
     /// Text after `[ result ]`: ms for a pass, the comment for a skip.
     pub rest: String,
+    /// `[ retry-... ]`: MTR runs the test again (`--retry`), and the later
+    /// line decides.
+    pub retry: bool,
 }
 
 struct Patterns {
@@ -219,6 +222,7 @@ pub fn result_line(line: &str) -> Option<ResultLine> {
         outcome: Outcome::from_mtr(word)?,
         diff_s: caps.name("diff").and_then(|d| d.as_str().parse().ok()),
         rest: caps["rest"].trim().to_string(),
+        retry: word.starts_with("retry-"),
     })
 }
 
@@ -367,6 +371,9 @@ struct Parser {
     pending_warn: Option<Vec<String>>,
     /// `suite.name` -> key of its most recent result line.
     latest: HashMap<String, String>,
+    /// Tests with a final `[ fail ]` (not `retry-fail`): a later repetition
+    /// (`--repeat`) that passes does not make the test a pass.
+    failed: HashSet<usize>,
 }
 
 impl Parser {
@@ -458,6 +465,10 @@ impl Parser {
         self.latest.insert(base_name(&r.test).to_string(), r.test.clone());
         let result = TestResult { name: r.test.clone(), outcome: r.outcome, mtr_ms, wall_s, reason };
         let i = match self.index.get(&r.test) {
+            Some(&i) if self.failed.contains(&i) => {
+                // The failure's explanation was read; this repetition's is not wanted.
+                return;
+            }
             Some(&i) => {
                 self.tests[i] = result;
                 i
@@ -470,6 +481,9 @@ impl Parser {
         };
         if r.outcome == Outcome::Fail {
             self.cur = Some(i);
+            if !r.retry {
+                self.failed.insert(i);
+            }
         }
     }
 
@@ -515,8 +529,29 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Fail);
         assert_eq!(r.diff_s, None);
 
+        assert!(r.retry);
+        assert!(!result_line("galera.basic [ fail ]  timeout after 300 seconds").unwrap().retry);
+
         assert!(result_line("worker[01] Using MTR_BUILD_THREAD 300").is_none());
         assert!(result_line("Completed: All 13 tests were successful.").is_none());
+    }
+
+    /// `--repeat=3`: a repetition that failed makes the test a failure,
+    /// whatever the repetitions after it did; `--retry`: a retried failure
+    /// that then passes is a pass.
+    #[test]
+    fn a_failed_repetition_stands_and_a_retried_failure_does_not() {
+        let log = "galera.a [ pass ]  10\n\
+                   galera.a [ fail ]  timeout after 300 seconds\n\
+                   Test ended at 2026-11-29\n\
+                   galera.a [ pass ]  12\n\
+                   galera.b [ retry-fail ]  timeout after 300 seconds\n\
+                   galera.b [ pass ]  11\n";
+        let parsed = parse_log(log);
+        let a = parsed.get("galera.a").unwrap();
+        assert_eq!((a.outcome, a.reason.as_str()), (Outcome::Fail, "timeout after 300 seconds"));
+        assert_eq!(parsed.get("galera.b").unwrap().outcome, Outcome::Pass);
+        assert_eq!(parsed.tests.len(), 2);
     }
 
     #[test]
