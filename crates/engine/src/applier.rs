@@ -158,7 +158,7 @@ impl Node {
         if inner.apply.has_left(seqno) {
             return Step::Next; // contained in the state we received
         }
-        if inner.inconsistent_at.lock().is_some_and(|at| seqno > at) {
+        if inner.inconsistency.is_past(seqno) {
             // Voted out at `at`: this data is no longer the group's, so
             // nothing after it is applied while the node leaves (Galera's
             // node stops at the failed seqno too). The final view still
@@ -423,14 +423,18 @@ impl Node {
         loop {
             let donor = self.find_donor(request).ok_or(StateTransferEnd::Closing)?;
             inner.core.lock().on_donor_found();
-            let mut result = inner.sst.lock();
-            while result.is_none() && !inner.closing.load(Ordering::Acquire) {
-                inner.sst_done.wait_for(&mut result, Duration::from_millis(500));
-                if result.is_none() && !inner.core.lock().view_members().contains(&donor) {
-                    break;
+            let outcome = loop {
+                if inner.closing.load(Ordering::Acquire) {
+                    break inner.transfer.wait(Duration::ZERO);
                 }
-            }
-            match result.take() {
+                if let Some(outcome) = inner.transfer.wait(Duration::from_millis(500)) {
+                    break Some(outcome);
+                }
+                if !inner.core.lock().view_members().contains(&donor) {
+                    break inner.transfer.wait(Duration::ZERO);
+                }
+            };
+            match outcome {
                 Some(Ok(gtid)) => return Ok(gtid),
                 Some(Err(rc)) => {
                     log::error!(
@@ -487,10 +491,9 @@ impl Node {
         let outcome = if rcode < 0 { Err(rcode) } else { Ok(gtid) };
         if outcome.is_ok() {
             // Data voted inconsistent before is replaced now.
-            *self.inner.inconsistent_at.lock() = None;
+            self.inner.inconsistency.clear();
         }
-        *self.inner.sst.lock() = Some(outcome);
-        self.inner.sst_done.notify_all();
+        self.inner.transfer.report(outcome);
     }
 
     /// The server reports the end of a state transfer it sent.

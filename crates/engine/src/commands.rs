@@ -64,11 +64,7 @@ impl Node {
                 // Galera's shape ("<donor>: State transfer to <joiner> failed"),
                 // which the suite's suppressions and operators' greps know.
                 log::warn!("{donor}: State transfer to this node failed: {code}");
-                let mut result = inner.sst.lock();
-                if result.is_none() {
-                    *result = Some(Err(code));
-                }
-                inner.sst_done.notify_all();
+                inner.transfer.donor_failed(code);
             }
         }
     }

@@ -2,7 +2,7 @@
 //! starts from, the group's configuration, the replica the group drives),
 //! the ticker thread, and `shutdown`, after which no thread of ours runs.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,7 +108,7 @@ impl Node {
                 );
                 // Kept until the transfer is in: a crash before it must not
                 // let the old data join.
-                *self.inner.inconsistent_at.lock() = Some(at);
+                self.inner.inconsistency.mark(at);
                 Ok(Gtid::UNDEFINED)
             }
         }
@@ -140,10 +140,7 @@ impl Node {
     pub fn shutdown(&self) {
         self.inner.closing.store(true, Ordering::Release);
         self.inner.core.lock().close();
-        let leaver = self.inner.leaver.lock().take();
-        if let Some(handle) = leaver {
-            let _ = handle.join();
-        }
+        self.inner.inconsistency.join_leaver();
         self.stop_ticker();
         let group = self.inner.group.lock().take();
         if let Some(group) = group {
@@ -155,21 +152,12 @@ impl Node {
     /// Ticker threads still running: the library is unmapped right after
     /// the provider's `free`, so none may outlive `shutdown` (tests check).
     pub fn ticker_threads(&self) -> usize {
-        self.inner.ticker_live.load(Ordering::Acquire)
+        self.inner.ticker.threads()
     }
 
     fn start_ticker(&self) {
         let node = self.clone();
-        let live = self.inner.ticker_live.clone();
-        live.fetch_add(1, Ordering::AcqRel);
-        let spawned = std::thread::Builder::new().name("tandem-ticker".into()).spawn(move || {
-            struct Leaving(Arc<AtomicUsize>);
-            impl Drop for Leaving {
-                fn drop(&mut self) {
-                    self.0.fetch_sub(1, Ordering::AcqRel);
-                }
-            }
-            let _leaving = Leaving(live);
+        self.inner.ticker.start(move || {
             let mut last_tick = std::time::Instant::now();
             let mut last_flow = std::time::Instant::now();
             while !node.inner.closing.load(Ordering::Acquire) {
@@ -191,13 +179,6 @@ impl Node {
                 node.tick_flow_control();
             }
         });
-        match spawned {
-            Ok(handle) => *self.inner.ticker.lock() = Some(handle),
-            Err(e) => {
-                self.inner.ticker_live.fetch_sub(1, Ordering::AcqRel);
-                log::error!("Could not start the ticker thread: {e}")
-            }
-        }
     }
 
     /// The group channel's configuration, from the options and this

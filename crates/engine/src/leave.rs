@@ -19,7 +19,7 @@ impl Node {
     pub fn disconnect(&self) {
         self.inner.closing.store(true, Ordering::Release);
         self.inner.core.lock().close();
-        self.inner.sst_done.notify_all();
+        self.inner.transfer.wake();
         self.inner.waiters.wake_all();
         self.inner.flow.wake_all();
         self.stop_ticker();
@@ -36,7 +36,7 @@ impl Node {
                 "Leaving while the vote on seqno {seqno} this node failed is not decided: assuming inconsistency; \
                  a full state transfer replaces this node's data at its next start"
             );
-            self.inner.inconsistent_at.lock().get_or_insert(seqno);
+            self.inner.inconsistency.mark(seqno);
         }
         self.save_state();
         // A synced node's final view goes behind what the group ordered
@@ -87,10 +87,7 @@ impl Node {
     pub(crate) fn stop_ticker(&self) {
         self.inner.closing.store(true, Ordering::Release);
         self.inner.outbox.wake();
-        let handle = self.inner.ticker.lock().take();
-        if let Some(handle) = handle {
-            let _ = handle.join();
-        }
+        self.inner.ticker.join();
     }
 
     /// This node's outcome on `seqno` lost the vote: it leaves the cluster,
@@ -126,19 +123,11 @@ impl Node {
     }
 
     fn leave_as_inconsistent(&self, seqno: Seqno) {
-        {
-            let mut at = self.inner.inconsistent_at.lock();
-            if at.is_some() {
-                return; // already leaving
-            }
-            *at = Some(seqno);
+        if !self.inner.inconsistency.mark(seqno) {
+            return; // already leaving
         }
         self.inner.votes_changed.notify_all();
         let node = self.clone();
-        let spawned = std::thread::Builder::new().name("tandem-leave".into()).spawn(move || node.disconnect());
-        match spawned {
-            Ok(handle) => *self.inner.leaver.lock() = Some(handle),
-            Err(e) => log::error!("Could not start the thread that leaves the cluster: {e}"),
-        }
+        self.inner.inconsistency.leave(move || node.disconnect());
     }
 }

@@ -63,14 +63,12 @@
 //! 5. leaves, held for moments, none taken while another is held (but
 //!    `Waiters`, whose map is taken before a slot's reply): the receive
 //!    queue, the monitors, `InFlight`,
-//!    `FlowGate::state`, `outbox`, `sst`, `inconsistent_at`, `group` (to
+//!    `FlowGate::state`, `outbox`, `transfer`, `inconsistency`, `group` (to
 //!    clone or take the handle, never across a call on it), `me`, the
-//!    ticker's and leaver's handles.
+//!    the ticker's and the leave's handles.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use tandem_group::{GroupChannel, GroupConfig, GroupError, GroupStarter};
@@ -79,6 +77,7 @@ use crate::app::Application;
 use crate::config::HotOptions;
 use crate::core::NodeCore;
 use crate::flow_gate::FlowGate;
+use crate::inconsistency::Inconsistency;
 use crate::local_trx::LocalTrxs;
 use crate::message::Body;
 use crate::monitor::Monitor;
@@ -87,6 +86,8 @@ use crate::outbox::Outbox;
 use crate::queue::TaskQueue;
 use crate::saved_state::{local_data, LocalData, SavedState};
 use crate::stats::Stats;
+use crate::ticker::Ticker;
+use crate::transfer_end::TransferEnd;
 use crate::types::{Gtid, Seqno, Uuid};
 use crate::waiter::{Slot, Waiters};
 
@@ -129,26 +130,22 @@ pub(crate) struct Inner {
     pub(crate) local: LocalTrxs,
     pub(crate) core: Mutex<NodeCore>,
     pub(crate) stats: Stats,
-    pub(crate) sst: Mutex<Option<Result<Gtid, i32>>>,
-    pub(crate) sst_done: Condvar,
+    /// How the state transfer this joiner waits for ended.
+    pub(crate) transfer: TransferEnd,
     pub(crate) closing: AtomicBool,
     pub(crate) receivers: AtomicUsize,
     /// Receivers running a task now (the final view waits for the others).
     pub(crate) busy: AtomicUsize,
-    /// Origin of the core's tick times.
-    pub(crate) clock: Instant,
-    pub(crate) ticker: Mutex<Option<JoinHandle<()>>>,
-    /// Ticker threads still running (see `ticker_threads`).
-    pub(crate) ticker_live: Arc<AtomicUsize>,
+    /// The core's clock, and the thread that ticks it.
+    pub(crate) ticker: Ticker,
     /// `pc.bootstrap=YES` was in the configuration.
     pub(crate) bootstrap_at_connect: bool,
     /// Woken when the group's ballots change (threads waiting on a vote).
     pub(crate) votes_changed: Condvar,
-    /// The seqno on which this node's data was voted inconsistent: it left
-    /// the cluster, and only a state transfer brings it back.
-    pub(crate) inconsistent_at: Mutex<Option<Seqno>>,
-    /// The thread that takes an inconsistent node out of the cluster.
-    pub(crate) leaver: Mutex<Option<JoinHandle<()>>>,
+    /// The seqno on which this node's data was voted inconsistent (it left
+    /// the cluster, and only a state transfer brings it back), and the
+    /// thread that takes it out.
+    pub(crate) inconsistency: Inconsistency,
 }
 
 /// The node, shared by every server thread.
@@ -241,18 +238,14 @@ impl Node {
             local: LocalTrxs::default(),
             core: Mutex::new(core),
             stats: Stats::default(),
-            sst: Mutex::new(None),
-            sst_done: Condvar::new(),
+            transfer: TransferEnd::default(),
             closing: AtomicBool::new(false),
             receivers: AtomicUsize::new(0),
             busy: AtomicUsize::new(0),
-            clock: Instant::now(),
-            ticker: Mutex::new(None),
-            ticker_live: Arc::new(AtomicUsize::new(0)),
+            ticker: Ticker::default(),
             bootstrap_at_connect,
             votes_changed: Condvar::new(),
-            inconsistent_at: Mutex::new(None),
-            leaver: Mutex::new(None),
+            inconsistency: Inconsistency::default(),
             config,
         };
         Ok(Node { inner: Arc::new(inner) })
@@ -278,7 +271,7 @@ impl Node {
 
     /// Milliseconds since the node was created: the core's clock.
     pub(crate) fn now_ms(&self) -> u64 {
-        u64::try_from(self.inner.clock.elapsed().as_millis()).unwrap_or(u64::MAX)
+        self.inner.ticker.now_ms()
     }
 
     /// Records where the local data is, for the next start.
@@ -293,8 +286,7 @@ impl Node {
         if uuid.is_nil() {
             return;
         }
-        let inconsistent_at = *self.inner.inconsistent_at.lock();
-        let state = match inconsistent_at {
+        let state = match self.inner.inconsistency.at() {
             Some(at) => SavedState { inconsistent_at: Some(at), ..SavedState::running(uuid, false) },
             None => SavedState {
                 position: Gtid { uuid, seqno: self.inner.apply.last_left() },
@@ -317,7 +309,7 @@ impl Node {
             return;
         }
         let uuid = self.inner.core.lock().group_uuid();
-        let inconsistent_at = *self.inner.inconsistent_at.lock();
+        let inconsistent_at = self.inner.inconsistency.at();
         let state =
             SavedState { inconsistent_at, ..SavedState::running(uuid, only_member && inconsistent_at.is_none()) };
         if let Err(e) = state.store(&self.inner.config.data_dir) {
@@ -361,6 +353,6 @@ impl Node {
 
     /// Whether this node was voted inconsistent and is leaving (or left).
     pub fn is_inconsistent(&self) -> bool {
-        self.inner.inconsistent_at.lock().is_some()
+        self.inner.inconsistency.at().is_some()
     }
 }

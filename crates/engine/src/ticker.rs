@@ -1,0 +1,99 @@
+//! The core's clock and the thread that ticks it. The thread's body is the
+//! node's (`connection.rs`); this owns when it runs: started at connect,
+//! joined at disconnect and shutdown, and counted while it lives, since the
+//! library is unmapped right after the provider's `free` and no thread of
+//! ours may outlive it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+pub(crate) struct Ticker {
+    /// Origin of the core's tick times.
+    origin: Instant,
+    handle: Mutex<Option<JoinHandle<()>>>,
+    /// Ticker threads still running, counted out as each one ends.
+    live: Arc<AtomicUsize>,
+}
+
+impl Default for Ticker {
+    fn default() -> Ticker {
+        Ticker { origin: Instant::now(), handle: Mutex::new(None), live: Arc::new(AtomicUsize::new(0)) }
+    }
+}
+
+/// Counts a ticker thread out, however it ends.
+struct Leaving(Arc<AtomicUsize>);
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Ticker {
+    /// Milliseconds since the node was created: the core's clock.
+    pub(crate) fn now_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Runs `body` on the ticker thread. The caller makes sure the last one
+    /// was joined (a connect follows a disconnect).
+    pub(crate) fn start(&self, body: impl FnOnce() + Send + 'static) {
+        let live = self.live.clone();
+        live.fetch_add(1, Ordering::AcqRel);
+        let counted = Leaving(live);
+        let spawned = std::thread::Builder::new().name("tandem-ticker".into()).spawn(move || {
+            let _counted = counted;
+            body()
+        });
+        match spawned {
+            Ok(handle) => *self.handle.lock() = Some(handle),
+            // The closure, and the count with it, was dropped.
+            Err(e) => log::error!("Could not start the ticker thread: {e}"),
+        }
+    }
+
+    /// Waits for the ticker thread to end, if one runs; the caller has told
+    /// it to. Never from the ticker itself.
+    pub(crate) fn join(&self) {
+        let handle = self.handle.lock().take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+
+    /// Ticker threads still running.
+    pub(crate) fn threads(&self) -> usize {
+        self.live.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn a_ticker_thread_is_counted_until_it_ends_and_joined() {
+        let ticker = Ticker::default();
+        assert_eq!(ticker.threads(), 0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = stop.clone();
+        ticker.start(move || {
+            while !seen.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+        });
+        assert_eq!(ticker.threads(), 1, "counted from its start");
+        stop.store(true, Ordering::Release);
+        ticker.join();
+        assert_eq!(ticker.threads(), 0, "counted out once joined");
+        ticker.join(); // nothing left to join
+        let (a, b) = (ticker.now_ms(), ticker.now_ms());
+        assert!(b >= a);
+    }
+}
