@@ -6,7 +6,7 @@
 //! into an [`Outcome`], and the node decides what the outcome means for it.
 
 use serde::{Deserialize, Serialize};
-use tandem_group::{MemberId, Membership, Ordered};
+use tandem_group_api::{MemberId, MemberInfo, Membership, Ordered};
 
 use crate::certification::{Certifier, LockSession, Verdict};
 use crate::message::{Body, Envelope, JoinInfo, MemberState};
@@ -192,7 +192,7 @@ impl GroupState {
     /// A member of a new membership: kept as it was if the group knew this
     /// incarnation already, else a joiner (the founder has the state by
     /// definition).
-    fn member_from(&self, id: MemberId, info: &tandem_group::MemberInfo, founding: bool, view_seqno: Seqno) -> Member {
+    fn member_from(&self, id: MemberId, info: &MemberInfo, founding: bool, view_seqno: Seqno) -> Member {
         let uuid = Uuid(info.uuid);
         let join = JoinInfo::decode(&info.app);
         let incarnation = join.map_or(0, |j| j.incarnation);

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use tandem_group::{MemberInfo, Membership, Ordered};
+use tandem_group_api::{MemberInfo, Membership, Ordered};
 
 use super::*;
 use crate::message::JoinInfo;

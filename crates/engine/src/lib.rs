@@ -1,7 +1,8 @@
 //! Tandem's engine: Galera semantics on top of a totally ordered group channel.
 //!
-//! Pure Rust, no FFI, no sockets: the group arrives through `tandem_group`'s
-//! traits and the database server through [`app::Application`].
+//! Pure Rust, no FFI, no sockets: the group arrives through the traits of
+//! `tandem_group_api` (implemented by `tandem_group`) and the database
+//! server through [`app::Application`].
 //!
 //! Deterministic, and driven by the seeded simulation without threads or
 //! clocks: the replicated state ([`group_state`], [`certification`]) and the

@@ -37,7 +37,7 @@ impl KeyType {
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct Key {
     // Written as byte strings, not byte by byte: the same bytes, fewer calls.
-    #[serde(with = "tandem_group::wire::byte_vecs")]
+    #[serde(with = "tandem_group_api::bytes::byte_vecs")]
     pub parts: Vec<Vec<u8>>,
     pub kind: KeyType,
 }
@@ -58,7 +58,7 @@ pub struct WriteSet {
     pub safe: Seqno,
     pub keys: Vec<Key>,
     /// The binlog events, opaque to us.
-    #[serde(with = "tandem_group::wire::byte_vec")]
+    #[serde(with = "tandem_group_api::bytes::byte_vec")]
     pub data: Vec<u8>,
 }
 

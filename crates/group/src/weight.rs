@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use log::{debug, info};
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::join::{self, ask_leader, Change};
@@ -35,53 +34,7 @@ use crate::wire::{Request, Response};
 use crate::{MemberId, MemberInfo};
 
 /// Galera's range for `pc.weight`.
-pub const MAX_WEIGHT: u32 = 255;
-
-/// Ends `app` when the weight is not 1: the weight (u32, little endian),
-/// then this mark. Logs, snapshots and peers from before weights existed
-/// carry no mark and read as weight 1.
-const WEIGHT_MARK: [u8; 8] = *b"\xf7tndmWGT";
-
-/// How a [`MemberInfo`] is encoded: its fields before weights existed.
-#[derive(Serialize, Deserialize)]
-pub struct MemberInfoWire {
-    uuid: [u8; 16],
-    name: String,
-    group_addr: String,
-    incoming: String,
-    app: Vec<u8>,
-}
-
-impl From<MemberInfo> for MemberInfoWire {
-    fn from(info: MemberInfo) -> Self {
-        let mut app = info.app;
-        if info.weight != 1 {
-            app.extend_from_slice(&info.weight.to_le_bytes());
-            app.extend_from_slice(&WEIGHT_MARK);
-        }
-        MemberInfoWire { uuid: info.uuid, name: info.name, group_addr: info.group_addr, incoming: info.incoming, app }
-    }
-}
-
-impl From<MemberInfoWire> for MemberInfo {
-    fn from(wire: MemberInfoWire) -> Self {
-        let mut app = wire.app;
-        let mut weight = 1;
-        if app.len() >= 12 && app.ends_with(&WEIGHT_MARK) {
-            let at = app.len() - 12;
-            weight = u32::from_le_bytes(app[at..at + 4].try_into().expect("four bytes"));
-            app.truncate(at);
-        }
-        MemberInfo {
-            uuid: wire.uuid,
-            name: wire.name,
-            group_addr: wire.group_addr,
-            incoming: wire.incoming,
-            app,
-            weight,
-        }
-    }
-}
+pub use tandem_group_api::MAX_WEIGHT;
 
 /// Each voter of the current membership with its weight.
 pub fn voter_weights(shared: &Shared) -> Vec<(MemberId, u32)> {
@@ -180,68 +133,6 @@ pub async fn watch(shared: Arc<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn info(app: &[u8], weight: u32) -> MemberInfo {
-        MemberInfo {
-            uuid: [3; 16],
-            name: "node3".into(),
-            group_addr: "127.0.0.1:4567".into(),
-            incoming: "127.0.0.1:3306".into(),
-            app: app.to_vec(),
-            weight,
-        }
-    }
-
-    /// The fields as builds before weights encoded them.
-    #[derive(Serialize, Deserialize, PartialEq, Debug)]
-    struct Before {
-        uuid: [u8; 16],
-        name: String,
-        group_addr: String,
-        incoming: String,
-        app: Vec<u8>,
-    }
-
-    #[test]
-    fn a_weight_of_one_encodes_exactly_as_before_weights_existed() {
-        let i = info(b"join info", 1);
-        let bytes = bincode::serialize(&i).unwrap();
-        let before: Before = bincode::deserialize(&bytes).unwrap();
-        assert_eq!(before.app, b"join info");
-        assert_eq!(bincode::serialize(&before).unwrap(), bytes);
-        assert_eq!(bincode::deserialize::<MemberInfo>(&bytes).unwrap(), i);
-    }
-
-    #[test]
-    fn other_weights_round_trip_and_old_readers_keep_their_app_prefix() {
-        for weight in [0, 2, 3, MAX_WEIGHT] {
-            for app in [&b""[..], b"x", b"a longer join info"] {
-                let i = info(app, weight);
-                let bytes = bincode::serialize(&i).unwrap();
-                assert_eq!(bincode::deserialize::<MemberInfo>(&bytes).unwrap(), i);
-                let before: Before = bincode::deserialize(&bytes).unwrap();
-                assert!(before.app.starts_with(app), "an old build reads the app data first");
-            }
-        }
-    }
-
-    #[test]
-    fn app_data_that_merely_ends_like_a_weight_is_not_misread_unless_marked() {
-        // Twelve bytes without the mark: weight 1, app untouched.
-        let i = info(&[7; 12], 1);
-        let back: MemberInfo = bincode::deserialize(&bincode::serialize(&i).unwrap()).unwrap();
-        assert_eq!(back, i);
-        // Shorter than a weight and its mark: untouched too.
-        let short = Before {
-            uuid: [0; 16],
-            name: String::new(),
-            group_addr: String::new(),
-            incoming: String::new(),
-            app: WEIGHT_MARK.to_vec(),
-        };
-        let back: MemberInfo = bincode::deserialize(&bincode::serialize(&short).unwrap()).unwrap();
-        assert_eq!((back.weight, back.app), (1, WEIGHT_MARK.to_vec()));
-    }
 
     #[test]
     fn uniform_means_every_voter_weighs_the_same() {

@@ -5,6 +5,7 @@
 //! - no locks, clocks or hash maps in the engine's pure core, whose
 //!   decisions must not depend on threads, time or iteration order;
 //! - every input of the node's core checks its invariants after it ran;
+//! - the group's API (crates/group-api) depends on serde alone;
 //! - in the group crate, no clock but tokio's, no hash map and no random
 //!   draw but `entropy`'s: a simulation's seed must decide all of it;
 //! - no two modules of the engine need each other (`tandem_tidy::modules`);
@@ -42,7 +43,10 @@ const PURE_CORE: [&str; 6] = [
     "crates/engine/src/retention.rs",
     "crates/engine/src/flow_control.rs",
 ];
-const NOT_IN_PURE_CORE: [&str; 7] = ["Mutex", "RwLock", "Condvar", "Instant", "SystemTime", "HashMap", "HashSet"];
+/// `tandem_group`: the pure core speaks to the group through the leaf crate
+/// `tandem_group_api` only, which has no runtime behind it.
+const NOT_IN_PURE_CORE: [&str; 8] =
+    ["Mutex", "RwLock", "Condvar", "Instant", "SystemTime", "HashMap", "HashSet", "tandem_group"];
 
 /// What the group crate may not use outside its tests, so that a seed
 /// decides everything a simulation of it does (docs/simulation.md):
@@ -143,7 +147,8 @@ fn the_pure_core_uses_no_locks_clocks_or_hash_maps() {
             let listed = allowed.iter().any(|(k, _)| *k == key);
             if !lines.is_empty() && !listed {
                 errors.push(format!(
-                    "{file} uses {word} (lines {lines:?}): the pure core takes time as an input and keeps its order"
+                    "{file} uses {word} (lines {lines:?}): the pure core takes time as an input, keeps its \
+                     order, and knows the group by its API alone"
                 ));
             }
             if lines.is_empty() && listed {
@@ -180,6 +185,20 @@ fn every_input_of_the_core_checks_its_invariants() {
         })
         .collect();
     fail_on(errors);
+}
+
+/// What the engine and the group say to each other needs no runtime, no
+/// consensus library and no I/O: a leaf the engine's pure core builds on.
+#[test]
+fn the_group_api_depends_on_serde_alone() {
+    let manifest = read("crates/group-api/Cargo.toml");
+    let section = manifest.split("[dependencies]").nth(1).expect("a [dependencies] section");
+    let deps: Vec<&str> = section
+        .lines()
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .filter_map(|l| l.split(['=', '.']).next().map(str::trim).filter(|n| !n.is_empty() && !n.starts_with('#')))
+        .collect();
+    assert_eq!(deps, ["serde"], "crates/group-api/Cargo.toml");
 }
 
 #[test]

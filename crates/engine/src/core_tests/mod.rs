@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use tandem_group::{MemberInfo, Membership, Ordered};
+use tandem_group_api::{MemberInfo, Membership, Ordered};
 
 use super::*;
 use crate::message::{Envelope, JoinInfo};
