@@ -580,7 +580,7 @@ impl Node {
             members.sort_by_key(|m| m.uuid);
             // A view of now: this node is this process, whatever
             // incarnation the last ordered view knew it by.
-            let incarnation = self.inner.incarnation.load(Ordering::Acquire);
+            let incarnation = self.inner.id.incarnation();
             members.iter_mut().filter(|m| m.uuid == me).for_each(|m| m.incarnation = incarnation);
             (core.group_uuid(), members)
         };

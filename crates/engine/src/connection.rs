@@ -53,8 +53,7 @@ impl Node {
         let starter = (self.inner.factory)(config).map_err(|e| ConnectError::Failed(e.to_string()))?;
         let identity = starter.identity();
         let (me, incarnation) = (Uuid(identity.uuid), identity.incarnation);
-        *self.inner.me.write() = me;
-        self.inner.incarnation.store(incarnation, Ordering::Release);
+        self.inner.id.set(me, incarnation);
         self.inner.closing.store(false, Ordering::Release);
         self.inner.queue.reopen();
         self.inner.apply.reopen();

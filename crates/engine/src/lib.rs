@@ -37,6 +37,7 @@ pub mod monitor;
 pub mod node;
 pub mod options;
 mod outbox;
+mod process_id;
 pub mod queue;
 pub mod retention;
 pub mod saved_state;

@@ -64,13 +64,13 @@
 //!    `Waiters`, whose map is taken before a slot's reply): the receive
 //!    queue, the monitors, `InFlight`,
 //!    `FlowGate::state`, `outbox`, `transfer`, `inconsistency`, `group` (to
-//!    clone or take the handle, never across a call on it), `me`, the
+//!    clone or take the handle, never across a call on it), `id`,
 //!    the ticker's and the leave's handles.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 use tandem_group::{GroupChannel, GroupConfig, GroupError, GroupStarter};
 
 use crate::app::Application;
@@ -83,6 +83,7 @@ use crate::message::Body;
 use crate::monitor::Monitor;
 use crate::options::Options;
 use crate::outbox::Outbox;
+use crate::process_id::ProcessId;
 use crate::queue::TaskQueue;
 use crate::saved_state::{local_data, LocalData, SavedState};
 use crate::stats::Stats;
@@ -107,13 +108,9 @@ pub(crate) struct Inner {
     /// Values the commit path reads, parsed once per change of the options.
     pub(crate) hot: HotOptions,
     pub(crate) factory: GroupFactory,
-    /// This process's identity in the group (set at connect).
-    pub(crate) me: RwLock<Uuid>,
-    pub(crate) incarnation: AtomicU32,
-    /// The lock epoch within the incarnation (`certification::LockSession`):
-    /// raised whenever a local transaction lets its row locks go before it
-    /// is known how its write-set ends, read under `send_order`.
-    pub(crate) lock_epoch: AtomicU32,
+    /// This process's identity in the group (set at connect), and the lock
+    /// epoch of its write-sets.
+    pub(crate) id: ProcessId,
     pub(crate) group: Mutex<Option<Arc<dyn GroupChannel>>>,
     pub(crate) queue: TaskQueue,
     /// Flow control: the gate writers wait at while the group is paused.
@@ -224,9 +221,7 @@ impl Node {
             hot: HotOptions::from(&options),
             options: Mutex::new(options),
             factory,
-            me: RwLock::new(Uuid::NIL),
-            incarnation: AtomicU32::new(0),
-            lock_epoch: AtomicU32::new(0),
+            id: ProcessId::default(),
             group: Mutex::new(None),
             queue: TaskQueue::with_bound(queue_bound),
             flow: FlowGate::default(),
@@ -252,12 +247,12 @@ impl Node {
     }
 
     pub fn me(&self) -> Uuid {
-        *self.inner.me.read()
+        self.inner.id.me()
     }
 
     /// What the server knows this process by ([`crate::view::node_id`]).
     pub fn node_id(&self) -> Uuid {
-        crate::view::node_id(self.me(), self.inner.incarnation.load(Ordering::Acquire))
+        self.inner.id.node_id()
     }
 
     pub fn group(&self) -> Option<Arc<dyn GroupChannel>> {
@@ -335,7 +330,7 @@ impl Node {
     /// group must certify them against it. Must be called before the
     /// locks go: another transaction can only send after taking them.
     pub(crate) fn new_lock_epoch(&self, why: &str) {
-        let epoch = self.inner.lock_epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        let epoch = self.inner.id.new_lock_epoch();
         log::debug!("Lock epoch {epoch}: {why}");
     }
 

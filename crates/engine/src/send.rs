@@ -20,7 +20,6 @@
 //! woken for it. Flow control queues its messages under its own lock and
 //! sends them after (`crate::flow`).
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tandem_group::GroupError;
@@ -110,9 +109,9 @@ impl Node {
         let group = self.group();
         let token = self.inner.waiters.next_token();
         let slot = wait.then(|| (token, self.inner.waiters.register(token)));
-        let incarnation = self.inner.incarnation.load(Ordering::Acquire);
-        let epoch = self.inner.lock_epoch.load(Ordering::Acquire);
-        let envelope = Envelope { source: self.me(), incarnation, token, body, epoch };
+        let (source, incarnation) = self.inner.id.get();
+        let epoch = self.inner.id.lock_epoch();
+        let envelope = Envelope { source, incarnation, token, body, epoch };
         let sent = match group {
             Some(g) => g.submit(envelope.encode()),
             None => Err(GroupError::Closed),
