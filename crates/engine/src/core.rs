@@ -218,6 +218,10 @@ pub struct NodeCore {
     now_ms: u64,
     /// What may only move one way, as of the last invariant check.
     marks: invariants::Marks,
+    /// A broken invariant panics (debug builds: tests and the simulations
+    /// stop on the input that broke it) rather than asking for a restart
+    /// (release builds).
+    panic_on_broken: bool,
     /// A broken invariant not yet reported in a command.
     unreported: Option<String>,
     /// A broken invariant was logged (only the first is).
@@ -262,6 +266,7 @@ impl NodeCore {
             closing: false,
             now_ms: 0,
             marks: invariants::Marks::default(),
+            panic_on_broken: cfg!(debug_assertions),
             unreported: None,
             reported_broken: false,
         }
@@ -322,10 +327,6 @@ impl NodeCore {
 
     pub fn frozen_at(&self) -> Option<Seqno> {
         self.retention.frozen_at()
-    }
-
-    pub fn me(&self) -> Uuid {
-        self.me
     }
 
     /// `wsrep_sst_donor`, as this process was started with.

@@ -5,16 +5,20 @@
 //! (the vote may be decided on the group's delivery thread, which a leave
 //! waits on). A leaf of the shell's lock order (node.rs).
 
-use std::thread::JoinHandle;
-
 use parking_lot::Mutex;
 
+use crate::named_thread::NamedThread;
 use crate::types::Seqno;
 
-#[derive(Default)]
 pub(crate) struct Inconsistency {
     at: Mutex<Option<Seqno>>,
-    leaver: Mutex<Option<JoinHandle<()>>>,
+    leaver: NamedThread,
+}
+
+impl Default for Inconsistency {
+    fn default() -> Inconsistency {
+        Inconsistency { at: Mutex::new(None), leaver: NamedThread::new("tandem-leave") }
+    }
 }
 
 impl Inconsistency {
@@ -45,18 +49,12 @@ impl Inconsistency {
 
     /// Runs the leave on a thread of its own.
     pub(crate) fn leave(&self, leave: impl FnOnce() + Send + 'static) {
-        match std::thread::Builder::new().name("tandem-leave".into()).spawn(leave) {
-            Ok(handle) => *self.leaver.lock() = Some(handle),
-            Err(e) => log::error!("Could not start the thread that leaves the cluster: {e}"),
-        }
+        self.leaver.spawn(leave);
     }
 
     /// Waits for the leave's thread to end, if one ran.
     pub(crate) fn join_leaver(&self) {
-        let handle = self.leaver.lock().take();
-        if let Some(handle) = handle {
-            let _ = handle.join();
-        }
+        self.leaver.join();
     }
 }
 

@@ -34,6 +34,7 @@ pub mod local_group;
 pub mod local_trx;
 pub mod message;
 pub mod monitor;
+mod named_thread;
 pub mod node;
 pub mod options;
 mod outbox;

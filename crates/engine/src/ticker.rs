@@ -6,22 +6,25 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use crate::named_thread::NamedThread;
 
 pub(crate) struct Ticker {
     /// Origin of the core's tick times.
     origin: Instant,
-    handle: Mutex<Option<JoinHandle<()>>>,
+    thread: NamedThread,
     /// Ticker threads still running, counted out as each one ends.
     live: Arc<AtomicUsize>,
 }
 
 impl Default for Ticker {
     fn default() -> Ticker {
-        Ticker { origin: Instant::now(), handle: Mutex::new(None), live: Arc::new(AtomicUsize::new(0)) }
+        Ticker {
+            origin: Instant::now(),
+            thread: NamedThread::new("tandem-ticker"),
+            live: Arc::new(AtomicUsize::new(0)),
+        }
     }
 }
 
@@ -46,24 +49,18 @@ impl Ticker {
         let live = self.live.clone();
         live.fetch_add(1, Ordering::AcqRel);
         let counted = Leaving(live);
-        let spawned = std::thread::Builder::new().name("tandem-ticker".into()).spawn(move || {
+        // Where the thread cannot start, the closure, and the count with
+        // it, is dropped.
+        self.thread.spawn(move || {
             let _counted = counted;
             body()
         });
-        match spawned {
-            Ok(handle) => *self.handle.lock() = Some(handle),
-            // The closure, and the count with it, was dropped.
-            Err(e) => log::error!("Could not start the ticker thread: {e}"),
-        }
     }
 
     /// Waits for the ticker thread to end, if one runs; the caller has told
     /// it to. Never from the ticker itself.
     pub(crate) fn join(&self) {
-        let handle = self.handle.lock().take();
-        if let Some(handle) = handle {
-            let _ = handle.join();
-        }
+        self.thread.join();
     }
 
     /// Ticker threads still running.

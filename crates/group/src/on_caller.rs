@@ -14,7 +14,7 @@
 //! task dropped by the runtime would answer) and waits until none is left.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -24,18 +24,33 @@ use tokio::sync::watch;
 use crate::sync::lock;
 use crate::GroupError;
 
+/// The count is an atomic, not a mutex's: a causal read passes the gate on
+/// every read, and a condvar's notify is a syscall whether anyone waits or
+/// not. Only once the group is closing does the last leaver take the mutex
+/// and signal, so `close` still waits on an event rather than polling.
 pub struct Gate {
     /// Callers inside `run`.
-    inside: Mutex<usize>,
-    /// Signalled as the last caller inside leaves.
+    inside: AtomicUsize,
+    /// Set by `close` before it reads `inside`; a leaver reads it after it
+    /// counted itself out (both SeqCst), so one of the two sees the other.
+    closing: AtomicBool,
+    /// Held by `close` while it waits; taken by the last leaver to signal.
+    waiting: Mutex<()>,
+    /// Signalled as the last caller inside leaves a closing gate.
     emptied: Condvar,
-    /// Set once, when the group stops.
+    /// Set once, when the group stops: tells the callers inside to give up.
     stopping: watch::Sender<bool>,
 }
 
 impl Default for Gate {
     fn default() -> Self {
-        Gate { inside: Mutex::new(0), emptied: Condvar::new(), stopping: watch::Sender::new(false) }
+        Gate {
+            inside: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            waiting: Mutex::new(()),
+            emptied: Condvar::new(),
+            stopping: watch::Sender::new(false),
+        }
     }
 }
 
@@ -44,10 +59,12 @@ struct Inside<'a>(&'a Gate);
 
 impl Drop for Inside<'_> {
     fn drop(&mut self) {
-        let mut inside = lock(&self.0.inside);
-        *inside -= 1;
-        if *inside == 0 {
-            self.0.emptied.notify_all();
+        let gate = self.0;
+        if gate.inside.fetch_sub(1, Ordering::SeqCst) == 1 && gate.closing.load(Ordering::SeqCst) {
+            // Taking the mutex first: `close` holds it from its check of the
+            // count until it sleeps, so this signal cannot fall in between.
+            let _waiting = lock(&gate.waiting);
+            gate.emptied.notify_all();
         }
     }
 }
@@ -66,7 +83,7 @@ impl Gate {
     ) -> Result<T, GroupError> {
         // Counted before the flag is read: `close` sets the flag before it
         // counts, so either it waits for this caller or this caller sees it.
-        *lock(&self.inside) += 1;
+        self.inside.fetch_add(1, Ordering::SeqCst);
         let _inside = Inside(self);
         if closed.load(Ordering::SeqCst) {
             return Err(GroupError::Closed);
@@ -84,7 +101,7 @@ impl Gate {
 
     /// Callers inside now.
     pub fn inside(&self) -> usize {
-        *lock(&self.inside)
+        self.inside.load(Ordering::SeqCst)
     }
 
     /// Tells the callers inside to give up and waits until they have left,
@@ -92,13 +109,14 @@ impl Gate {
     /// runtime still running (they need it to see the news), after setting
     /// the group's `closed` flag.
     pub fn close(&self, bound: Duration) -> bool {
+        self.closing.store(true, Ordering::SeqCst);
         self.stopping.send_replace(true);
-        let inside = lock(&self.inside);
-        let (inside, _) = self
+        let waiting = lock(&self.waiting);
+        let _waiting = self
             .emptied
-            .wait_timeout_while(inside, bound, |inside| *inside != 0)
+            .wait_timeout_while(waiting, bound, |_| self.inside.load(Ordering::SeqCst) != 0)
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *inside == 0
+        self.inside() == 0
     }
 }
 
@@ -147,5 +165,40 @@ mod tests {
         let late = gate.run(rt.handle(), &closed, Duration::from_secs(5), async { Ok(()) });
         assert!(matches!(late, Err(GroupError::Closed)), "{late:?}");
         rt.shutdown_timeout(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn close_sees_the_last_of_many_callers_leave_without_a_lost_signal() {
+        // Callers come and go as fast as they can while the gate closes: the
+        // last leaver's signal must reach `close` whichever side of its check
+        // of the count it falls on, or `close` would sleep out its bound.
+        for _ in 0..20 {
+            let rt = runtime();
+            let gate = Arc::new(Gate::default());
+            let closed = Arc::new(AtomicBool::new(false));
+            let callers: Vec<_> = (0..4)
+                .map(|_| {
+                    let (gate, closed, handle) = (gate.clone(), closed.clone(), rt.handle().clone());
+                    std::thread::spawn(move || -> Result<(), GroupError> {
+                        loop {
+                            gate.run(&handle, &closed, Duration::from_secs(600), async {
+                                tokio::task::yield_now().await;
+                                Ok(())
+                            })?;
+                        }
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(5));
+            closed.store(true, Ordering::SeqCst);
+            let started = std::time::Instant::now();
+            assert!(gate.close(Duration::from_secs(60)), "every caller left");
+            assert!(started.elapsed() < Duration::from_secs(30), "close was woken, not timed out");
+            for caller in callers {
+                assert!(matches!(caller.join().expect("no panic"), Err(GroupError::Closed)));
+            }
+            assert_eq!(gate.inside(), 0);
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
     }
 }

@@ -18,7 +18,7 @@ use crate::group_state::{GroupState, Outcome};
 use crate::types::Seqno;
 
 /// What may only move one way, as of the last check.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Marks {
     live: bool,
     admitted: bool,
@@ -28,23 +28,6 @@ pub(super) struct Marks {
     /// The group state's seqno at the last ordered event since the last
     /// restore (a checkpoint or snapshot replaces the history before it).
     ordered_at: Option<Seqno>,
-    /// A broken invariant panics (debug builds) rather than asking for a
-    /// restart (release builds).
-    pub(super) panics: bool,
-}
-
-impl Default for Marks {
-    fn default() -> Marks {
-        Marks {
-            live: false,
-            admitted: false,
-            closing: false,
-            views_ordered: 0,
-            now_ms: 0,
-            ordered_at: None,
-            panics: cfg!(debug_assertions),
-        }
-    }
 }
 
 impl NodeCore {
@@ -52,7 +35,9 @@ impl NodeCore {
     /// broken one is reported with the commands of the next input that does
     /// (a tick comes every 100 ms).
     pub(super) fn checked(&mut self) {
-        if let Err(why) = self.check_invariants() {
+        let checked = self.check_invariants();
+        self.marks = self.marks_now();
+        if let Err(why) = checked {
             self.broken(why);
         }
     }
@@ -77,6 +62,10 @@ impl NodeCore {
     }
 
     /// After a restore: the order starts again from the restored state.
+    /// `GroupState::decode` has already refused a snapshot that breaks the
+    /// state's invariants; they are checked again here all the same, as the
+    /// core does not rest on how its caller built the state (restores are
+    /// rare, and the check is O(members)).
     pub(super) fn checked_restored(&mut self, state: &GroupState, out: &mut Vec<Command>) {
         if let Err(why) = state.check_invariants() {
             self.broken(why);
@@ -87,7 +76,7 @@ impl NodeCore {
 
     fn broken(&mut self, why: String) {
         // The simulations and tests stop on the input that broke it.
-        assert!(!self.marks.panics, "invariant broken: {why}");
+        assert!(!self.panic_on_broken, "invariant broken: {why}");
         if self.unreported.is_none() && !self.reported_broken {
             log::error!("Internal error: invariant broken: {why}");
             self.reported_broken = true;
@@ -109,19 +98,23 @@ impl NodeCore {
         }
     }
 
-    /// The invariants of the node's own state, and that what only moves one
-    /// way did not move back since the last check.
-    pub fn check_invariants(&mut self) -> Result<(), String> {
-        let now = Marks {
+    /// What only moves one way, as it stands now.
+    fn marks_now(&self) -> Marks {
+        Marks {
             live: self.live,
             admitted: self.admission.is_some(),
             closing: self.closing,
             views_ordered: self.views_ordered,
             now_ms: self.now_ms,
             ordered_at: self.marks.ordered_at,
-            panics: self.marks.panics,
-        };
-        let before = std::mem::replace(&mut self.marks, now);
+        }
+    }
+
+    /// The invariants of the node's own state, and that what only moves one
+    /// way did not move back since the last check. Changes nothing: the
+    /// marks move on in `checked`.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let (now, before) = (self.marks_now(), self.marks);
         check(now.live || !before.live, || "a live process is no longer live".into())?;
         check(now.admitted || !before.admitted, || "an admitted process lost its admission".into())?;
         check(now.closing || !before.closing, || "a closing process reopened".into())?;

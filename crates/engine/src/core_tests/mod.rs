@@ -697,7 +697,7 @@ fn the_invariants_hold_through_a_join_a_cut_and_a_removal() {
 #[test]
 fn in_a_release_build_a_broken_invariant_asks_for_a_restart_once() {
     let (mut h, _) = group_with_me(0);
-    h.core.marks.panics = false;
+    h.core.panic_on_broken = false;
     h.core.held_bytes = 10;
     h.core.on_submit_refused(); // returns no commands
     let restarts = |cmds: &[Command]| cmds.iter().filter(|c| matches!(c, Command::RestartRequired(_))).count();
