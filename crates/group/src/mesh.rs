@@ -24,7 +24,6 @@ use tokio::time::Instant;
 
 use crate::raft::types::StoredMembership;
 use crate::shared::Shared;
-use crate::wire::Request;
 use crate::MemberId;
 
 /// Galera's `evs.keepalive_period` default; quicker with test timeouts.
@@ -89,16 +88,14 @@ async fn greet(shared: Arc<Shared>, id: MemberId, addr: String, period: Duration
 /// this many open, none of them waits for a handshake.
 const WARM: usize = 3;
 
-/// `WARM` keepalives at once, so that as many connections stay open (each
-/// takes an idle pooled one, or opens one).
+/// Keeps `WARM` connections open: opens those missing, or else touches
+/// the idle one used longest ago (`NetCtx::keepalive` says why one at a
+/// time).
 async fn keepalive(shared: Arc<Shared>, id: MemberId, addr: String) {
     let timeout = shared.request_timeout();
-    let calls = (0..WARM).map(|_| shared.net.call(&addr, Some(id), &Request::Keepalive, timeout));
-    for result in futures_util::future::join_all(calls).await {
-        if let Err(e) = result {
-            // Refusals are logged (rate-limited) where connections are made.
-            debug!("Keepalive to member {id} at {addr}: {e}");
-        }
+    for e in shared.net.keepalive(&addr, id, WARM, timeout).await {
+        // Refusals are logged (rate-limited) where connections are made.
+        debug!("Keepalive to member {id} at {addr}: {e}");
     }
 }
 

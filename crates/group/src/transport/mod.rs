@@ -15,6 +15,7 @@ pub mod wires;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -73,6 +74,18 @@ pub struct Conn {
     peer: MemberId,
     /// The peer's live group when the connection was made.
     group: Option<[u8; 16]>,
+    /// Counts it among the links open to its address while it lives in or
+    /// out of the pool (a stream taken for `open` leaves the count).
+    _open: OpenLink,
+}
+
+/// One open link to an address, counted out when dropped.
+struct OpenLink(Arc<AtomicUsize>);
+
+impl Drop for OpenLink {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Conn {
@@ -124,6 +137,8 @@ pub struct NetCtx {
     pub me: MemberId,
     hello: Hello,
     pool: Mutex<BTreeMap<String, Vec<Conn>>>,
+    /// Per address: the links open to it, idle or in use.
+    open: Mutex<BTreeMap<String, Arc<AtomicUsize>>>,
     pub liveness: Liveness,
     connect_timeout: Duration,
     pub tls: TlsMode,
@@ -152,6 +167,7 @@ impl NetCtx {
             me: hello.member,
             hello,
             pool: Mutex::new(BTreeMap::new()),
+            open: Mutex::new(BTreeMap::new()),
             liveness: Liveness::default(),
             connect_timeout,
             tls,
@@ -255,12 +271,24 @@ impl NetCtx {
             warn_unsendable(addr, &e);
             CallError::Unreachable(e.to_string())
         })?;
-        let mut conn = tokio::time::timeout(timeout, self.checkout(addr, expect))
+        let conn = tokio::time::timeout(timeout, self.checkout(addr, expect))
             .await
             .map_err(|_| CallError::Unreachable(format!("no connection to {addr} within {timeout:?}")))??;
+        self.exchange(addr, conn, &frame, timeout).await
+    }
+
+    /// One request and its answer on `conn`, which goes back to the pool
+    /// if the exchange went through.
+    async fn exchange(
+        &self,
+        addr: &str,
+        mut conn: Conn,
+        frame: &[u8],
+        timeout: Duration,
+    ) -> Result<(MemberId, Response), CallError> {
         let exchange = async {
             use tokio::io::AsyncWriteExt;
-            conn.stream.write_all(&frame).await?;
+            conn.stream.write_all(frame).await?;
             conn.stream.flush().await?;
             wire::read_frame::<_, Response>(&mut conn.stream).await
         };
@@ -278,6 +306,63 @@ impl NetCtx {
             Ok(Err(e)) => Err(CallError::Lost(format!("{addr}: {e}"))),
             Err(_) => Err(CallError::Lost(format!("{addr}: no answer within {timeout:?}"))),
         }
+    }
+
+    /// Keeps `warm` links open to member `expect` at `addr`, touching one at
+    /// a time: while fewer are open, as many new ones as are missing each
+    /// carry a keepalive; otherwise the idle link used longest ago carries
+    /// one (each idle link in turn, well within the peer's idle timeout).
+    /// It never takes more than the one idle link it touches, so a request
+    /// that comes meanwhile still finds an idle link rather than dialing: a
+    /// new link is made with the certificate held *now*, which after
+    /// `socket.ssl_reload` to one the peer does not trust is refused, where
+    /// the links already open go on working, as Galera's do.
+    pub async fn keepalive(&self, addr: &str, expect: MemberId, warm: usize, timeout: Duration) -> Vec<CallError> {
+        if self.isolated() {
+            return vec![];
+        }
+        let frame = match wire::encode_request(&Request::Keepalive) {
+            Ok(frame) => frame,
+            Err(e) => return vec![CallError::Unreachable(e.to_string())],
+        };
+        let missing = warm.saturating_sub(self.open_to(addr).load(Ordering::Acquire));
+        let links: Vec<_> = if missing > 0 {
+            let dials = (0..missing).map(|_| async {
+                let conn = tokio::time::timeout(timeout, self.connect(addr))
+                    .await
+                    .map_err(|_| CallError::Unreachable(format!("connect to {addr} timed out")))??;
+                match conn.peer == expect {
+                    true => Ok(conn),
+                    false => Err(CallError::WrongPeer { expected: expect, found: conn.peer }),
+                }
+            });
+            futures_util::future::join_all(dials).await
+        } else {
+            self.least_recently_used(addr, expect).map(Ok).into_iter().collect()
+        };
+        let exchanges = links.into_iter().map(|link| async {
+            let conn = link?;
+            self.exchange(addr, conn, &frame, timeout).await.map(|_| ())
+        });
+        futures_util::future::join_all(exchanges).await.into_iter().filter_map(Result::err).collect()
+    }
+
+    /// The idle link to `addr` that waited longest, if one is open.
+    fn least_recently_used(&self, addr: &str, expect: MemberId) -> Option<Conn> {
+        let mut pool = lock(&self.pool);
+        let idle = pool.get_mut(addr)?;
+        while !idle.is_empty() {
+            let mut conn = idle.remove(0);
+            if conn.is_open() && conn.peer == expect {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    /// The count of links open to `addr`.
+    fn open_to(&self, addr: &str) -> Arc<AtomicUsize> {
+        lock(&self.open).entry(addr.to_string()).or_default().clone()
     }
 
     /// A connection of the caller's own to member `expect` at `addr`, outside
@@ -343,7 +428,9 @@ impl NetCtx {
         self.check_moved_on(addr, peer_group)?;
         debug!("Connected to member {peer} at {addr}");
         self.note_link(addr, stream.is_encrypted());
-        Ok(Conn { stream, peer, group: peer_group })
+        let open = self.open_to(addr);
+        open.fetch_add(1, Ordering::AcqRel);
+        Ok(Conn { stream, peer, group: peer_group, _open: OpenLink(open) })
     }
 
     /// The group uuid of the primary component the member at `addr` is in,
