@@ -428,3 +428,26 @@ fn a_reload_to_a_certificate_the_peers_refuse_keeps_the_open_links_through_a_fai
     m3.group.shutdown();
     m2.group.shutdown();
 }
+
+/// A dialler that hangs up in the middle of the TLS handshake (it gave up
+/// the dial: its own timeout on a starved CPU, or a request it no longer
+/// needs) was refused nothing: the listener notes it, at no error level,
+/// since MTR fails a test on any error line and the dialler logs its own.
+#[test]
+fn a_dialler_that_hangs_up_mid_handshake_is_a_note_not_an_error() {
+    use std::io::Write;
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "hangup");
+    let m1 = start(with_tls(config("h1", CLUSTER, true, vec![]), ca.member("h1", false)));
+    wait_primary(&m1);
+    let hung_up = |what: &str| count_logged(&[what, "TLS handshake with", "hung up during the handshake"]);
+    let (notes, errors) = (hung_up("Info"), hung_up("Error"));
+    let mut tcp = std::net::TcpStream::connect(m1.addr()).unwrap();
+    // The start of a ClientHello record, cut short.
+    tcp.write_all(&[0x16, 0x03, 0x01, 0x00, 0xc8, 0x01, 0x00]).unwrap();
+    drop(tcp);
+    wait_until("the hang-up noted", || hung_up("Info") > notes);
+    assert_eq!(hung_up("Error"), errors, "not an error");
+    m1.group.shutdown();
+}

@@ -233,7 +233,16 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
                     let why = e.to_string();
                     let key = refusals::reason_key("TLS handshake", &why);
                     let line = || format!("TLS handshake with {peer} failed: {why}; closing");
-                    if super::tls::peer_sent_alert(&why) {
+                    if dialler_hung_up(&e) {
+                        // The dialler closed in the middle of the handshake:
+                        // nothing was refused here. A member that gave up a
+                        // dial (its own timeout, on a starved CPU, or a
+                        // request it no longer needs) does this, and logs
+                        // on its side whatever that failure costs it.
+                        net.noted_at(log::Level::Info, &who, &key, || {
+                            format!("{} (the dialling peer hung up during the handshake)", line())
+                        });
+                    } else if super::tls::peer_sent_alert(&why) {
                         // The dialler ended the handshake (most often: it does
                         // not trust *our* certificate) and logs why at error
                         // level on its side; a certificate of ours the others
@@ -253,6 +262,12 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
             }
         }
     }
+}
+
+/// The dialler closed or reset the connection during the TLS handshake.
+fn dialler_hung_up(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionReset, UnexpectedEof};
+    matches!(e.kind(), UnexpectedEof | ConnectionReset)
 }
 
 /// Why this member does not take `req` from member `from`, if it does not.
