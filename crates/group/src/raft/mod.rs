@@ -360,6 +360,14 @@ impl GroupChannel for RaftGroup {
         let tls = self.shared.net.tls.tls().ok_or_else(|| {
             GroupError::Config("socket.ssl_reload: the group channel is not encrypted (socket.ssl=NO)".into())
         })?;
+        // Links opened with the identity in force outlive the swap, as
+        // Galera's sockets do: open those still missing first (a member
+        // that joined a moment ago may have none from here yet).
+        let shared = self.shared.clone();
+        let _ = self.run(self.shared.request_timeout(), async move {
+            crate::mesh::warm_all(&shared).await;
+            Ok(())
+        });
         tls.reload().map_err(|e| GroupError::Config(e.to_string()))?;
         info!("Reloaded the TLS certificate and key: new connections use them");
         Ok(())

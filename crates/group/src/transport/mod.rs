@@ -325,6 +325,9 @@ impl NetCtx {
             Ok(frame) => frame,
             Err(e) => return vec![CallError::Unreachable(e.to_string())],
         };
+        // Idle links the peer closed (it restarted, say) are not links: a
+        // new incarnation at the address must get its own at once.
+        self.drop_closed(addr, expect);
         let missing = warm.saturating_sub(self.open_to(addr).load(Ordering::Acquire));
         let links: Vec<_> = if missing > 0 {
             let dials = (0..missing).map(|_| async {
@@ -345,6 +348,15 @@ impl NetCtx {
             self.exchange(addr, conn, &frame, timeout).await.map(|_| ())
         });
         futures_util::future::join_all(exchanges).await.into_iter().filter_map(Result::err).collect()
+    }
+
+    /// Drops the idle links to `addr` that are closed or lead to another
+    /// member than `expect`.
+    fn drop_closed(&self, addr: &str, expect: MemberId) {
+        let mut pool = lock(&self.pool);
+        if let Some(idle) = pool.get_mut(addr) {
+            idle.retain_mut(|conn| conn.peer == expect && conn.is_open());
+        }
     }
 
     /// The idle link to `addr` that waited longest, if one is open.
