@@ -7,6 +7,8 @@ PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrato
 LEAN_PACKAGES := prometheus
 CARGO ?= cargo
 PROVIDER := target/release/libtandem.so
+# The floor the bench measures against (crates/null-provider): built, never shipped.
+NULL_PROVIDER := target/release/libtandem_null.so
 TANDEM := target/release/tandem
 # The lab beside it: benchmarks and MariaDB's MTR suites.
 LAB := target/release/tandem-lab
@@ -30,7 +32,7 @@ deps:
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (rustup) first"; exit 1; }
 
 build: deps
-	$(CARGO) build --release -p tandem-provider -p tandem -p tandem-lab
+	$(CARGO) build --release -p tandem-provider -p tandem-null-provider -p tandem -p tandem-lab
 
 # A 3-node cluster on loopback, a short write workload on all nodes, then
 # every node's status and row counts. Stop it with `make demo-down`.
@@ -74,7 +76,8 @@ test-sim:
 
 # Real mariadbd clusters on loopback with our provider.
 test-cluster: build
-	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests -- --test-threads=1
+	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) TANDEM_NULL_PROVIDER=$(CURDIR)/$(NULL_PROVIDER) \
+		$(CARGO) test --release -p tandem-cluster-tests -- --test-threads=1
 	$(CARGO) test --release -p tandem-group --test cluster late_joiner_gets_a_snapshot_larger_than_a_frame
 
 # Partitions on a real network: each node in its own network namespace, links
