@@ -8,7 +8,9 @@
 # a small machine hides from TPS; they change little from run to run.
 #
 # Usage: scripts/commit-cost.sh ROUNDS VARIANT...
-#   VARIANT: standalone, galera, or the path of a libtandem.so build.
+#   VARIANT: standalone, galera, or the path of a provider library: a
+#   libtandem.so build, or target/release/libtandem_null.so for the floor
+#   (crates/null-provider: the server's own wsrep work, no replication).
 # Example: scripts/commit-cost.sh 2 standalone galera target/release/libtandem.so
 set -euo pipefail
 cd "$(dirname "$0")/.."
