@@ -356,73 +356,137 @@ fn certificates_made_the_way_galeras_guides_say_are_identities() {
     m1.group.shutdown();
 }
 
+/// Galera's default timeouts, as in MTR: with the tests' 50 ms heartbeat a
+/// CPU-starved member's Raft gives up on requests in flight, which closes
+/// their links (they are out of step), and the refill is a new link (see
+/// "Noticed" in the issue note of 2026-11-29).
+fn galera_config(name: &str, bootstrap: bool, peers: Vec<String>) -> tandem_group::GroupConfig {
+    let mut config = config(name, CLUSTER, bootstrap, peers);
+    config.timeouts = tandem_group::Timeouts {
+        heartbeat: std::time::Duration::from_secs(1),
+        suspect: std::time::Duration::from_secs(5),
+        inactive: std::time::Duration::from_secs(15),
+    };
+    config
+}
+
+fn galera_member(name: &str, bootstrap: bool, peers: Vec<String>, files: TlsFiles) -> Member {
+    start(with_tls(galera_config(name, bootstrap, peers), files))
+}
+
+fn three_voters(members: [&Member; 3]) {
+    for m in &members[1..] {
+        m.group.promote(m.id()).expect("promote");
+    }
+    wait_until("three voters everywhere", || {
+        members.iter().all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
+    });
+}
+
+/// Gives `files` a certificate and key from a CA nobody trusts and has
+/// `member` reload them; the count of error lines then.
+fn reload_to_a_stranger(dir: &Path, member: &Member, files: &TlsFiles) -> usize {
+    let stranger = Ca::new(dir, "stranger").member(&format!("{}-new", member.name), false);
+    std::fs::copy(&stranger.cert, &files.cert).unwrap();
+    std::fs::copy(&stranger.key, &files.key).unwrap();
+    member.group.reload_tls().expect("the new pair loads");
+    count_logged(&["Error"])
+}
+
+/// The leader `gone` leaves; the one of `others` elected after it.
+fn leader_leaves<'a>(gone: &Member, others: [&'a Member; 2]) -> &'a Member {
+    let _ = gone.group.leave(std::time::Duration::from_secs(10));
+    gone.group.shutdown();
+    let mut new_leader = None;
+    wait_until("the others elect a leader", || {
+        new_leader = others.into_iter().find(|m| m.group.status().leader == Some(m.id()));
+        new_leader.is_some()
+    });
+    new_leader.expect("found")
+}
+
 /// MariaDB's galera_ssl_reload: a member reloads a certificate that the
 /// others do not trust right after a third member joined, then the leader
-/// leaves. Galera keeps its open links
-/// across a reload, so nothing is refused; the members here must get
-/// through the failover on the links they keep warm, without dialing with
-/// the new certificate (which the peer would refuse, logged as an error).
-///
-/// With Galera's default timeouts, as in MTR: with the tests' 50 ms
-/// heartbeat, a CPU-starved member's Raft gives up on requests in flight,
-/// which closes their links (they are out of step), and the refill is a new
-/// link (see "Noticed" in the issue note of 2026-11-29).
+/// leaves. Galera keeps its open links across a reload, so nothing is
+/// refused; the members here must get through the failover on the links
+/// they keep warm, without dialing with the new certificate (which the
+/// peer would refuse, logged as an error).
 #[test]
 fn a_reload_to_a_certificate_the_peers_refuse_keeps_the_open_links_through_a_failover() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "kept");
-    let galera_timeouts = |mut c: tandem_group::GroupConfig| {
-        c.timeouts = tandem_group::Timeouts {
-            heartbeat: std::time::Duration::from_secs(1),
-            suspect: std::time::Duration::from_secs(5),
-            inactive: std::time::Duration::from_secs(15),
-        };
-        c
-    };
-    let member = |name: &str, bootstrap: bool, peers: Vec<String>, files: TlsFiles| {
-        start(with_tls(galera_timeouts(config(name, CLUSTER, bootstrap, peers)), files))
-    };
-    let m1 = member("k1", true, vec![], ca.member("k1", false));
+    let m1 = galera_member("k1", true, vec![], ca.member("k1", false));
     wait_primary(&m1);
     let files2 = ca.member("k2", false);
-    let m2 = member("k2", false, vec![m1.addr()], files2.clone());
+    let m2 = galera_member("k2", false, vec![m1.addr()], files2.clone());
     wait_primary(&m2);
-    let m3 = member("k3", false, vec![m1.addr()], ca.member("k3", false));
+    let m3 = galera_member("k3", false, vec![m1.addr()], ca.member("k3", false));
     wait_primary(&m3);
-    for m in [&m2, &m3] {
-        m.group.promote(m.id()).expect("promote");
-    }
-    wait_until("three voters everywhere", || {
-        [&m1, &m2, &m3].iter().all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
-    });
+    three_voters([&m1, &m2, &m3]);
     submit(&m1, b"before-reload");
     wait_delivered(&[&m1, &m2, &m3], b"before-reload");
+
     // At once, as in MTR: k2 may not have dialed k3, just joined, yet.
-    let stranger = Ca::new(dir.path(), "stranger").member("k2-new", false);
-    std::fs::copy(&stranger.cert, &files2.cert).unwrap();
-    std::fs::copy(&stranger.key, &files2.key).unwrap();
-    m2.group.reload_tls().expect("the new pair loads");
-    let errors = count_logged(&["Error"]);
+    let errors = reload_to_a_stranger(dir.path(), &m2, &files2);
     for i in 0..20 {
         let payload = format!("after-reload-{i}");
         submit(&m1, payload.as_bytes());
         wait_delivered(&[&m1, &m2, &m3], payload.as_bytes());
     }
-    let _ = m1.group.leave(std::time::Duration::from_secs(10));
-    m1.group.shutdown();
-    let mut new_leader = None;
-    wait_until("k2 and k3 elect a leader", || {
-        new_leader = [&m2, &m3].into_iter().find(|m| m.group.status().leader == Some(m.id()));
-        new_leader.is_some()
-    });
-    let leader = new_leader.expect("found");
+    let leader = leader_leaves(&m1, [&m2, &m3]);
     for i in 0..20 {
         let payload = format!("after-failover-{i}");
         submit(leader, payload.as_bytes());
         wait_delivered(&[&m2, &m3], payload.as_bytes());
     }
     assert_eq!(count_logged(&["Error"]), errors, "no refusal: the links open before the reload carried it all");
+    m3.group.shutdown();
+    m2.group.shutdown();
+}
+
+/// The same, with the third member restarted at its address just before
+/// the reload (MTR restarts node 3, then runs FLUSH SSL on node 2 at once):
+/// the links to its old process are closed, and the member reloading must
+/// open new ones with the identity in force before it swaps it.
+#[test]
+fn a_member_back_at_its_address_is_linked_before_a_reload_to_a_refused_certificate() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "back");
+    let m1 = galera_member("b1", true, vec![], ca.member("b1", false));
+    wait_primary(&m1);
+    let files2 = ca.member("b2", false);
+    let m2 = galera_member("b2", false, vec![m1.addr()], files2.clone());
+    wait_primary(&m2);
+    let files3 = ca.member("b3", false);
+    let m3 = galera_member("b3", false, vec![m1.addr()], files3.clone());
+    wait_primary(&m3);
+    three_voters([&m1, &m2, &m3]);
+    submit(&m1, b"before-restart");
+    wait_delivered(&[&m1, &m2, &m3], b"before-restart");
+
+    let addr3 = m3.addr();
+    let _ = m3.group.leave(std::time::Duration::from_secs(10));
+    m3.group.shutdown();
+    wait_until("b3 gone from the view", || m1.rec.last_view().is_some_and(|v| v.voters.len() == 2));
+    let mut again = galera_config("b3", false, vec![m1.addr()]);
+    again.listen_addr = addr3;
+    let m3 = start(with_tls(again, files3));
+    wait_primary(&m3);
+    three_voters([&m1, &m2, &m3]);
+
+    let errors = reload_to_a_stranger(dir.path(), &m2, &files2);
+    let leader = leader_leaves(&m1, [&m2, &m3]);
+    for i in 0..10 {
+        let payload = format!("after-restart-{i}");
+        submit(leader, payload.as_bytes());
+        wait_delivered(&[&m2, &m3], payload.as_bytes());
+        // Causal reads on b2: if b3 leads, they ask it over b2's own links,
+        // as a leading b2's replication to b3 would.
+        m2.group.read_barrier(std::time::Duration::from_secs(30)).expect("a causal read on b2");
+    }
+    assert_eq!(count_logged(&["Error"]), errors, "no refusal: the links were opened before the reload");
     m3.group.shutdown();
     m2.group.shutdown();
 }
@@ -448,80 +512,4 @@ fn a_dialler_that_hangs_up_mid_handshake_is_a_note_not_an_error() {
     wait_until("the hang-up noted", || hung_up("Info") > notes);
     assert_eq!(hung_up("Error"), errors, "not an error");
     m1.group.shutdown();
-}
-
-/// The same, with the third member restarted at its address just before
-/// the reload (MTR restarts node 3, then runs FLUSH SSL on node 2 at once):
-/// the links to its old process are closed, and the member reloading must
-/// open new ones with the identity in force before it swaps it.
-#[test]
-fn a_member_back_at_its_address_is_linked_before_a_reload_to_a_refused_certificate() {
-    let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new(dir.path(), "back");
-    let galera_timeouts = |mut c: tandem_group::GroupConfig| {
-        c.timeouts = tandem_group::Timeouts {
-            heartbeat: std::time::Duration::from_secs(1),
-            suspect: std::time::Duration::from_secs(5),
-            inactive: std::time::Duration::from_secs(15),
-        };
-        c
-    };
-    let member = |name: &str, bootstrap: bool, peers: Vec<String>, files: TlsFiles| {
-        start(with_tls(galera_timeouts(config(name, CLUSTER, bootstrap, peers)), files))
-    };
-    let three_voters = |members: &[&Member]| {
-        for m in members {
-            m.group.promote(m.id()).expect("promote");
-        }
-        wait_until("three voters everywhere", || {
-            members.iter().all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
-        });
-    };
-    let m1 = member("b1", true, vec![], ca.member("b1", false));
-    wait_primary(&m1);
-    let files2 = ca.member("b2", false);
-    let m2 = member("b2", false, vec![m1.addr()], files2.clone());
-    wait_primary(&m2);
-    let files3 = ca.member("b3", false);
-    let m3 = member("b3", false, vec![m1.addr()], files3.clone());
-    wait_primary(&m3);
-    three_voters(&[&m1, &m2, &m3]);
-    submit(&m1, b"before-restart");
-    wait_delivered(&[&m1, &m2, &m3], b"before-restart");
-
-    let addr3 = m3.addr();
-    let _ = m3.group.leave(std::time::Duration::from_secs(10));
-    m3.group.shutdown();
-    wait_until("b3 gone from the view", || m1.rec.last_view().is_some_and(|v| v.voters.len() == 2));
-    let mut again = galera_timeouts(config("b3", CLUSTER, false, vec![m1.addr()]));
-    again.listen_addr = addr3;
-    let m3 = start(with_tls(again, files3));
-    wait_primary(&m3);
-    three_voters(&[&m1, &m2, &m3]);
-
-    let stranger = Ca::new(dir.path(), "stranger").member("b2-new", false);
-    std::fs::copy(&stranger.cert, &files2.cert).unwrap();
-    std::fs::copy(&stranger.key, &files2.key).unwrap();
-    m2.group.reload_tls().expect("the new pair loads");
-    let errors = count_logged(&["Error"]);
-    let _ = m1.group.leave(std::time::Duration::from_secs(10));
-    m1.group.shutdown();
-    let mut new_leader = None;
-    wait_until("b2 and b3 elect a leader", || {
-        new_leader = [&m2, &m3].into_iter().find(|m| m.group.status().leader == Some(m.id()));
-        new_leader.is_some()
-    });
-    let leader = new_leader.expect("found");
-    for i in 0..10 {
-        let payload = format!("after-restart-{i}");
-        submit(leader, payload.as_bytes());
-        wait_delivered(&[&m2, &m3], payload.as_bytes());
-        // Causal reads on b2: if b3 leads, they ask it over b2's own links,
-        // as a leading b2's replication to b3 would.
-        m2.group.read_barrier(std::time::Duration::from_secs(30)).expect("a causal read on b2");
-    }
-    assert_eq!(count_logged(&["Error"]), errors, "no refusal: the links were opened before the reload");
-    m3.group.shutdown();
-    m2.group.shutdown();
 }
