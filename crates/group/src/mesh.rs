@@ -103,13 +103,8 @@ async fn keepalive(shared: Arc<Shared>, id: MemberId, addr: String) {
 /// `WARM`, rather than at their greeters' next turn: before a certificate
 /// reload, so that the links made with the identity in force are there.
 pub async fn warm_all(shared: &Arc<Shared>) {
-    let timeout = shared.request_timeout();
     let config = shared.raft().server_metrics().borrow_watched().membership_config.clone();
-    let warming = members(shared, &config).into_iter().map(|(id, addr)| async move {
-        for e in shared.net.keepalive(&addr, id, WARM, timeout).await {
-            debug!("Warming the links to member {id} at {addr}: {e}");
-        }
-    });
+    let warming = members(shared, &config).into_iter().map(|(id, addr)| keepalive(shared.clone(), id, addr));
     futures_util::future::join_all(warming).await;
 }
 

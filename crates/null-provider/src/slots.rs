@@ -127,6 +127,10 @@ unsafe extern "C" fn capabilities(_w: *mut wsrep_t) -> wsrep_cap_t {
     CAPABILITIES
 }
 
+/// Every option is taken and none has an effect: this provider has nothing
+/// to tune, and the bench hands it the same my.cnf as the others. It keeps
+/// only the string set last, which `options_get` shows back (a real
+/// provider merges each `SET` into what it holds).
 unsafe extern "C" fn options_set(w: *mut wsrep_t, conf: *const c_char) -> wsrep_status_t {
     with_null!(w, WSREP_NODE_FAIL, |n| {
         if !conf.is_null() {

@@ -32,6 +32,7 @@ use tokio::sync::mpsc;
 pub use self::hosted::HostedMember;
 pub use self::startup::RaftStarter;
 use self::types::{AppPayload, Bytes};
+use crate::on_caller::Closed;
 use crate::shared::Shared;
 use crate::sync::lock;
 use crate::wire::{Request, MAX_PAYLOAD_BYTES};
@@ -179,8 +180,14 @@ fn on_group_thread() -> bool {
 
 /// Stops openraft, then the runtime, joining every runtime thread.
 fn stop(runtime: Runtime, shared: Arc<Shared>) {
-    if !shared.callers.close(CALLERS_STOP_TIMEOUT) {
-        warn!("Calls into the group still running after {CALLERS_STOP_TIMEOUT:?}; stopping anyway");
+    match shared.callers.close(CALLERS_STOP_TIMEOUT) {
+        Closed::Emptied => {}
+        Closed::EmptiedUnsignalled => {
+            warn!("The last call into the group left unnoticed until {CALLERS_STOP_TIMEOUT:?}")
+        }
+        Closed::StillInside(n) => {
+            warn!("{n} calls into the group still running after {CALLERS_STOP_TIMEOUT:?}; stopping anyway")
+        }
     }
     let raft = shared.raft();
     let stopped = runtime.block_on(async move { tokio::time::timeout(RAFT_STOP_TIMEOUT, raft.shutdown()).await });

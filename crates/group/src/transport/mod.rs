@@ -372,9 +372,13 @@ impl NetCtx {
         None
     }
 
-    /// The count of links open to `addr`.
+    /// The count of links open to `addr`. Forgets the addresses no link
+    /// and no caller holds a count of (a member gone, or moved): each link
+    /// holds its address's count, so an entry held only here counts none.
     fn open_to(&self, addr: &str) -> Arc<AtomicUsize> {
-        lock(&self.open).entry(addr.to_string()).or_default().clone()
+        let mut open = lock(&self.open);
+        open.retain(|at, count| at == addr || Arc::strong_count(count) > 1);
+        open.entry(addr.to_string()).or_default().clone()
     }
 
     /// A connection of the caller's own to member `expect` at `addr`, outside
@@ -537,8 +541,11 @@ impl NetCtx {
     }
 }
 
-/// The peer hung up on our ClientHello: typically a member without TLS.
-fn closed_on_hello(e: &std::io::Error) -> bool {
+/// The other end closed or reset the connection during the TLS handshake:
+/// the dialler's view of a listener that refused it, and the listener's of
+/// a dialler that gave up. A dialler that sees it on its ClientHello
+/// typically reached a member without TLS.
+pub(super) fn closed_on_hello(e: &std::io::Error) -> bool {
     use std::io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof};
     matches!(e.kind(), UnexpectedEof | ConnectionReset | BrokenPipe)
 }
@@ -553,5 +560,27 @@ pub(crate) fn warn_unsendable(addr: &str, e: &wire::WireError) {
     let last = LAST_WARNED_S.load(Ordering::Relaxed);
     if now >= last + 60 && LAST_WARNED_S.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
         log::warn!("Cannot send a message to {addr}: {e}; it is retried, and fails the same way");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_link_counts_forget_the_addresses_no_link_holds() {
+        let hello = Hello { cluster: "c".into(), member: 1, info: crate::MemberInfo::default(), group: None };
+        let net = NetCtx::new(hello, Duration::from_secs(1), TlsMode::Off, None);
+        let link = net.open_to("a:1");
+        link.fetch_add(1, Ordering::AcqRel);
+        let link = OpenLink(link);
+        assert_eq!(net.open_to("b:2").load(Ordering::Acquire), 0);
+        assert_eq!(net.open_to("c:3").load(Ordering::Acquire), 0);
+        let addresses = |net: &NetCtx| lock(&net.open).keys().cloned().collect::<Vec<_>>();
+        assert_eq!(addresses(&net), ["a:1", "c:3"], "b:2 forgotten, a:1 held by its link");
+        assert_eq!(net.open_to("a:1").load(Ordering::Acquire), 1, "the link's own count");
+        drop(link);
+        assert_eq!(net.open_to("d:4").load(Ordering::Acquire), 0);
+        assert_eq!(addresses(&net), ["d:4"]);
     }
 }

@@ -233,7 +233,7 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
                     let why = e.to_string();
                     let key = refusals::reason_key("TLS handshake", &why);
                     let line = || format!("TLS handshake with {peer} failed: {why}; closing");
-                    if dialler_hung_up(&e) {
+                    if super::closed_on_hello(&e) {
                         // The dialler closed in the middle of the handshake:
                         // nothing was refused here. A member that gave up a
                         // dial (its own timeout, on a starved CPU, or a
@@ -262,12 +262,6 @@ async fn secure_within(net: &NetCtx, tcp: TcpStream, peer: SocketAddr) -> Option
             }
         }
     }
-}
-
-/// The dialler closed or reset the connection during the TLS handshake.
-fn dialler_hung_up(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::{ConnectionReset, UnexpectedEof};
-    matches!(e.kind(), UnexpectedEof | ConnectionReset)
 }
 
 /// Why this member does not take `req` from member `from`, if it does not.
