@@ -44,6 +44,14 @@ pub fn provider_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/libtandem.so"))
 }
 
+/// The null provider (crates/null-provider, built by `make build`): the
+/// floor the bench measures every provider against.
+pub fn null_provider_path() -> PathBuf {
+    std::env::var_os("TANDEM_NULL_PROVIDER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/libtandem_null.so"))
+}
+
 /// Timeouts short enough that failure tests finish quickly, long enough for a
 /// loaded 2-core machine.
 pub fn spec(dir: &TempDir, nodes: usize) -> ClusterSpec {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tandem::cluster::ProviderKind;
-use tandem_cluster_tests::provider_path;
+use tandem_cluster_tests::{null_provider_path, provider_path};
 use tandem_lab::bench::results::{RejoinVariant, Results};
 use tandem_lab::bench::transfer::Transfer;
 
@@ -34,6 +34,8 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
         .arg(tmp.path().join("w"))
         .arg("--tandem-path")
         .arg(provider_path())
+        .arg("--null-path")
+        .arg(null_provider_path())
         .arg("--doc")
         .arg(&doc)
         .arg("--json")
@@ -41,7 +43,8 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
     run_bench(bench, tmp.path(), Duration::from_secs(15 * 60))?;
 
     let results: Results = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
-    let targets = [ProviderKind::Tandem, ProviderKind::Galera, ProviderKind::Standalone];
+    // The default targets: on one-node clusters the null provider runs every cell.
+    let targets = [ProviderKind::Tandem, ProviderKind::Galera, ProviderKind::Standalone, ProviderKind::Null];
     assert_eq!(results.cells.len(), 2, "2 workloads x 1 thread count, node 1 only");
     for cell in &results.cells {
         for target in targets {
@@ -50,7 +53,7 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
             assert!(m.transactions > 0 && m.tps > 0.0, "{target} {}: {m:?}", cell.cell.label());
             assert!(m.p95_ms.is_some_and(|p| p > 0.0), "{target}: {m:?}");
             assert_eq!(m.rounds, 2, "{target} {}: {m:?}", cell.cell.label());
-            assert_eq!(m.cert_failures.is_some(), target != ProviderKind::Standalone);
+            assert_eq!(m.cert_failures.is_some(), !target.one_node_only());
         }
         assert!(cell.tps_ratio().is_some());
     }
@@ -85,9 +88,26 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
         md.contains("## Rejoin: a node restarted after missing write-sets\n\nNot run: needs 3 or more nodes"),
         "{md}"
     );
-    // The 1-node cell runs on the (already) one-node clusters and the standalone server.
+    // The 1-node cell runs on the (already) one-node clusters, the standalone
+    // server and the null provider, and reports each provider's own cost.
     single_node_measured(&results, &targets, 2);
-    assert!(md.contains("## 1-node cluster against standalone MariaDB"), "{md}");
+    assert!(md.contains("## 1-node cluster against standalone MariaDB and the null provider"), "{md}");
+    for cell in &results.single_node.as_ref().expect("measured").cells {
+        let us = |k| format!("{:.0}", cell.cpu_us_per_trx(k).expect("measured"));
+        let own = |k| format!("{:.0}", cell.own_cpu_us_per_trx(k).expect("against the null provider"));
+        let (s, n, g, t) = (ProviderKind::Standalone, ProviderKind::Null, ProviderKind::Galera, ProviderKind::Tandem);
+        let row = format!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            cell.cell.threads,
+            us(s),
+            us(n),
+            us(g),
+            us(t),
+            own(g),
+            own(t)
+        );
+        assert!(md.contains(&row), "missing row {row} in\n{md}");
+    }
 
     no_server_left(tmp.path())
 }

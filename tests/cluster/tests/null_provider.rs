@@ -5,16 +5,9 @@
 //! reads, FTWRL (desync and pause), and a clean shutdown that ends with the
 //! final view, not a kill; then a restart continues the same history.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use tandem_cluster_tests::*;
-
-fn null_provider_path() -> PathBuf {
-    std::env::var_os("TANDEM_NULL_PROVIDER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/libtandem_null.so"))
-}
 
 fn run(n: &tandem::cluster::state::Node, query: &str) -> anyhow::Result<String> {
     sql(n, query).map_err(anyhow::Error::msg)

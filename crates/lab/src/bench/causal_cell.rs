@@ -98,7 +98,7 @@ pub fn alternating<T: Clone>(items: &[T], rounds: u32) -> Vec<(T, u32)> {
 
 pub fn run(bench: &Bench, clusters: &[(ProviderKind, Cluster)], rounds: u32, progress: &mut Progress) -> CausalCell {
     let replicated: Vec<&(ProviderKind, Cluster)> =
-        clusters.iter().filter(|(k, c)| *k != ProviderKind::Standalone && c.len() >= 2).collect();
+        clusters.iter().filter(|(k, c)| !k.one_node_only() && c.len() >= 2).collect();
     if replicated.is_empty() {
         return CausalCell {
             skipped: Some("needs a replicated cluster of 2 or more nodes".into()),

@@ -61,7 +61,7 @@ pub fn runs(kinds: &[ProviderKind], rounds: u32) -> Vec<(ProviderKind, u32)> {
 
 pub fn run(bench: &Bench, clusters: &[(ProviderKind, Cluster)], rounds: u32, progress: &mut Progress) -> FcCell {
     let replicated: Vec<&(ProviderKind, Cluster)> =
-        clusters.iter().filter(|(k, c)| *k != ProviderKind::Standalone && c.len() >= 2).collect();
+        clusters.iter().filter(|(k, c)| !k.one_node_only() && c.len() >= 2).collect();
     if replicated.is_empty() {
         return FcCell { skipped: Some("needs a replicated cluster of 2 or more nodes".into()), runs: vec![] };
     }

@@ -75,28 +75,28 @@ pub fn run(args: BenchArgs) -> Result<()> {
         single_node::matrix(&sizes.matrix.targets, sizes.matrix.rounds).runs().len()
     };
     let tls_kinds: Vec<ProviderKind> = if args.tls_cell {
-        sizes.matrix.targets.iter().copied().filter(|&k| k != ProviderKind::Standalone).collect()
+        sizes.matrix.targets.iter().copied().filter(|&k| !k.one_node_only()).collect()
     } else {
         Vec::new()
     };
     let tls_runs = if tls_kinds.is_empty() { 0 } else { tls_cell::runs(&tls_kinds, sizes.matrix.rounds).len() };
     let causal_runs = if args.causal_cell {
         let replicated: Vec<ProviderKind> =
-            sizes.matrix.targets.iter().copied().filter(|&k| k != ProviderKind::Standalone).collect();
+            sizes.matrix.targets.iter().copied().filter(|&k| !k.one_node_only()).collect();
         causal_cell::runs(&replicated, sizes.matrix.rounds).len()
     } else {
         0
     };
     let fc_runs = if args.fc_cell {
         let replicated: Vec<ProviderKind> =
-            sizes.matrix.targets.iter().copied().filter(|&k| k != ProviderKind::Standalone).collect();
+            sizes.matrix.targets.iter().copied().filter(|&k| !k.one_node_only()).collect();
         fc_cell::runs(&replicated, sizes.matrix.rounds).len()
     } else {
         0
     };
     let stream_runs = if args.stream_cell {
         let replicated: Vec<ProviderKind> =
-            sizes.matrix.targets.iter().copied().filter(|&k| k != ProviderKind::Standalone).collect();
+            sizes.matrix.targets.iter().copied().filter(|&k| !k.one_node_only()).collect();
         stream_cell::runs(&replicated, sizes.matrix.rounds).len()
     } else {
         0
@@ -263,6 +263,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
 struct TargetPaths {
     tandem: Option<PathBuf>,
     galera: Option<PathBuf>,
+    null: Option<PathBuf>,
 }
 
 /// Checks every provider library before anything starts, so a missing one
@@ -278,6 +279,7 @@ fn target_paths(args: &BenchArgs, targets: &[ProviderKind]) -> Result<TargetPath
     Ok(TargetPaths {
         tandem: resolve(ProviderKind::Tandem, &args.tandem_path)?,
         galera: resolve(ProviderKind::Galera, &args.galera_path)?,
+        null: resolve(ProviderKind::Null, &args.null_path)?,
     })
 }
 
@@ -364,7 +366,7 @@ fn start_targets(
 ) -> Result<Vec<(ProviderKind, Cluster)>> {
     let mut clusters = Vec::new();
     for &kind in &sizes.matrix.targets {
-        let tls = args.tls && kind != ProviderKind::Standalone;
+        let tls = args.tls && !kind.one_node_only();
         clusters.push((kind, start_target(args, sizes, paths, mysqld_options, dir, kind, tls, progress)?));
     }
     Ok(clusters)
@@ -386,9 +388,10 @@ fn start_target(
         ProviderKind::Tandem => (sizes.matrix.nodes, paths.tandem.clone()),
         ProviderKind::Galera => (sizes.matrix.nodes, paths.galera.clone()),
         ProviderKind::Standalone => (1, None),
+        ProviderKind::Null => (1, paths.null.clone()),
     };
     let provider_options = match kind {
-        ProviderKind::Standalone => Vec::new(),
+        ProviderKind::Standalone | ProviderKind::Null => Vec::new(),
         ProviderKind::Tandem => [sizes.provider_options.clone(), args.tandem_options.clone()].concat(),
         ProviderKind::Galera => sizes.provider_options.clone(),
     };
@@ -422,7 +425,7 @@ fn measure_tls_cell(
     progress: &mut Progress,
 ) -> tls_cell::TlsCell {
     let mut tls = Vec::new();
-    for &(kind, _) in plain.iter().filter(|c| c.0 != ProviderKind::Standalone) {
+    for &(kind, _) in plain.iter().filter(|c| !c.0.one_node_only()) {
         let started = start_target(args, sizes, paths, mysqld_options, dir, kind, true, progress).and_then(|cluster| {
             progress.start(&format!("{kind}-tls: loading {} x {} rows", bench.data.tables, bench.data.table_size));
             bench.load(kind, &cluster)?;

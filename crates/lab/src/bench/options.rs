@@ -28,8 +28,10 @@ pub struct BenchArgs {
     /// Where the clients connect, comma-separated [default: node1,spread]
     #[arg(long, value_enum, value_delimiter = ',')]
     pub(crate) placements: Option<Vec<Placement>>,
-    /// What to measure, comma-separated
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "tandem,galera,standalone")]
+    /// What to measure, comma-separated. `standalone` and `null` (the null
+    /// provider, the floor: crates/null-provider) run the node-1 and 1-node
+    /// cells only
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "tandem,galera,standalone,null")]
     pub(crate) targets: Vec<ProviderKind>,
     /// sysbench tables [default: 8]
     #[arg(long)]
@@ -59,6 +61,9 @@ pub struct BenchArgs {
     /// Tandem library [default: $TANDEM_PROVIDER or target/release/libtandem.so]
     #[arg(long)]
     pub(crate) tandem_path: Option<PathBuf>,
+    /// The null provider's library [default: target/release/libtandem_null.so]
+    #[arg(long)]
+    pub(crate) null_path: Option<PathBuf>,
     /// Galera library [default: /usr/lib/galera/libgalera_smm.so]
     #[arg(long)]
     pub(crate) galera_path: Option<PathBuf>,
@@ -181,6 +186,11 @@ pub(crate) fn sizes(args: &BenchArgs) -> Result<Sizes> {
     }
     let mut targets = args.targets.clone();
     targets.dedup();
+    // The null provider runs only where every target has one node: with
+    // clusters of several nodes that is the 1-node cell alone.
+    if args.nodes > 1 && args.no_single_node {
+        targets.retain(|&t| t != ProviderKind::Null);
+    }
     let s = Sizes {
         matrix: Matrix {
             workloads,
@@ -277,6 +287,16 @@ pub(crate) mod tests {
         assert!(sizes(&args(&["--rejoin-writes", "0"])).is_err());
         assert!(sizes(&args(&["--rejoin-rate", "0"])).is_err());
         assert!(sizes(&args(&["--rejoin-rate", "0", "--rejoin-downtime", "0"])).is_ok());
+    }
+
+    #[test]
+    fn the_null_provider_is_a_default_target_where_a_cell_runs_it() {
+        use ProviderKind::*;
+        assert_eq!(sizes(&args(&[])).unwrap().matrix.targets, [Tandem, Galera, Standalone, Null]);
+        let none = sizes(&args(&["--no-single-node"])).unwrap();
+        assert_eq!(none.matrix.targets, [Tandem, Galera, Standalone], "3 nodes, no 1-node cell");
+        let one = sizes(&args(&["--no-single-node", "--nodes", "1"])).unwrap();
+        assert!(one.matrix.targets.contains(&Null), "1-node clusters: the matrix runs it");
     }
 
     #[test]

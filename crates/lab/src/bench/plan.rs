@@ -134,19 +134,21 @@ impl Matrix {
     }
 
     /// Replicated targets alternate which goes first (ABAB... over cells,
-    /// ABBA... within a cell's rounds); the standalone server has a single
-    /// node, so it only runs the "node 1" cells, last in each round.
+    /// ABBA... within a cell's rounds). The standalone server has a single
+    /// node, so it only runs the "node 1" cells, last in each round. So does
+    /// the null provider, but only in a matrix of 1-node clusters (the
+    /// 1-node cell): against a cluster of several nodes its figures, the
+    /// cost of one server's wsrep work, compare with nothing.
     fn order_for(&self, k: usize, cell: &Cell) -> Vec<ProviderKind> {
-        let mut replicated: Vec<ProviderKind> =
-            self.targets.iter().copied().filter(|&t| t != ProviderKind::Standalone).collect();
+        let mut order: Vec<ProviderKind> = self.targets.iter().copied().filter(|&t| !t.one_node_only()).collect();
         if k % 2 == 1 {
-            replicated.reverse();
+            order.reverse();
         }
-        let standalone = self.targets.contains(&ProviderKind::Standalone) && cell.placement == Placement::Node1;
-        if standalone {
-            replicated.push(ProviderKind::Standalone);
+        if cell.placement == Placement::Node1 {
+            let alone = |t: ProviderKind| t == ProviderKind::Standalone || (t == ProviderKind::Null && self.nodes == 1);
+            order.extend(self.targets.iter().copied().filter(|&t| alone(t)));
         }
-        replicated
+        order
     }
 }
 
@@ -240,6 +242,18 @@ mod tests {
         assert!(standalone.iter().all(|r| cells[r.cell].placement == Placement::Node1));
         // 8 cells x 2 replicated targets + 4 standalone
         assert_eq!(runs.len(), 20);
+    }
+
+    #[test]
+    fn the_null_provider_runs_only_where_every_target_has_one_node() {
+        let targets = vec![Tandem, Galera, Standalone, Null];
+        let three = Matrix { targets: targets.clone(), ..matrix(3) };
+        assert!(three.runs().iter().all(|r| r.target != Null), "its one server against three says nothing");
+        assert_eq!(three.runs().len(), matrix(3).runs().len());
+        let one = Matrix { targets, ..matrix(1) };
+        let runs = one.runs();
+        assert_eq!(runs.iter().filter(|r| r.target == Null).count(), 4, "every cell of a 1-node matrix");
+        assert_eq!(runs.iter().filter(|r| r.target == Standalone).count(), 4);
     }
 
     #[test]

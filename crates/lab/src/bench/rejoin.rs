@@ -64,8 +64,7 @@ impl Plan {
     /// Every run in order: variant by variant, a variant's rounds back to
     /// back, the replicated targets swapping who goes first every round.
     pub fn runs(&self, targets: &[ProviderKind]) -> Vec<(RejoinVariant, u32, ProviderKind)> {
-        let replicated: Vec<ProviderKind> =
-            targets.iter().copied().filter(|&t| t != ProviderKind::Standalone).collect();
+        let replicated: Vec<ProviderKind> = targets.iter().copied().filter(|&t| !t.one_node_only()).collect();
         let mut runs = Vec::new();
         for (v, variant) in self.variants().into_iter().enumerate() {
             for round in 0..self.rounds.max(1) {
@@ -86,7 +85,7 @@ impl Plan {
                 "needs 3 or more nodes per cluster (this run has {nodes}): with 2, the one left alone after a kill -9 has no quorum"
             ));
         }
-        if !targets.iter().any(|&t| t != ProviderKind::Standalone) {
+        if !targets.iter().any(|&t| !t.one_node_only()) {
             return Some("no replicated target in this run".into());
         }
         None
@@ -116,7 +115,7 @@ pub fn run(
     if out.skipped.is_some() {
         return out;
     }
-    out.data_mib = clusters.iter().find(|c| c.0 != ProviderKind::Standalone).and_then(|c| data_mib(c.1.node(1)).ok());
+    out.data_mib = clusters.iter().find(|c| !c.0.one_node_only()).and_then(|c| data_mib(c.1.node(1)).ok());
     let sync_limit = sync_timeout(plan.writes, out.data_mib);
     // A target whose node did not come back after a failed run: its later runs are not attempted.
     let mut broken: Vec<(ProviderKind, String)> = Vec::new();

@@ -216,6 +216,29 @@ impl CellResult {
         (b.tps > 0.0).then(|| a.tps / b.tps)
     }
 
+    /// Server CPU per transaction of `target` over its rounds, µs: every
+    /// `mariadbd` of the target, user + system (/proc), over the
+    /// transactions sysbench completed. On a shared machine it moves far
+    /// less than TPS does.
+    pub fn cpu_us_per_trx(&self, target: ProviderKind) -> Option<f64> {
+        let m = self.of(target)?;
+        (m.transactions > 0).then(|| m.cpu_s * 1e6 / m.transactions as f64)
+    }
+
+    /// `target`'s own CPU per transaction: its CPU per transaction minus the
+    /// null provider's, which is what the server's own wsrep work costs (the
+    /// same on any provider). None without a null provider run.
+    pub fn own_cpu_us_per_trx(&self, target: ProviderKind) -> Option<f64> {
+        Some(self.cpu_us_per_trx(target)? - self.cpu_us_per_trx(ProviderKind::Null)?)
+    }
+
+    /// `a`'s own CPU per transaction / `b`'s; none unless both are positive
+    /// (an own cost at or below the floor's is noise, not a ratio).
+    pub fn own_cpu_vs(&self, a: ProviderKind, b: ProviderKind) -> Option<f64> {
+        let (a, b) = (self.own_cpu_us_per_trx(a)?, self.own_cpu_us_per_trx(b)?);
+        (a > 0.0 && b > 0.0).then(|| a / b)
+    }
+
     /// `a`'s p95 / `b`'s p95.
     pub fn p95_vs(&self, a: ProviderKind, b: ProviderKind) -> Option<f64> {
         let (a, b) = (self.of(a)?.p95_ms?, self.of(b)?.p95_ms?);
@@ -315,8 +338,15 @@ impl GroupMove {
 
 /// Compares cell by cell; none when the settings differ (ratios of different
 /// experiments say nothing about repeatability) or no cell has both ratios.
+/// Whether the null provider ran is no difference: it changes no other
+/// target's runs, and runs from before it existed still compare.
 pub fn spread(previous: &Results, now: &Results) -> Option<Spread> {
-    if previous.format != FORMAT || previous.settings != now.settings {
+    let without_null = |s: &Settings| {
+        let mut s = s.clone();
+        s.matrix.targets.retain(|&t| t != ProviderKind::Null);
+        s
+    };
+    if previous.format != FORMAT || without_null(&previous.settings) != without_null(&now.settings) {
         return None;
     }
     let pairs = || now.cells.iter().zip(&previous.cells).filter(|(a, b)| a.cell == b.cell);
@@ -572,6 +602,16 @@ pub(crate) mod tests {
         let mut b = sample([120.0, 80.0]);
         b.settings.duration_s = 30;
         assert_eq!(spread(&a, &b), None);
+    }
+
+    #[test]
+    fn a_run_with_the_null_provider_compares_with_one_without() {
+        let a = sample([120.0, 80.0]);
+        let mut b = sample([132.0, 80.0]);
+        b.settings.matrix.targets.push(Null);
+        assert_eq!(spread(&a, &b).map(|s| s.ratios.cells), Some(2));
+        b.settings.matrix.targets.retain(|&t| t != Standalone);
+        assert_eq!(spread(&a, &b), None, "a target left out is a different run");
     }
 
     pub(crate) fn rejoin_run(target: ProviderKind, variant: RejoinVariant, round: u32, synced_s: f64) -> RejoinRun {

@@ -42,7 +42,7 @@ pub fn run(
     // Targets whose cluster could not be shrunk, and why.
     let mut broken: Vec<(ProviderKind, String)> = Vec::new();
     for (kind, cluster) in clusters.iter_mut() {
-        if *kind == ProviderKind::Standalone {
+        if kind.one_node_only() {
             continue;
         }
         progress.start(&format!("{kind}: stopping every node but node 1"));
@@ -115,14 +115,17 @@ mod tests {
 
     #[test]
     fn the_cell_is_write_only_on_node_1_with_every_target() {
-        let m = matrix(&[Tandem, Galera, Standalone], 3);
+        let m = matrix(&[Tandem, Galera, Standalone, Null], 3);
         let cells = m.cells();
         assert_eq!(cells.len(), 2);
         assert!(cells.iter().all(|c| c.workload == Workload::OltpWriteOnly && c.placement == Placement::Node1));
         assert_eq!(cells.iter().map(|c| c.threads).collect::<Vec<_>>(), THREADS);
-        // 2 cells x 3 rounds x 3 targets, the standalone server included.
+        // 2 cells x 3 rounds x 4 targets, the standalone server and the null provider included.
         let runs = m.runs();
-        assert_eq!(runs.len(), 18);
+        assert_eq!(runs.len(), 24);
         assert_eq!(runs.iter().filter(|r| r.target == Standalone).count(), 6);
+        assert_eq!(runs.iter().filter(|r| r.target == Null).count(), 6);
+        let first: Vec<ProviderKind> = runs.iter().take(4).map(|r| r.target).collect();
+        assert_eq!(first, [Tandem, Galera, Standalone, Null], "the 1-node targets last, in the order given");
     }
 }

@@ -71,7 +71,7 @@ pub fn run(
     progress: &mut Progress,
 ) -> StreamCell {
     let replicated: Vec<&(ProviderKind, Cluster)> =
-        clusters.iter().filter(|(k, c)| *k != ProviderKind::Standalone && c.len() >= 2).collect();
+        clusters.iter().filter(|(k, c)| !k.one_node_only() && c.len() >= 2).collect();
     if replicated.is_empty() {
         return StreamCell {
             skipped: Some("needs a replicated cluster of 2 or more nodes".into()),

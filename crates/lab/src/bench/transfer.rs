@@ -67,7 +67,7 @@ pub fn decide(kind: ProviderKind, excerpt: &str) -> Decision {
     let (sst_own, ist): (&[&str], &[&str]) = match kind {
         ProviderKind::Tandem => (SST_TANDEM, IST_TANDEM),
         ProviderKind::Galera => (&[], IST_GALERA),
-        ProviderKind::Standalone => (&[], &[]),
+        ProviderKind::Standalone | ProviderKind::Null => (&[], &[]),
     };
     let first = |marks: &[&str]| {
         excerpt.lines().find(|line| marks.iter().any(|m| line.contains(m))).map(|line| line.trim().to_string())

@@ -131,6 +131,10 @@ impl Cluster {
             spec.provider != ProviderKind::Standalone || spec.nodes == 1,
             "a standalone server (no provider) is a single node"
         );
+        anyhow::ensure!(
+            spec.provider != ProviderKind::Null || spec.nodes == 1,
+            "the null provider orders one node's commits by a counter: a single node"
+        );
         let tools = Tools::find()?;
         let provider_path = resolve_provider(spec.provider, spec.provider_path.as_deref())?;
         let dir = prepare_dir(&spec.dir)?;
@@ -648,6 +652,16 @@ fn remove_dir_if_exists(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_null_provider_is_refused_more_than_one_node_before_anything_starts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let Err(err) = Cluster::up(ClusterSpec::new(tmp.path().join("c"), 3, ProviderKind::Null)) else {
+            panic!("a 3-node null cluster started")
+        };
+        assert!(err.to_string().contains("a single node"), "{err}");
+        assert!(!tmp.path().join("c").exists(), "nothing made");
+    }
 
     #[test]
     fn state_from_spec_uses_ports_and_paths() {

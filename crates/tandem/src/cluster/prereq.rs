@@ -61,6 +61,7 @@ pub fn resolve_provider(kind: ProviderKind, explicit: Option<&Path>) -> Result<P
         (_, Some(path), _) => path.to_path_buf(),
         (ProviderKind::Tandem, None, Some(path)) => path,
         (ProviderKind::Tandem, None, None) => default_tandem_provider()?,
+        (ProviderKind::Null, None, _) => default_null_provider()?,
         (ProviderKind::Galera, None, _) => {
             crate::basedir::current().map_or_else(|| PathBuf::from(GALERA_PROVIDER), |dir| crate::basedir::galera(&dir))
         }
@@ -74,6 +75,15 @@ fn default_tandem_provider() -> Result<PathBuf> {
         bail!("cannot find the tandem workspace: pass --provider-path or set {PROVIDER_ENV}")
     };
     Ok(root.join("target/release/libtandem.so"))
+}
+
+/// The null provider is a development build's only (`make build`): it has
+/// no package and no environment variable of its own.
+fn default_null_provider() -> Result<PathBuf> {
+    let Some(root) = workspace_root() else {
+        bail!("cannot find the tandem workspace for the null provider: pass --provider-path")
+    };
+    Ok(root.join("target/release/libtandem_null.so"))
 }
 
 fn check_provider_file(kind: ProviderKind, path: &Path) -> Result<PathBuf> {
@@ -90,6 +100,11 @@ fn check_provider_file(kind: ProviderKind, path: &Path) -> Result<PathBuf> {
         ProviderKind::Tandem => bail!(
             "{} not found: build it with `cargo build --release -p tandem-provider`, \
              or pass --provider-path / set {PROVIDER_ENV}",
+            path.display()
+        ),
+        ProviderKind::Null => bail!(
+            "{} not found: build it with `make build` (or `cargo build --release -p tandem-null-provider`), \
+             or pass --provider-path",
             path.display()
         ),
     }
@@ -134,5 +149,13 @@ mod tests {
     fn explicit_missing_provider_is_a_clear_error() {
         let err = resolve_provider(ProviderKind::Tandem, Some(Path::new("/nope/lib.so"))).unwrap_err();
         assert!(err.to_string().contains("cargo build --release -p tandem-provider"), "{err}");
+        let err = resolve_provider(ProviderKind::Null, Some(Path::new("/nope/lib.so"))).unwrap_err();
+        assert!(err.to_string().contains("make build"), "{err}");
+    }
+
+    #[test]
+    fn the_null_provider_is_the_workspace_build_next_to_libtandem() {
+        let path = default_null_provider().unwrap();
+        assert!(path.ends_with("target/release/libtandem_null.so"), "{}", path.display());
     }
 }

@@ -18,6 +18,19 @@ pub enum ProviderKind {
     Galera,
     /// No provider, wsrep off: one plain MariaDB (the benchmark's upper limit).
     Standalone,
+    /// libtandem_null.so (crates/null-provider, built by `make build`, never
+    /// packaged): one node whose commits are ordered by a local counter, so
+    /// what it costs is the server's own wsrep work, the floor every
+    /// provider is measured against. One node only.
+    Null,
+}
+
+impl ProviderKind {
+    /// A target of one node only: the standalone server and the null
+    /// provider. Cells of several nodes leave them out.
+    pub fn one_node_only(self) -> bool {
+        matches!(self, ProviderKind::Standalone | ProviderKind::Null)
+    }
 }
 
 impl std::fmt::Display for ProviderKind {
@@ -26,6 +39,7 @@ impl std::fmt::Display for ProviderKind {
             ProviderKind::Tandem => "tandem",
             ProviderKind::Galera => "galera",
             ProviderKind::Standalone => "standalone",
+            ProviderKind::Null => "null",
         })
     }
 }

@@ -1,4 +1,5 @@
-//! Issue 10's latency and throughput goals, read off this run's cells.
+//! Issue 10's latency and throughput goals and issue 46's cost goal, read
+//! off this run's cells.
 //!
 //! The goals are ratios to measure against, never test assertions: this only
 //! says, per goal, what the run measured and whether that meets it, so a
@@ -8,7 +9,7 @@
 use std::fmt::Write;
 
 use crate::bench::results::{CellResult, Results};
-use tandem::cluster::ProviderKind::{Galera, Standalone, Tandem};
+use tandem::cluster::ProviderKind::{Galera, Null, Standalone, Tandem};
 
 /// One goal and what the run measured for it.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,11 +22,11 @@ pub struct Goal {
 }
 
 pub fn goals(r: &Results) -> Vec<Goal> {
-    vec![single_node(r), single_client(r), p95_everywhere(r), many_threads(r)]
+    vec![single_node(r), single_client(r), p95_everywhere(r), many_threads(r), own_cost(r)]
 }
 
 pub fn render(out: &mut String, r: &Results) {
-    let _ = writeln!(out, "## Goals (issue 10), as this run measured them\n");
+    let _ = writeln!(out, "## Goals (issues 10 and 46), as this run measured them\n");
     let _ = writeln!(out, "| Goal | Measured | Met |\n|---|---|---|");
     for g in goals(r) {
         let met = match g.met {
@@ -71,6 +72,28 @@ fn single_node(r: &Results) -> Goal {
             if cell.cell.threads == 1 { "" } else { "s" }
         ),
         met: Some(s.cells.iter().filter_map(|c| c.tps_vs(Tandem, Standalone)).all(|v| v >= 0.95)),
+    }
+}
+
+fn own_cost(r: &Results) -> Goal {
+    const GOAL: &str =
+        "1-node cluster: Tandem's own CPU per transaction at most 0.5x Galera's own (minus the null provider's)";
+    let Some(s) = r.single_node.as_ref().filter(|s| s.skipped.is_none()) else { return not_measured(GOAL) };
+    let Some((t, cell)) = worst(s.cells.iter(), |c| c.own_cpu_vs(Tandem, Galera), true) else {
+        return not_measured(GOAL);
+    };
+    let us = |k| cell.own_cpu_us_per_trx(k).map_or("–".into(), |v| format!("{v:.0}"));
+    let floor = cell.cpu_us_per_trx(Null).map_or("–".into(), |v| format!("{v:.0}"));
+    Goal {
+        goal: GOAL,
+        measured: format!(
+            "highest {t:.2}x, at {} thread{} (own µs/trx Tandem {}, Galera {}; null {floor})",
+            cell.cell.threads,
+            if cell.cell.threads == 1 { "" } else { "s" },
+            us(Tandem),
+            us(Galera)
+        ),
+        met: Some(s.cells.iter().filter_map(|c| c.own_cpu_vs(Tandem, Galera)).all(|v| v <= 0.5)),
     }
 }
 
@@ -188,5 +211,28 @@ mod tests {
         let mut out = String::new();
         render(&mut out, &r);
         assert!(out.contains("| 1-node cluster: at least 0.95x a standalone server's write TPS | lowest 0.90x, at 16 threads (Galera 0.70x) | **no** |"), "{out}");
+        assert_eq!(goals(&r)[4].met, None, "no null provider run: no own cost");
+    }
+
+    #[test]
+    fn the_own_cost_goal_takes_the_worst_thread_count_against_the_floor() {
+        let costing = |target, cpu_us: f64| crate::bench::results::Measurement {
+            transactions: 1000,
+            cpu_s: cpu_us * 1000.0 / 1e6,
+            ..measurement(target, 100.0, 1.0)
+        };
+        let cell = |threads, tandem, galera, null| CellResult {
+            cell: Cell { workload: Workload::OltpWriteOnly, threads, placement: Placement::Node1 },
+            runs: vec![costing(Tandem, tandem), costing(Galera, galera), costing(Null, null)],
+        };
+        let mut r = results(3, vec![]);
+        // Own: 1 thread 40 / 100 = 0.40x; 4 threads 120 / 80 = 1.50x.
+        r.single_node =
+            Some(SingleNode { skipped: None, cells: vec![cell(1, 300.0, 360.0, 260.0), cell(4, 380.0, 340.0, 260.0)] });
+        let g = &goals(&r)[4];
+        assert_eq!(g.met, Some(false), "{g:?}");
+        assert_eq!(g.measured, "highest 1.50x, at 4 threads (own µs/trx Tandem 120, Galera 80; null 260)");
+        r.single_node.as_mut().unwrap().cells.truncate(1);
+        assert_eq!(goals(&r)[4].met, Some(true));
     }
 }

@@ -3,12 +3,14 @@
 mod elsewhere;
 mod goals;
 mod rejoin;
+mod single_node;
 
 use rejoin::rejoin_section;
 pub use rejoin::LARGE_REJOIN;
+use single_node::single_node_section;
 
 use super::plan::Placement;
-use super::results::{geomean, round_noise, spread, CellResult, Combined, Results, SingleNode, Spread};
+use super::results::{geomean, round_noise, spread, CellResult, Combined, Results, Spread};
 use std::fmt::Write;
 use tandem::cluster::ProviderKind;
 
@@ -243,83 +245,6 @@ fn errors(out: &mut String, r: &Results, w: super::plan::Workload) {
 
 fn code_list(options: &[(String, String)]) -> String {
     options.iter().map(|(k, v)| format!("`{k}={v}`")).collect::<Vec<_>>().join(", ")
-}
-
-fn single_node_section(out: &mut String, r: &Results, s: &SingleNode) {
-    let _ = writeln!(out, "## 1-node cluster against standalone MariaDB\n");
-    if let Some(why) = &s.skipped {
-        let _ = writeln!(out, "Not run: {why}.\n");
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "Last, every node but node 1 of each replicated cluster is stopped gracefully: each leaves the membership, so\n\
-         node 1 is a primary component of its own (`wsrep_cluster_size` 1) with the same data, and nothing is\n\
-         replicated. `oltp_write_only` runs on it and on the standalone server (one MariaDB without wsrep, same\n\
-         settings), {} s warm-up then {} s measured, in {} round(s) like the matrix: what each provider costs a\n\
-         transaction with no one to replicate to. *X/S*: X / standalone; CPU: every `mariadbd` of the target.\n",
-        r.settings.warmup_s, r.settings.duration_s, r.settings.matrix.rounds
-    );
-    let _ = writeln!(
-        out,
-        "| Threads | Standalone TPS | Galera TPS | Tandem TPS | G/S TPS | T/S TPS | T/G TPS | Standalone p95 | Galera p95 | Tandem p95 | G/S p95 | T/S p95 | rounds ± S / G / T | CPU s per 1000 trx S / G / T |"
-    );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let (sa, ga, ta) = (ProviderKind::Standalone, ProviderKind::Galera, ProviderKind::Tandem);
-    for c in &s.cells {
-        let get = |k| Figures { ran: c.ran(k), combined: c.of(k) };
-        let (fs, fg, ft) = (get(sa), get(ga), get(ta));
-        let cpu = |f: &Figures| {
-            f.combined
-                .as_ref()
-                .filter(|m| m.transactions > 0)
-                .map_or("–".into(), |m| format!("{:.3}", m.cpu_s * 1000.0 / m.transactions as f64))
-        };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} |",
-            c.cell.threads,
-            tps(&fs),
-            tps(&fg),
-            tps(&ft),
-            ratio(c.tps_vs(ga, sa)),
-            ratio(c.tps_vs(ta, sa)),
-            ratio(c.tps_vs(ta, ga)),
-            p95(&fs),
-            p95(&fg),
-            p95(&ft),
-            ratio(c.p95_vs(ga, sa)),
-            ratio(c.p95_vs(ta, sa)),
-            round_spread(&fs),
-            round_spread(&fg),
-            round_spread(&ft),
-            cpu(&fs),
-            cpu(&fg),
-            cpu(&ft),
-        );
-    }
-    out.push('\n');
-    let mut listed = false;
-    for c in &s.cells {
-        for m in &c.runs {
-            let round = round_label(r, m.round);
-            if let (Some(target), Some(e)) = (m.target, &m.error) {
-                let _ = writeln!(out, "* {target}, 1-node {}{round}: **failed**: {e}", c.cell.label());
-                listed = true;
-            }
-            if let (Some(target), Some(e)) = (m.target, &m.retried_after) {
-                let _ = writeln!(
-                    out,
-                    "* {target}, 1-node {}{round}: run twice, the figures are the second run's; the first failed: {e}",
-                    c.cell.label()
-                );
-                listed = true;
-            }
-        }
-    }
-    if listed {
-        out.push('\n');
-    }
 }
 
 fn resources(out: &mut String, r: &Results) {
@@ -618,24 +543,6 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("| Variant |"), "{md}");
-    }
-
-    #[test]
-    fn single_node_section_compares_with_standalone() {
-        let mut r = sample([120.0, 80.0]);
-        let mut cells = sample([200.0, 50.0]).cells;
-        cells[1].runs[1].error = Some("FATAL: gone".into());
-        r.single_node = Some(SingleNode { skipped: None, cells });
-        let md = render(&r, None);
-        assert!(md.contains("## 1-node cluster against standalone MariaDB"), "{md}");
-        // tps 400 / 100 / 200, p95 1 / 5 / 4, CPU s per 1000 trx = (tps / 100) * 1000 / (tps * 10) = 1.
-        assert!(
-            md.contains("| 1 | 400 | 100 | 200 | 0.25 | 0.50 | 2.00 | 1.00 | 5.00 | 4.00 | 5.00 | 4.00 | – / – / – | 1.000 / 1.000 / 1.000 |"),
-            "{md}"
-        );
-        assert!(md.contains("| 16 | 400 | failed | 50 | – | 0.12 | – |"), "{md}");
-        assert!(md.contains("* galera, 1-node oltp_write_only 16 thr node 1: **failed**: FATAL: gone"), "{md}");
-        assert!(md.find("## 1-node").unwrap() < md.find("## Resources").unwrap());
     }
 
     #[test]
