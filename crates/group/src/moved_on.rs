@@ -96,7 +96,9 @@ fn probe(config: &GroupConfig, member: MemberId, peers: &[String]) -> Vec<(Strin
         return vec![];
     }
     let hello = Hello { cluster: config.cluster_name.clone(), member, info: config.me.clone(), group: None };
-    let net = Arc::new(NetCtx::new(hello, PROBE_TIME, tls, None).over(config.wires.clone()));
+    let net = Arc::new(
+        NetCtx::new(hello, PROBE_TIME, tls, None).over(config.wires.clone()).dialling_from(&config.listen_addr),
+    );
     let peers = peers.to_vec();
     // On a thread of its own: the caller may stand inside an async context,
     // where a runtime can neither be started nor dropped.

@@ -91,20 +91,20 @@ fn an_address_outside_the_allowlist_is_refused_with_a_line_on_both_sides() {
 
     let m2 = join("a2", &m1);
     wait_until("the refusal logged on both sides", || {
-        logged(&["refused: 127.0.0.1 is not in this server's wsrep_allowlist"])
-            && logged(&["refused our connection", "not in wsrep_allowlist"])
+        logged(&["Connection not allowed, IP 127.0.0.1 not found in allowlist"])
+            && logged(&["refused our connection", "your address 127.0.0.1 is not in wsrep_allowlist"])
     });
     assert!(!m2.group.status().primary, "it never joined");
     // m2 retries every few seconds; each side still logs one line a minute.
     let before = asked.load(Ordering::SeqCst);
     wait_until("m2 retried", || asked.load(Ordering::SeqCst) >= before + 3);
     assert_eq!(
-        count_logged(&["refused our connection", "not in wsrep_allowlist"]),
+        count_logged(&["refused our connection", "your address 127.0.0.1 is not in wsrep_allowlist"]),
         1,
         "the dialer's line is rate-limited"
     );
     assert_eq!(
-        count_logged(&["refused: 127.0.0.1 is not in this server's wsrep_allowlist"]),
+        count_logged(&["Connection not allowed, IP 127.0.0.1 not found in allowlist"]),
         1,
         "the listener's line is rate-limited"
     );
@@ -116,4 +116,87 @@ fn an_address_outside_the_allowlist_is_refused_with_a_line_on_both_sides() {
     wait_delivered(&[&m1, &m2], b"allowed");
     m2.group.shutdown();
     m1.group.shutdown();
+}
+
+/// A member that listens on one loopback address dials from it too, as
+/// Galera's do: the allowlist judges the address the operator named. From
+/// the routed source (127.0.0.1, listed) it would get in.
+#[test]
+fn a_member_is_judged_by_the_address_it_listens_on() {
+    let _serial = serial();
+    let asked_about = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked_about.clone();
+    let mut config = config("b1", CLUSTER, true, vec![]);
+    config.admission = Some(Admission(Arc::new(move |ip| {
+        seen.lock().unwrap().push(ip.to_string());
+        ip.to_string() == "127.0.0.1"
+    })));
+    let m1 = start(config);
+    wait_primary(&m1);
+
+    let mut elsewhere = common::config("b2", CLUSTER, false, vec![m1.addr()]);
+    elsewhere.listen_addr = "127.0.0.3:0".into();
+    let m2 = start(elsewhere);
+    wait_until("the refusal logged", || logged(&["Connection not allowed, IP 127.0.0.3 not found in allowlist"]));
+    assert!(!m2.group.status().primary, "it never joined");
+    let asked = asked_about.lock().unwrap().clone();
+    assert!(!asked.is_empty() && asked.iter().all(|ip| ip == "127.0.0.3"), "every dial came from 127.0.0.3: {asked:?}");
+    m2.group.shutdown();
+    m1.group.shutdown();
+}
+
+/// MTR's `galera_allowlist`, with its race decided the hard way: r3
+/// (`pc.ignore_quorum`) is isolated, the others remove it and take its
+/// address off their lists, and its isolation ends *before* its own timer
+/// lets it go on alone. Asking the others how far their logs are, it must
+/// be refused like any other connection from its address, and form a
+/// component of its own; from the routed source (127.0.0.1, listed) it was
+/// answered, and it refused to form one around a log shorter than theirs.
+#[test]
+fn an_isolated_member_taken_off_the_lists_goes_on_alone() {
+    use tandem_group::{Isolation, PartitionPolicy};
+    let _serial = serial();
+    let refuse = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let listed = |name: &str, bootstrap: bool, peers: Vec<String>| {
+        let refuse = refuse.clone();
+        let mut c = config(name, CLUSTER, bootstrap, peers);
+        c.admission =
+            Some(Admission(Arc::new(move |ip| ip.to_string() != "127.0.0.3" || !refuse.load(Ordering::SeqCst))));
+        c
+    };
+    let m1 = start(listed("i1", true, vec![]));
+    wait_primary(&m1);
+    let m2 = start(listed("i2", false, vec![m1.addr()]));
+    wait_primary(&m2);
+    m2.group.promote(m2.id()).expect("promote i2");
+    let mut third = config("i3", CLUSTER, false, vec![m1.addr()]);
+    third.listen_addr = "127.0.0.3:0".into();
+    third.partition = PartitionPolicy { ignore_quorum: true, ..Default::default() };
+    // Its timer runs long: the isolation ends before it fires.
+    third.timeouts.suspect = Duration::from_secs(4);
+    let m3 = start(third);
+    wait_primary(&m3);
+    m3.group.promote(m3.id()).expect("promote i3");
+    wait_until("three voters", || {
+        [&m1, &m2, &m3].iter().all(|m| m.rec.last_view().is_some_and(|v| v.voters.len() == 3))
+    });
+
+    m3.group.isolate(Isolation::Isolated).expect("isolate");
+    wait_until("i1 and i2 remove i3", || {
+        [&m1, &m2].iter().all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m3.id())))
+    });
+    refuse.store(true, Ordering::SeqCst);
+    submit(&m1, b"after i3 left");
+    wait_delivered(&[&m1, &m2], b"after i3 left");
+    m3.group.isolate(Isolation::Off).expect("back");
+
+    wait_until("i3 forms a component of its own", || {
+        m3.group.status().primary && m3.rec.last_view().is_some_and(|v| v.members.len() == 1)
+    });
+    assert!(!logged(&["more advanced log"]), "i3 was not told the others' log");
+    assert!(logged(&["Connection not allowed, IP 127.0.0.3 not found in allowlist"]));
+    assert!([&m1, &m2].iter().all(|m| m.rec.last_view().is_some_and(|v| !v.contains(m3.id()))), "not taken back");
+    for m in [m3, m2, m1] {
+        m.group.shutdown();
+    }
 }

@@ -148,7 +148,7 @@ fn an_address_outside_wsrep_allowlist_is_refused() -> anyhow::Result<()> {
     let reply = hello_from("127.0.0.2", n1.base_port)?;
     assert!(reply.contains("not in wsrep_allowlist"), "told why: {reply:?}");
     wait_for("the refusal in node 1's log", Duration::from_secs(20), || {
-        Ok(error_log(&n1).contains("refused: 127.0.0.2 is not in this server's wsrep_allowlist"))
+        Ok(error_log(&n1).contains("Connection not allowed, IP 127.0.0.2 not found in allowlist"))
     })?;
 
     sql(&n1, "CREATE DATABASE listed; CREATE TABLE listed.t (id INT PRIMARY KEY); INSERT INTO listed.t VALUES (1)")

@@ -223,7 +223,11 @@ async fn launch_raft(
     let me = opened.identity.member;
     let suspect = Duration::from_millis(raft_config.election_timeout_max);
     let hello = Hello { cluster: config.cluster_name.clone(), member: me, info: config.me.clone(), group: None };
-    let net = Arc::new(NetCtx::new(hello, suspect, tls, config.admission.clone()).over(config.wires.clone()));
+    let net = Arc::new(
+        NetCtx::new(hello, suspect, tls, config.admission.clone())
+            .over(config.wires.clone())
+            .dialling_from(&config.listen_addr),
+    );
     if opened.restored {
         net.set_former_group(opened.group.or(config.history));
     }

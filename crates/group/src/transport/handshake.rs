@@ -54,11 +54,22 @@ where
         HelloReply::Accepted { member, group } => Ok((member, group)),
         HelloReply::Refused { reason } => {
             let key = super::refusals::reason_key("refused by peer", &reason);
-            net.refused(addr, &key, || format!("Peer {addr} refused our connection: {reason}"));
+            let line = || format!("Peer {addr} refused our connection: {reason}");
+            if reason.contains(NOT_IN_ALLOWLIST) {
+                // The peer's operator took this address off its list: the
+                // peer says so at warning, as Galera's does; here it is
+                // a note, as in Galera, whose refused side logs nothing.
+                net.noted_at(log::Level::Info, addr, &key, line);
+            } else {
+                net.refused(addr, &key, line);
+            }
             Err(CallError::Refused(reason))
         }
     }
 }
+
+/// What a refusal for the allowlist says, on both sides of the wire.
+pub(crate) const NOT_IN_ALLOWLIST: &str = "is not in wsrep_allowlist";
 
 /// What the accepting member checks a hello against.
 pub struct Us<'a> {

@@ -9,6 +9,7 @@ pub(crate) mod ciphers;
 pub mod handshake;
 mod refusals;
 pub mod server;
+mod source;
 pub mod tls;
 mod version1;
 pub mod wires;
@@ -159,6 +160,8 @@ pub struct NetCtx {
     isolation: Mutex<Isolation>,
     /// A given network to dial on instead of TCP (a simulation's).
     wires: Option<Wires>,
+    /// The address outgoing connections leave from ([`source`]).
+    source: Option<std::net::IpAddr>,
 }
 
 impl NetCtx {
@@ -179,6 +182,7 @@ impl NetCtx {
             leaving: std::sync::atomic::AtomicBool::new(false),
             isolation: Mutex::new(Isolation::Off),
             wires: None,
+            source: None,
         }
     }
 
@@ -186,6 +190,13 @@ impl NetCtx {
     /// caller refuses TLS with it).
     pub fn over(mut self, wires: Option<Wires>) -> Self {
         self.wires = wires;
+        self
+    }
+
+    /// Dials from the address the group listens on, when it names one
+    /// ([`source`] says why).
+    pub fn dialling_from(mut self, listen_addr: &str) -> Self {
+        self.source = source::source_ip(listen_addr);
         self
     }
 
@@ -525,7 +536,7 @@ impl NetCtx {
     }
 
     async fn connect_tcp(&self, addr: &str) -> Result<TcpStream, CallError> {
-        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr))
+        let stream = tokio::time::timeout(self.connect_timeout, source::connect(addr, self.source))
             .await
             .map_err(|_| CallError::Unreachable(format!("connect to {addr} timed out")))?
             .map_err(|e| CallError::Unreachable(format!("connect to {addr}: {e}")))?;

@@ -149,10 +149,12 @@ async fn admission(net: &NetCtx, peer: SocketAddr) -> Option<String> {
     if allowed {
         return None;
     }
-    net.refused(&ip.to_string(), "allowlist", || {
-        format!("Connection from {peer} refused: {ip} is not in this server's wsrep_allowlist; closing")
+    // A warning, as Galera's line (which MTR's suppressions name): the
+    // operator's own list doing its work, not a fault of this member.
+    net.noted_at(log::Level::Warn, &ip.to_string(), "allowlist", || {
+        format!("Connection not allowed, IP {ip} not found in allowlist (connection from {peer}); closing")
     });
-    Some(format!("your address {ip} is not in wsrep_allowlist of this member"))
+    Some(format!("your address {ip} {} of this member", handshake::NOT_IN_ALLOWLIST))
 }
 
 /// The connection as this member's TLS mode wants it; `None` (logged) when
