@@ -27,7 +27,9 @@ const TICK: Duration = Duration::from_millis(100);
 /// delivery to this node can stall while its log keeps receiving, so
 /// without a look of its own a node saw its queue go over the limit only
 /// once a burst was delivered (on 2 cores: first seen at 78 write-sets
-/// against a limit of 27).
+/// against a limit of 27). Only while something is behind: an idle node
+/// looks at each `TICK`, and the first push or pop that finds work wakes
+/// the ticker back to this pace (`Ticker::busy`).
 const FLOW_TICK: Duration = Duration::from_millis(10);
 
 impl Node {
@@ -160,15 +162,18 @@ impl Node {
             let mut last_tick = std::time::Instant::now();
             let mut last_flow = std::time::Instant::now();
             while !node.inner.closing.load(Ordering::Acquire) {
-                let left = FLOW_TICK.saturating_sub(last_flow.elapsed());
-                if node.inner.outbox.wait(left) {
+                let look_every = if node.inner.ticker.is_idle() { TICK } else { FLOW_TICK };
+                let left = look_every.saturating_sub(last_flow.elapsed());
+                if node.inner.outbox.wait(left.min(TICK.saturating_sub(last_tick.elapsed()))) {
                     node.send_queued();
                 }
-                if last_flow.elapsed() < FLOW_TICK {
+                let look_every = if node.inner.ticker.is_idle() { TICK } else { FLOW_TICK };
+                if last_flow.elapsed() < look_every && last_tick.elapsed() < TICK {
                     continue;
                 }
                 last_flow = std::time::Instant::now();
-                node.check_flow_control();
+                let behind = node.check_flow_control();
+                node.inner.ticker.set_idle(!behind);
                 if last_tick.elapsed() < TICK {
                     continue;
                 }

@@ -24,19 +24,25 @@ impl Node {
     }
 
     /// The applier queue changed: ask the group to pause or go on if the
-    /// queue crossed a limit.
-    pub(crate) fn check_flow_control(&self) {
+    /// queue crossed a limit. Whether anything is behind; if so and the
+    /// ticker idles, it is woken to look every flow tick again.
+    pub(crate) fn check_flow_control(&self) -> bool {
         let inner = &self.inner;
         let level = Level { write_sets: self.write_sets_behind(), bytes: inner.queue.bytes() };
+        let behind = level.write_sets > 0 || level.bytes > 0;
+        if behind && inner.ticker.busy() {
+            inner.outbox.wake();
+        }
         inner.stats.note_queue_peak(level.write_sets as i64, level.bytes as i64);
         let settings = inner.hot.flow_control();
         if !inner.flow.may_act(level, &settings) {
-            return;
+            return behind;
         }
         let eligible = self.may_pause_group();
         let sending = inner.flow.sending.lock();
         let message = inner.flow.on_queue(level, &settings, eligible, self.now_ms());
         self.send_flow_control(message, sending);
+        behind
     }
 
     /// Every tick: repeats what a leader change lost, and lets go of a pause

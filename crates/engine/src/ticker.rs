@@ -4,7 +4,7 @@
 //! library is unmapped right after the provider's `free` and no thread of
 //! ours may outlive it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,6 +16,11 @@ pub(crate) struct Ticker {
     thread: NamedThread,
     /// Ticker threads still running, counted out as each one ends.
     live: Arc<AtomicUsize>,
+    /// The ticker's last look at the receive queue found nothing behind,
+    /// so it looks again only at its next tick rather than every flow tick
+    /// (an idle node wakes 10 times a second, not 100). Cleared by whoever
+    /// next sees something behind, who then wakes the ticker.
+    idle: AtomicBool,
 }
 
 impl Default for Ticker {
@@ -24,6 +29,7 @@ impl Default for Ticker {
             origin: Instant::now(),
             thread: NamedThread::new("tandem-ticker"),
             live: Arc::new(AtomicUsize::new(0)),
+            idle: AtomicBool::new(false),
         }
     }
 }
@@ -67,6 +73,22 @@ impl Ticker {
     pub(crate) fn threads(&self) -> usize {
         self.live.load(Ordering::Acquire)
     }
+
+    /// Whether the ticker's last look found nothing behind.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.idle.load(Ordering::Acquire)
+    }
+
+    /// What the ticker's own look found.
+    pub(crate) fn set_idle(&self, idle: bool) {
+        self.idle.store(idle, Ordering::Release);
+    }
+
+    /// Something is behind: true when the ticker was idle, and the caller
+    /// must wake it (once per idle spell, whoever sees it first).
+    pub(crate) fn busy(&self) -> bool {
+        self.idle.load(Ordering::Acquire) && self.idle.swap(false, Ordering::AcqRel)
+    }
 }
 
 #[cfg(test)]
@@ -92,5 +114,15 @@ mod tests {
         ticker.join(); // nothing left to join
         let (a, b) = (ticker.now_ms(), ticker.now_ms());
         assert!(b >= a);
+    }
+
+    #[test]
+    fn only_the_first_to_see_work_after_an_idle_spell_wakes_the_ticker() {
+        let ticker = Ticker::default();
+        assert!(!ticker.busy(), "not idle to begin with: nobody wakes it");
+        ticker.set_idle(true);
+        assert!(ticker.is_idle());
+        assert!(ticker.busy(), "the first one wakes it");
+        assert!(!ticker.busy() && !ticker.is_idle(), "the rest need not");
     }
 }
