@@ -16,10 +16,12 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::watch;
+// Tokio's clock, as everywhere in the group: a simulation drives it.
+use tokio::time::Instant;
 
 use crate::sync::lock;
 use crate::GroupError;

@@ -46,23 +46,7 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
     // The default targets: on one-node clusters the null provider runs every cell.
     let targets = [ProviderKind::Tandem, ProviderKind::Galera, ProviderKind::Standalone, ProviderKind::Null];
     assert_eq!(results.cells.len(), 2, "2 workloads x 1 thread count, node 1 only");
-    for cell in &results.cells {
-        for target in targets {
-            let m =
-                cell.of(target).unwrap_or_else(|| panic!("{target} has no successful run of {}", cell.cell.label()));
-            assert!(m.transactions > 0 && m.tps > 0.0, "{target} {}: {m:?}", cell.cell.label());
-            assert!(m.p95_ms.is_some_and(|p| p > 0.0), "{target}: {m:?}");
-            assert_eq!(m.rounds, 2, "{target} {}: {m:?}", cell.cell.label());
-            assert_eq!(m.cert_failures.is_some(), !target.one_node_only());
-        }
-        assert!(cell.tps_ratio().is_some());
-    }
-    for target in targets {
-        let r = results.resources.iter().find(|r| r.target == target).expect("resources");
-        assert_eq!(r.peak_rss_mib.len(), 1);
-        assert!(r.peak_rss_mib[0] > 10.0, "{target}: {r:?}");
-        assert!(r.cpu_per_1000().is_some(), "{target}: {r:?}");
-    }
+    every_target_measured(&results, &targets);
 
     // The report shows what was measured, in the documented table layout.
     let md = std::fs::read_to_string(&doc)?;
@@ -91,23 +75,7 @@ fn quick_bench_measures_every_target_and_writes_the_report() -> anyhow::Result<(
     // The 1-node cell runs on the (already) one-node clusters, the standalone
     // server and the null provider, and reports each provider's own cost.
     single_node_measured(&results, &targets, 2);
-    assert!(md.contains("## 1-node cluster against standalone MariaDB and the null provider"), "{md}");
-    for cell in &results.single_node.as_ref().expect("measured").cells {
-        let us = |k| format!("{:.0}", cell.cpu_us_per_trx(k).expect("measured"));
-        let own = |k| format!("{:.0}", cell.own_cpu_us_per_trx(k).expect("against the null provider"));
-        let (s, n, g, t) = (ProviderKind::Standalone, ProviderKind::Null, ProviderKind::Galera, ProviderKind::Tandem);
-        let row = format!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            cell.cell.threads,
-            us(s),
-            us(n),
-            us(g),
-            us(t),
-            own(g),
-            own(t)
-        );
-        assert!(md.contains(&row), "missing row {row} in\n{md}");
-    }
+    own_cost_reported(&results, &md);
 
     no_server_left(tmp.path())
 }
@@ -267,6 +235,50 @@ fn single_node_measured(results: &Results, targets: &[ProviderKind], rounds: usi
             assert_eq!(m.rounds, rounds, "{target}: {m:?}");
         }
         assert!(cell.tps_vs(ProviderKind::Tandem, ProviderKind::Standalone).is_some());
+    }
+}
+
+/// Every cell of the matrix has two rounds of each target, and every
+/// target its resources.
+fn every_target_measured(results: &Results, targets: &[ProviderKind]) {
+    for cell in &results.cells {
+        for &target in targets {
+            let m =
+                cell.of(target).unwrap_or_else(|| panic!("{target} has no successful run of {}", cell.cell.label()));
+            assert!(m.transactions > 0 && m.tps > 0.0, "{target} {}: {m:?}", cell.cell.label());
+            assert!(m.p95_ms.is_some_and(|p| p > 0.0), "{target}: {m:?}");
+            assert_eq!(m.rounds, 2, "{target} {}: {m:?}", cell.cell.label());
+            assert_eq!(m.cert_failures.is_some(), !target.one_node_only());
+        }
+        assert!(cell.tps_ratio().is_some());
+    }
+    for &target in targets {
+        let r = results.resources.iter().find(|r| r.target == target).expect("resources");
+        assert_eq!(r.peak_rss_mib.len(), 1);
+        assert!(r.peak_rss_mib[0] > 10.0, "{target}: {r:?}");
+        assert!(r.cpu_per_1000().is_some(), "{target}: {r:?}");
+    }
+}
+
+/// The 1-node cell's CPU table: every target's CPU per transaction and each
+/// provider's own cost against the null provider, as the JSON has them.
+fn own_cost_reported(results: &Results, md: &str) {
+    assert!(md.contains("## 1-node cluster against standalone MariaDB and the null provider"), "{md}");
+    for cell in &results.single_node.as_ref().expect("measured").cells {
+        let us = |k| format!("{:.0}", cell.cpu_us_per_trx(k).expect("measured"));
+        let own = |k| format!("{:.0}", cell.own_cpu_us_per_trx(k).expect("against the null provider"));
+        let (s, n, g, t) = (ProviderKind::Standalone, ProviderKind::Null, ProviderKind::Galera, ProviderKind::Tandem);
+        let row = format!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            cell.cell.threads,
+            us(s),
+            us(n),
+            us(g),
+            us(t),
+            own(g),
+            own(t)
+        );
+        assert!(md.contains(&row), "missing row {row} in\n{md}");
     }
 }
 
