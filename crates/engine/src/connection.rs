@@ -162,18 +162,18 @@ impl Node {
             let mut last_tick = std::time::Instant::now();
             let mut last_flow = std::time::Instant::now();
             while !node.inner.closing.load(Ordering::Acquire) {
-                let look_every = if node.inner.ticker.is_idle() { TICK } else { FLOW_TICK };
-                let left = look_every.saturating_sub(last_flow.elapsed());
+                // Read after each wait: a push that found work while the
+                // ticker idled woke it and set the fast pace again.
+                let left = node.inner.ticker.look_every(FLOW_TICK, TICK).saturating_sub(last_flow.elapsed());
                 if node.inner.outbox.wait(left.min(TICK.saturating_sub(last_tick.elapsed()))) {
                     node.send_queued();
                 }
-                let look_every = if node.inner.ticker.is_idle() { TICK } else { FLOW_TICK };
+                let look_every = node.inner.ticker.look_every(FLOW_TICK, TICK);
                 if last_flow.elapsed() < look_every && last_tick.elapsed() < TICK {
                     continue;
                 }
                 last_flow = std::time::Instant::now();
-                let behind = node.check_flow_control();
-                node.inner.ticker.set_idle(!behind);
+                node.ticker_looks_at_queue();
                 if last_tick.elapsed() < TICK {
                     continue;
                 }

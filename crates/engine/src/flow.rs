@@ -24,25 +24,45 @@ impl Node {
     }
 
     /// The applier queue changed: ask the group to pause or go on if the
-    /// queue crossed a limit. Whether anything is behind; if so and the
-    /// ticker idles, it is woken to look every flow tick again.
-    pub(crate) fn check_flow_control(&self) -> bool {
-        let inner = &self.inner;
-        let level = Level { write_sets: self.write_sets_behind(), bytes: inner.queue.bytes() };
+    /// queue crossed a limit. If anything is behind and the ticker idles,
+    /// it is woken to look every flow tick again.
+    pub(crate) fn check_flow_control(&self) {
+        let level = self.queue_level();
         let behind = level.write_sets > 0 || level.bytes > 0;
-        if behind && inner.ticker.busy() {
-            inner.outbox.wake();
+        if behind && self.inner.ticker.busy() {
+            self.inner.outbox.wake();
         }
+        self.act_on_queue(level);
+    }
+
+    /// The ticker's own look at the queue (see `Ticker::looking` for why
+    /// it counts as idle before it reads the queue). It never wakes itself.
+    pub(crate) fn ticker_looks_at_queue(&self) {
+        self.inner.ticker.looking();
+        let level = self.queue_level();
+        if level.write_sets > 0 || level.bytes > 0 {
+            self.inner.ticker.found_work();
+        }
+        self.act_on_queue(level);
+    }
+
+    fn queue_level(&self) -> Level {
+        Level { write_sets: self.write_sets_behind(), bytes: self.inner.queue.bytes() }
+    }
+
+    /// Notes the queue's peak, and asks the group to pause or go on where
+    /// the level crossed a limit.
+    fn act_on_queue(&self, level: Level) {
+        let inner = &self.inner;
         inner.stats.note_queue_peak(level.write_sets as i64, level.bytes as i64);
         let settings = inner.hot.flow_control();
         if !inner.flow.may_act(level, &settings) {
-            return behind;
+            return;
         }
         let eligible = self.may_pause_group();
         let sending = inner.flow.sending.lock();
         let message = inner.flow.on_queue(level, &settings, eligible, self.now_ms());
         self.send_flow_control(message, sending);
-        behind
     }
 
     /// Every tick: repeats what a leader change lost, and lets go of a pause

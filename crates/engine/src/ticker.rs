@@ -4,9 +4,9 @@
 //! library is unmapped right after the provider's `free` and no thread of
 //! ours may outlive it.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::named_thread::NamedThread;
 
@@ -76,18 +76,43 @@ impl Ticker {
 
     /// Whether the ticker's last look found nothing behind.
     pub(crate) fn is_idle(&self) -> bool {
-        self.idle.load(Ordering::Acquire)
+        self.idle.load(Ordering::SeqCst)
     }
 
-    /// What the ticker's own look found.
-    pub(crate) fn set_idle(&self, idle: bool) {
-        self.idle.store(idle, Ordering::Release);
+    /// How long the ticker waits before its next look at the queue: `busy`
+    /// while something was behind at its last look, else `idle`.
+    pub(crate) fn look_every(&self, busy: Duration, idle: Duration) -> Duration {
+        if self.is_idle() {
+            idle
+        } else {
+            busy
+        }
+    }
+
+    /// The ticker is about to look at the queue: it counts as idle from
+    /// here, before it reads the queue, so that work pushed after its read
+    /// finds it idle and wakes it ([`Ticker::busy`]). Marked idle after the
+    /// read instead, a push between the two saw a busy ticker, did not wake
+    /// it, and waited a whole tick. The fence pairs with the one in `busy`:
+    /// of the ticker's read of the queue and the pusher's read of this flag,
+    /// at least one sees the other's write.
+    pub(crate) fn looking(&self) {
+        self.idle.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    /// The ticker's look found something behind: it keeps its fast pace.
+    pub(crate) fn found_work(&self) {
+        self.idle.store(false, Ordering::SeqCst);
     }
 
     /// Something is behind: true when the ticker was idle, and the caller
-    /// must wake it (once per idle spell, whoever sees it first).
+    /// must wake it (once per idle spell, whoever sees it first). A plain
+    /// load first: while the ticker is busy, as it is whenever pushes come
+    /// fast, this costs no write to a shared cache line.
     pub(crate) fn busy(&self) -> bool {
-        self.idle.load(Ordering::Acquire) && self.idle.swap(false, Ordering::AcqRel)
+        fence(Ordering::SeqCst);
+        self.idle.load(Ordering::SeqCst) && self.idle.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -120,9 +145,43 @@ mod tests {
     fn only_the_first_to_see_work_after_an_idle_spell_wakes_the_ticker() {
         let ticker = Ticker::default();
         assert!(!ticker.busy(), "not idle to begin with: nobody wakes it");
-        ticker.set_idle(true);
-        assert!(ticker.is_idle());
+        ticker.looking();
+        assert!(ticker.is_idle(), "idle from the start of its look");
         assert!(ticker.busy(), "the first one wakes it");
         assert!(!ticker.busy() && !ticker.is_idle(), "the rest need not");
+    }
+
+    #[test]
+    fn a_look_that_finds_work_keeps_the_fast_pace() {
+        let (busy, idle) = (Duration::from_millis(10), Duration::from_millis(100));
+        let ticker = Ticker::default();
+        assert_eq!(ticker.look_every(busy, idle), busy, "busy until a look finds nothing");
+        ticker.looking();
+        assert_eq!(ticker.look_every(busy, idle), idle);
+        ticker.found_work();
+        assert_eq!(ticker.look_every(busy, idle), busy);
+        assert!(!ticker.busy(), "nobody need wake a busy ticker");
+    }
+
+    /// The lost wake-up: a push that lands while the ticker looks must
+    /// either be seen by the look or wake the ticker, never neither.
+    #[test]
+    fn a_push_during_the_tickers_look_is_never_lost() {
+        for _ in 0..2000 {
+            let ticker = Arc::new(Ticker::default());
+            let queue = Arc::new(AtomicUsize::new(0));
+            let (t, q) = (ticker.clone(), queue.clone());
+            let pusher = std::thread::spawn(move || {
+                q.fetch_add(1, Ordering::SeqCst);
+                t.busy()
+            });
+            ticker.looking();
+            let seen = queue.load(Ordering::SeqCst) > 0;
+            if seen {
+                ticker.found_work();
+            }
+            let woken = pusher.join().unwrap();
+            assert!(seen || woken, "the push was neither seen nor woke the ticker");
+        }
     }
 }
