@@ -7,6 +7,13 @@
 //! [`MAX_CONNECTIONS`] are served at once (more are closed at once), and
 //! every thread is joined by [`Listeners::stop`], which the provider calls
 //! from `free()`.
+//!
+//! An accept loop blocks in `accept` until a peer connects: an idle node's
+//! listeners cost no wake-ups (a loop that polled a non-blocking socket
+//! woke 10 times a second each, and Linux sets up a socket for every
+//! `accept` it then answers with "would block"). `stop` wakes them by
+//! shutting the listening sockets down, which on Linux makes a blocked
+//! `accept` fail at once.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -21,8 +28,9 @@ use crate::http::{self, Head, Request, Response};
 pub const DEADLINE: Duration = Duration::from_secs(2);
 /// Connections served at once, per listener.
 pub const MAX_CONNECTIONS: usize = 16;
-/// How often an idle accept loop looks at the stop flag.
-const POLL: Duration = Duration::from_millis(100);
+/// How long an accept loop pauses after `accept` failed (too many open
+/// files, say) before it tries again.
+const RETRY: Duration = Duration::from_millis(100);
 /// At most one log line per this period about peers that misbehave.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -37,6 +45,8 @@ pub trait Service: Send + Sync + 'static {
 pub struct Listeners {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// The listening sockets, shut down by `stop` to wake their loops.
+    sockets: Vec<TcpListener>,
     pub http_addr: Option<SocketAddr>,
     pub agent_addr: Option<SocketAddr>,
 }
@@ -53,13 +63,15 @@ enum Kind {
 /// the node.
 pub fn start(http: (&str, &str), agent: (&str, &str), service: Arc<dyn Service>) -> Result<Listeners, String> {
     let stop = Arc::new(AtomicBool::new(false));
-    let mut listeners = Listeners { stop: stop.clone(), threads: vec![], http_addr: None, agent_addr: None };
+    let mut listeners =
+        Listeners { stop: stop.clone(), threads: vec![], sockets: vec![], http_addr: None, agent_addr: None };
     for ((option, address), kind) in [(http, Kind::Http), (agent, Kind::Agent)] {
         if address.trim().is_empty() {
             continue;
         }
         let listener = bind(option, address.trim())?;
         let local = listener.local_addr().map_err(|e| format!("{option}={address}: {e}"))?;
+        listeners.sockets.push(listener.try_clone().map_err(|e| format!("{option}={address}: {e}"))?);
         let service = service.clone();
         let stop = stop.clone();
         let thread = std::thread::Builder::new()
@@ -81,7 +93,6 @@ fn bind(option: &str, address: &str) -> Result<TcpListener, String> {
         let hint = if e.kind() == ErrorKind::AddrInUse { ": the port is taken; choose another one" } else { "" };
         format!("{option}={address}: cannot listen: {e}{hint}")
     })?;
-    listener.set_nonblocking(true).map_err(|e| format!("{option}={address}: {e}"))?;
     Ok(listener)
 }
 
@@ -90,6 +101,9 @@ impl Listeners {
     /// within [`DEADLINE`]) and joins every thread.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        for socket in self.sockets.drain(..) {
+            wake(&socket);
+        }
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
@@ -102,6 +116,29 @@ impl Drop for Listeners {
     }
 }
 
+/// Wakes the accept loop blocked on `socket` (it then sees the stop flag).
+/// Should the shutdown fail, a connection of our own wakes it instead.
+fn wake(socket: &TcpListener) {
+    if socket2::SockRef::from(socket).shutdown(Shutdown::Read).is_err() {
+        connect_to(socket);
+    }
+}
+
+/// Connects to `socket` (to its loopback address where it listens on all).
+fn connect_to(socket: &TcpListener) {
+    if let Ok(mut addr) = socket.local_addr() {
+        if addr.ip().is_unspecified() {
+            let loopback: std::net::IpAddr = if addr.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            };
+            addr.set_ip(loopback);
+        }
+        let _ = TcpStream::connect_timeout(&addr, Duration::from_secs(1));
+    }
+}
+
 fn accept_loop(listener: TcpListener, kind: Kind, service: Arc<dyn Service>, stop: Arc<AtomicBool>) {
     let active = Arc::new(AtomicUsize::new(0));
     let complaints = Arc::new(Complaints::default());
@@ -110,16 +147,17 @@ fn accept_loop(listener: TcpListener, kind: Kind, service: Arc<dyn Service>, sto
         served.retain(|t| !t.is_finished());
         let (stream, peer) = match listener.accept() {
             Ok(accepted) => accepted,
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-                std::thread::sleep(POLL);
-                continue;
-            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) if stop.load(Ordering::Acquire) => break,
             Err(e) => {
                 complaints.note(&format!("accept failed: {e}"));
-                std::thread::sleep(POLL);
+                std::thread::sleep(RETRY);
                 continue;
             }
         };
+        if stop.load(Ordering::Acquire) {
+            break; // `wake`'s own connection, or a peer's just as we stop
+        }
         if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
             complaints.note(&format!("{peer}: refused, {MAX_CONNECTIONS} connections are already being served"));
             drop(stream);

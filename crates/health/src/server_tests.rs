@@ -108,3 +108,34 @@ fn nothing_to_listen_on_starts_nothing() {
     assert!(l.http_addr.is_none() && l.agent_addr.is_none() && l.threads.is_empty());
     l.stop();
 }
+
+/// Runs `stop_it` on listeners bound to every address, idle, and fails
+/// (rather than hangs) if their threads do not end.
+fn ends_when_woken(stop_it: fn(&mut Listeners)) {
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut l =
+            start(("health.address", "0.0.0.0:0"), ("health.agent_address", "127.0.0.1:0"), Arc::new(Fixed)).unwrap();
+        std::thread::sleep(Duration::from_millis(50)); // both loops blocked in accept
+        stop_it(&mut l);
+        done.send(()).unwrap();
+    });
+    // A hang guard, not a measure: stopping takes microseconds.
+    assert!(ended.recv_timeout(Duration::from_secs(60)).is_ok(), "an idle accept loop was never woken");
+}
+
+#[test]
+fn idle_listeners_stop_when_their_sockets_are_shut() {
+    ends_when_woken(|l| l.stop());
+}
+
+#[test]
+fn a_connection_of_our_own_wakes_an_idle_listener_too() {
+    ends_when_woken(|l| {
+        l.stop.store(true, Ordering::Release);
+        for socket in l.sockets.drain(..) {
+            connect_to(&socket);
+        }
+        l.stop();
+    });
+}
