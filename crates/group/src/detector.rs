@@ -28,9 +28,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use log::{info, warn};
+use openraft::async_runtime::WatchReceiver;
 use openraft::{Instant as _, ServerState};
 use tokio::time::Instant;
 
+use crate::beat;
 use crate::partition;
 use crate::raft::types::Metrics;
 use crate::shared::Shared;
@@ -38,13 +40,44 @@ use crate::sync::{blocking_section, lock};
 use crate::weight;
 use crate::{Connectivity, MemberId};
 
+/// The longest a member that is steadily in the primary component waits
+/// between two looks: Galera checks its peers every 0.5 s too
+/// (`evs.inactive_check_period`).
+const STEADY_MAX: Duration = Duration::from_millis(500);
+
+/// The detector's paces: `busy` while anything is unsettled (joining,
+/// catching up, an election, a component forming without quorum), `steady`
+/// while the member is in the primary component on fresh evidence. Steady,
+/// a loss is declared at most `steady` after `suspect` ran out, a tenth of
+/// `suspect` at most; a change of leader, state or membership is looked at
+/// as soon as openraft publishes it, at most once per `busy`.
+fn paces(heartbeat: Duration, suspect: Duration) -> (Duration, Duration) {
+    let busy = (heartbeat / 2).clamp(Duration::from_millis(5), Duration::from_millis(100));
+    let steady = (suspect / 10).clamp(busy, STEADY_MAX.max(busy));
+    (busy, steady)
+}
+
 pub async fn run(shared: Arc<Shared>) {
-    let period = (shared.config.timeouts.heartbeat / 2).clamp(Duration::from_millis(5), Duration::from_millis(100));
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (busy, steady) = paces(shared.config.timeouts.heartbeat, shared.suspect);
+    let mut changes = shared.raft().server_metrics();
     let mut detector = Detector::default();
+    let mut last = Instant::now();
     loop {
-        tick.tick().await;
+        let next = if detector.steady { beat::next_beat(shared.started, steady, last) } else { last + busy };
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    // That Raft instance ended (replaced under `pc.ignore_sb`,
+                    // or shut down): follow the current one, and wait out
+                    // this pace, so that an ended one is not polled in a loop.
+                    changes = shared.raft().server_metrics();
+                    tokio::time::sleep_until(next).await;
+                }
+                tokio::time::sleep_until(last + busy).await;
+            }
+        }
+        last = Instant::now();
         detector.step(&shared);
     }
 }
@@ -75,6 +108,9 @@ fn settle(verdict: Verdict, was_primary: bool, evidence: Option<Instant>, grace:
 #[derive(Default)]
 struct Detector {
     primary: bool,
+    /// In the primary component on fresh evidence at the last step, with
+    /// nothing pending: the detector may look less often.
+    steady: bool,
     /// The cluster commit index seen at the previous step.
     prev_cluster_committed: Option<u64>,
     /// The last moment this member knew itself in the primary component.
@@ -101,6 +137,7 @@ impl Detector {
         let m = shared.metrics();
         let in_touch = majority_in_touch(shared);
         let verdict = weigh(shared, self.assess(shared, &m, in_touch));
+        let evidenced = matches!(verdict, Verdict::Primary { .. });
         self.prev_cluster_committed = m.cluster_committed.as_ref().map(|l| l.index);
         if let Verdict::Primary { at } = verdict {
             self.evidence = Some(at);
@@ -136,6 +173,7 @@ impl Detector {
             }
             _ => {}
         }
+        self.steady = evidenced && self.primary && self.going_on_until.is_none();
     }
 
     /// Whether this member, cut from the primary component, goes on anyway
@@ -356,6 +394,17 @@ mod tests {
 
     fn ago(d: Duration) -> Option<Instant> {
         Instant::now().checked_sub(d)
+    }
+
+    #[test]
+    fn a_steady_member_looks_every_tenth_of_suspect_at_most_half_a_second() {
+        let ms = Duration::from_millis;
+        // Galera's defaults: keepalive 1 s, suspect 5 s.
+        assert_eq!(paces(ms(1000), SUSPECT), (ms(100), ms(500)));
+        assert_eq!(paces(ms(200), ms(1000)), (ms(100), ms(100)), "a tenth of suspect");
+        assert_eq!(paces(ms(10), ms(100)), (ms(5), ms(10)));
+        assert_eq!(paces(ms(2), ms(20)), (ms(5), ms(5)), "never faster than busy");
+        assert_eq!(paces(ms(1000), Duration::from_secs(60)), (ms(100), ms(500)));
     }
 
     #[test]

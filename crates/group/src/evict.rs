@@ -35,7 +35,11 @@ pub async fn run(shared: Arc<Shared>) {
     // after the election.
     let mut seen: BTreeMap<MemberId, Instant> = BTreeMap::new();
     loop {
-        tokio::time::sleep(period).await;
+        crate::beat::sleep_to_next(&shared, period).await;
+        if !shared.raft().is_leader() {
+            seen.clear();
+            continue;
+        }
         let m = shared.metrics();
         if m.state != ServerState::Leader {
             seen.clear();

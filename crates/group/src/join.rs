@@ -349,7 +349,7 @@ pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
     let period = Duration::from_secs(1).min(shared.suspect);
     let mut out_since: Option<Instant> = None;
     loop {
-        tokio::time::sleep(period).await;
+        crate::beat::sleep_to_next(&shared, period).await;
         if shared.closed.load(std::sync::atomic::Ordering::Acquire) || shared.net.is_leaving() {
             return;
         }

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod beat;
 mod detector;
 pub mod entropy;
 mod evict;

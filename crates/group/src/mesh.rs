@@ -20,7 +20,6 @@ use std::time::Duration;
 use log::debug;
 use openraft::async_runtime::WatchReceiver;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use crate::raft::types::StoredMembership;
 use crate::shared::Shared;
@@ -68,7 +67,8 @@ pub async fn run(shared: Arc<Shared>) {
 }
 
 /// Says hello to one peer once a `period`, one keepalive at a time (a peer
-/// slower than `period` must not collect a queue of them).
+/// slower than `period` must not collect a queue of them), on the member's
+/// beat, so that the greeters of all peers go out on one wake-up.
 ///
 /// Each keepalive is a task of its own, so that stopping the greeter (the
 /// membership no longer names the peer) lets the one in flight run to its
@@ -76,9 +76,8 @@ pub async fn run(shared: Arc<Shared>) {
 /// handshake, which the peer has to log.
 async fn greet(shared: Arc<Shared>, id: MemberId, addr: String, period: Duration) {
     loop {
-        let started = Instant::now();
         let _ = tokio::spawn(keepalive(shared.clone(), id, addr.clone())).await;
-        tokio::time::sleep_until(started + period).await;
+        crate::beat::sleep_to_next(&shared, period).await;
     }
 }
 

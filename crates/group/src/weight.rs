@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use log::{debug, info};
+use openraft::async_runtime::WatchReceiver;
 use tokio::time::Instant;
 
 use crate::join::{self, ask_leader, Change};
@@ -67,18 +68,22 @@ pub async fn handle_set_weight(shared: &Shared, member: MemberId, weight: u32) -
 
 /// The weight the membership gives this member, if it holds it.
 fn weight_in_membership(shared: &Shared) -> Option<u32> {
-    let m = shared.metrics();
-    let w = m.membership_config.membership().get_node(&shared.me)?.weight;
-    Some(w)
+    shared.with_metrics(|m| Some(m.membership_config.membership().get_node(&shared.me)?.weight))
+}
+
+/// The membership carries the wanted weight (or does not hold this member).
+fn weight_carried(shared: &Shared) -> bool {
+    let wanted = shared.weight.load(Ordering::Acquire);
+    weight_in_membership(shared).is_none_or(|w| w == wanted)
 }
 
 /// Asks the leader once to give this member its wanted weight; `Ok(true)`
 /// when the membership already carries it.
 async fn carry_in(shared: &Shared) -> Result<bool, String> {
-    let wanted = shared.weight.load(Ordering::Acquire);
-    if weight_in_membership(shared).is_none_or(|w| w == wanted) {
+    if weight_carried(shared) {
         return Ok(true);
     }
+    let wanted = shared.weight.load(Ordering::Acquire);
     let req = Request::SetWeight { member: shared.me, weight: wanted };
     if shared.raft().is_leader() {
         return match handle_set_weight(shared, shared.me, wanted).await {
@@ -114,10 +119,28 @@ pub async fn set(shared: &Shared, weight: u32, within: Duration) -> Result<(), S
 }
 
 /// Keeps this member's weight in the membership equal to the wanted one.
+/// While it is, and the member is in the primary component, nothing can
+/// change that but a new membership (which openraft publishes) or `set`,
+/// which carries the weight itself while primary: the watch then waits for
+/// a change of membership, looking every `SETTLED` all the same (a failed
+/// `set`, a lost primary component), rather than every `PERIOD`.
 pub async fn watch(shared: Arc<Shared>) {
-    let period = Duration::from_millis(500);
+    const PERIOD: Duration = Duration::from_millis(500);
+    const SETTLED: Duration = Duration::from_secs(5);
+    let mut changes = shared.raft().server_metrics();
     loop {
-        tokio::time::sleep(period).await;
+        let settled = shared.is_primary() && weight_carried(&shared);
+        if settled {
+            tokio::select! {
+                _ = crate::beat::sleep_to_next(&shared, SETTLED) => {}
+                changed = changes.changed() => if changed.is_err() {
+                    changes = shared.raft().server_metrics();
+                    tokio::time::sleep(PERIOD).await;
+                }
+            }
+        } else {
+            crate::beat::sleep_to_next(&shared, PERIOD).await;
+        }
         if shared.closed.load(Ordering::Acquire) {
             return;
         }

@@ -23,7 +23,7 @@ pub async fn run(shared: Arc<Shared>) {
     let mut warned: Option<Instant> = None;
     let mut held_since: Option<Instant> = None;
     loop {
-        tokio::time::sleep(EVERY).await;
+        crate::beat::sleep_to_next(&shared, EVERY).await;
         if shared.closed.load(Ordering::Acquire) {
             return;
         }
