@@ -237,6 +237,10 @@ pub fn main() -> ExitCode {
     if let Command::Sst(args) = cli.command {
         return ExitCode::from(crate::sst::run(args));
     }
+    // `node check` answers with its exit status (0, 1 or 2), for scripts.
+    if let Command::Node(node::NodeCommand::Check(args)) = cli.command {
+        return ExitCode::from(node::check(args));
+    }
     exit_code(run(cli))
 }
 

@@ -22,6 +22,18 @@ pub(super) enum NodeCommand {
     /// then wait until it is Synced. Compares nothing: `cluster bootstrap
     /// --remote` runs it on the host it chose
     Bootstrap(NodeBootstrapArgs),
+    /// Whether the node should take client traffic, as an exit status (for
+    /// keepalived's vrrp_script and other scripts)
+    ///
+    /// The rule is the provider's /health rule (clustercheck's): available
+    /// when Synced in the primary component, or a donor/desynced node when
+    /// donors count (--available-when-donor, or the node's own
+    /// health.donor_available=YES). A node with read_only=ON is not
+    /// available unless --available-when-readonly is given. One line says why.
+    ///
+    /// Exit status: 0 the node should take traffic; 1 it should not; 2 cannot
+    /// tell (no connection, no answer in time, a status missing, bad options).
+    Check(CheckArgs),
 }
 
 /// Which server on this host: the one its option files describe.
@@ -89,8 +101,37 @@ pub(super) struct WaitSyncedArgs {
     timeout: Option<u64>,
 }
 
+// The node is found as `wait-synced` finds it.
+#[derive(Args, Debug)]
+pub(super) struct CheckArgs {
+    /// The node: a socket path, host, host:port or [ipv6]:port (default:
+    /// the socket of this host's server, from its option files)
+    #[arg(long)]
+    node: Option<String>,
+    /// Where the default socket is read from (default: the server's own option files)
+    #[arg(long, value_name = "FILE", conflicts_with = "node")]
+    defaults_file: Option<PathBuf>,
+    #[command(flatten)]
+    login: LoginArgs,
+    /// A donor or desynced node counts as available (clustercheck's AVAILABLE_WHEN_DONOR)
+    #[arg(long)]
+    available_when_donor: bool,
+    /// A node with read_only=ON counts as available (clustercheck's AVAILABLE_WHEN_READONLY)
+    #[arg(long)]
+    available_when_readonly: bool,
+    /// Seconds to wait for the node's answer before exiting 2
+    #[arg(long, default_value_t = 5)]
+    timeout: u64,
+}
+
 pub(super) fn run(command: NodeCommand) -> Result<()> {
     match command {
+        // `tandem`'s main answers it with 0, 1 or 2 before this; from
+        // another front end it is a plain success or failure.
+        NodeCommand::Check(args) => match check(args) {
+            0 => Ok(()),
+            status => anyhow::bail!("exit status {status}"),
+        },
         NodeCommand::WaitSynced(args) => wait_synced(args),
         NodeCommand::Position(args) => {
             let position = crate::remote::position::read(&args.config()?, &args.login.login()?)?;
@@ -108,15 +149,49 @@ pub(super) fn run(command: NodeCommand) -> Result<()> {
     }
 }
 
+/// The node `--node` names, else this host's server's socket.
+fn endpoint(node: Option<&str>, defaults_file: Option<&std::path::Path>) -> Result<crate::remote::Endpoint> {
+    match node {
+        Some(node) => crate::remote::Endpoint::parse(node),
+        None => {
+            let config = crate::remote::position::ServerConfig::read(defaults_file)?;
+            Ok(crate::remote::Endpoint::Socket(config.socket))
+        }
+    }
+}
+
+/// `tandem node check`: prints one line and returns the exit status.
+pub(super) fn check(args: CheckArgs) -> u8 {
+    use crate::remote::check;
+    let options = check::CheckOptions {
+        available_when_donor: args.available_when_donor,
+        available_when_readonly: args.available_when_readonly,
+    };
+    let label = args.node.clone().unwrap_or_else(|| "this host's node".into());
+    let read = || -> Result<_> {
+        let at = endpoint(args.node.as_deref(), args.defaults_file.as_deref())?;
+        let client = cluster::prereq::find_program("mariadb")?;
+        check::read(&client, &at, &args.login.login()?, Duration::from_secs(args.timeout.max(1)))
+    };
+    match read().map_err(|e| format!("{e:#}")).and_then(|shown| check::decide(&shown, &options)) {
+        Ok(check::Verdict::Available(why)) => {
+            out(&format!("{label}: available: {why}"));
+            check::AVAILABLE
+        }
+        Ok(check::Verdict::NotAvailable(why)) => {
+            out(&format!("{label}: not available: {why}"));
+            check::NOT_AVAILABLE
+        }
+        Err(why) => {
+            eprintln!("{label}: cannot tell: {}", why.replace('\n', " "));
+            check::CANNOT_TELL
+        }
+    }
+}
+
 fn wait_synced(args: WaitSyncedArgs) -> Result<()> {
     let client = cluster::prereq::find_program("mariadb")?;
-    let at = match &args.node {
-        Some(node) => crate::remote::Endpoint::parse(node)?,
-        None => {
-            let config = crate::remote::position::ServerConfig::read(args.defaults_file.as_deref())?;
-            crate::remote::Endpoint::Socket(config.socket)
-        }
-    };
+    let at = endpoint(args.node.as_deref(), args.defaults_file.as_deref())?;
     let took = crate::remote::wait_synced(&client, &at, &args.login.login()?, args.timeout.map(Duration::from_secs))?;
     say!("{} is Synced (waited {:.1} s)", at.label(), took.as_secs_f64());
     Ok(())

@@ -5,6 +5,7 @@
 //! node while the first is still catching up).
 
 pub mod bootstrap;
+pub mod check;
 pub mod position;
 pub mod secret;
 
