@@ -2,7 +2,7 @@
 # `make demo` and `make test` work on a fresh Debian 12 machine (as root).
 
 SHELL := /bin/bash
-PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy socat tcpdump iproute2 nftables systemd openssl
+PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy keepalived socat tcpdump iproute2 nftables systemd openssl
 # Without their recommendations: Prometheus' would add exporters and IPMI tools.
 LEAN_PACKAGES := prometheus
 CARGO ?= cargo

@@ -1,7 +1,10 @@
-//! `tandem node check`: its verdict on what a node shows, and its exit
-//! statuses as scripts see them.
+//! `tandem node check`: its verdict on what a node shows, its exit
+//! statuses as scripts see them, and the keepalived configuration shipped
+//! with it, checked by keepalived itself (`keepalived -t`). A live node's
+//! verdicts are in tests/cluster/tests/health.rs.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use tandem::remote::check::*;
 
@@ -129,5 +132,64 @@ fn help_documents_the_exit_statuses() {
     let said = text(&help).split_whitespace().collect::<Vec<_>>().join(" ");
     for want in ["0 the node should take traffic", "1 it should not", "2 cannot tell", "--available-when-readonly"] {
         assert!(said.contains(want), "no {want:?} in:\n{said}");
+    }
+}
+
+fn shipped_config() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/keepalived/keepalived.conf");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// keepalived refuses a loopback interface for VRRP: the test needs one of
+/// this host's others in place of the example's `eth0`.
+fn an_interface() -> String {
+    let names = std::fs::read_dir("/sys/class/net").expect("/sys/class/net");
+    names
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name != "lo")
+        .min()
+        .expect("a network interface other than lo for keepalived's VRRP instance")
+}
+
+fn keepalived() -> Option<PathBuf> {
+    ["/usr/sbin/keepalived", "/sbin/keepalived", "/usr/local/sbin/keepalived"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// `keepalived -t`: its exit status and what it said.
+fn config_test(keepalived: &Path, dir: &Path, name: &str, config: &str) -> (bool, String) {
+    let file = dir.join(name);
+    std::fs::write(&file, config).unwrap();
+    let o = Command::new(keepalived).arg("-t").arg("-f").arg(&file).output().expect("running keepalived -t");
+    (o.status.success(), text(&o))
+}
+
+#[test]
+fn keepalived_accepts_the_shipped_vrrp_script() {
+    let Some(keepalived) = keepalived() else {
+        println!("SKIPPED: keepalived is not installed (`make deps` installs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The example as a host would have it: the binary where it was
+    // installed, the host's own interface.
+    let config = shipped_config()
+        .replace("/usr/local/bin/tandem", env!("CARGO_BIN_EXE_tandem"))
+        .replace("interface eth0", &format!("interface {}", an_interface()));
+    assert!(config.contains(&format!("{} node check", env!("CARGO_BIN_EXE_tandem"))), "{config}");
+    let (ok, said) = config_test(&keepalived, dir.path(), "keepalived.conf", &config);
+    assert!(ok, "keepalived -t refused the example:\n{said}");
+
+    // The test can fail: keepalived refuses a misspelt keyword, a check
+    // script that is not there, and a track_script naming no vrrp_script.
+    let misspelt = config.replacen("interval 2", "intervall 2", 1);
+    let missing = config.replace(env!("CARGO_BIN_EXE_tandem"), "/nonexistent/tandem");
+    let untracked = config.replacen("        tandem_node\n", "        tandem_nod\n", 1);
+    for (name, broken) in [("misspelt", misspelt), ("missing", missing), ("untracked", untracked)] {
+        assert_ne!(broken, config, "{name}: the example changed; this copy is not broken");
+        let (ok, said) = config_test(&keepalived, dir.path(), name, &broken);
+        assert!(!ok, "keepalived -t accepted the {name} copy:\n{said}");
     }
 }
