@@ -71,6 +71,7 @@ fn health_agent_and_metrics_follow_the_node() -> Result<()> {
     // the operator says donors count or it resyncs.
     set(c.node(2), "SET GLOBAL wsrep_desync = ON")?;
     wait_check(c.node(2), 503, "Donor/Desynced", "up drain #Donor/Desynced")?;
+    scripts_and_proxysql_see(c.node(2), c.node(3))?;
     let (_, page) = http_get(metrics_addr, "/metrics")?;
     ensure!(sample(&page, "tandem_available") == Some(0.0), "{page}");
     set(c.node(2), "SET GLOBAL wsrep_provider_options = 'health.donor_available=YES'")?;
@@ -101,6 +102,98 @@ fn health_agent_and_metrics_follow_the_node() -> Result<()> {
     for i in 1..=2 {
         wait_check(c.node(i), 200, "synced", "up ready 100%")?;
     }
+    Ok(())
+}
+
+/// `tandem node check` on a node, as keepalived runs it: exit status and
+/// the line it printed.
+fn node_check(node: &Node, options: &[&str]) -> Result<(i32, String)> {
+    let bin = tandem::cluster::sst_script::tandem_binary().context("the tandem binary is built beside the tests")?;
+    let socket = node.socket.to_str().context("socket path")?;
+    let out = std::process::Command::new(bin).args(["node", "check", "--node", socket]).args(options).output()?;
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    Ok((out.status.code().context("killed by a signal")?, said.trim().to_string()))
+}
+
+/// What ProxySQL 2.x's Galera monitor asks a MariaDB backend on every
+/// check (its `mysql-monitor_galera_healthcheck_interval`), in its column
+/// order. `pxc_maint_mode` is Percona's: for MariaDB it asks for the
+/// constant 'DISABLED' instead of a variable.
+const PROXYSQL_GALERA_CHECK: &str = "SELECT \
+    (SELECT VARIABLE_VALUE FROM INFORMATION_SCHEMA.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE') wsrep_local_state, \
+    @@read_only read_only, \
+    (SELECT VARIABLE_VALUE FROM INFORMATION_SCHEMA.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_RECV_QUEUE') wsrep_local_recv_queue, \
+    @@wsrep_desync wsrep_desync, @@wsrep_reject_queries wsrep_reject_queries, \
+    @@wsrep_sst_donor_rejects_queries wsrep_sst_donor_rejects_queries, \
+    (SELECT VARIABLE_VALUE FROM INFORMATION_SCHEMA.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_STATUS') wsrep_cluster_status, \
+    (SELECT 'DISABLED') pxc_maint_mode";
+
+/// Where ProxySQL's Galera monitor puts a node given the row above
+/// (docs/operations.md, "ProxySQL"): out of the primary component,
+/// desynced, not Synced or rejecting queries, it goes offline; read_only,
+/// a reader (offline when `max_transactions_behind` behind); else a writer
+/// (`max_writers` then decides writer or backup writer).
+fn proxysql_places(row: &[&str], max_transactions_behind: u64) -> Result<String> {
+    // pxc_maint_mode: MariaDB has none; ProxySQL asks for a constant.
+    let [state, read_only, recv_queue, desync, reject, _donor_rejects, cluster, _pxc_maint_mode] = row else {
+        anyhow::bail!("{} columns, not 8: {row:?}", row.len());
+    };
+    let number = |v: &str| v.parse::<u64>().with_context(|| format!("{v:?} is not a number in {row:?}"));
+    Ok(if *cluster != "Primary" {
+        "offline (primary_partition=NO)".into()
+    } else if number(desync)? != 0 {
+        "offline (wsrep_desync=YES)".into()
+    } else if number(state)? != 4 {
+        format!("offline (wsrep_local_state={state})")
+    } else if *reject != "NONE" {
+        "offline (wsrep_reject_queries)".into()
+    } else if number(read_only)? != 0 {
+        if number(recv_queue)? > max_transactions_behind { "offline (lagging)" } else { "reader" }.into()
+    } else {
+        "writer".into()
+    })
+}
+
+fn proxysql_sees(node: &Node) -> Result<String> {
+    let row = sql(node, PROXYSQL_GALERA_CHECK).map_err(anyhow::Error::msg)?;
+    eprintln!("{}: ProxySQL's Galera check reads {row:?}", node.name);
+    proxysql_places(&row.split('\t').collect::<Vec<_>>(), 100)
+}
+
+/// `tandem node check` and ProxySQL's Galera monitor on a desynced node
+/// and on a synced one, as the health check sees them.
+fn scripts_and_proxysql_see(desynced: &Node, synced: &Node) -> Result<()> {
+    scripts_and_proxysql_see_a_desynced_node(desynced)?;
+    scripts_and_proxysql_see_a_synced_node(synced)
+}
+
+/// A desynced node: out for scripts unless donors count, and offline for
+/// ProxySQL, which reads wsrep_desync itself.
+fn scripts_and_proxysql_see_a_desynced_node(node: &Node) -> Result<()> {
+    let (code, said) = node_check(node, &[])?;
+    ensure!(code == 1 && said.ends_with("not available: Donor/Desynced"), "{code}: {said}");
+    let (code, said) = node_check(node, &["--available-when-donor"])?;
+    ensure!(code == 0 && said.contains("available: Donor/Desynced"), "{code}: {said}");
+    ensure!(proxysql_sees(node)? == "offline (wsrep_desync=YES)");
+    Ok(())
+}
+
+/// A synced node is in for scripts and a writer for ProxySQL; made
+/// read_only, it is out for scripts (unless read-only nodes count) and a
+/// reader for ProxySQL.
+fn scripts_and_proxysql_see_a_synced_node(node: &Node) -> Result<()> {
+    let (code, said) = node_check(node, &[])?;
+    ensure!(code == 0 && said.ends_with("available: synced"), "{code}: {said}");
+    ensure!(proxysql_sees(node)? == "writer");
+    set(node, "SET GLOBAL read_only = ON")?;
+    let (code, said) = node_check(node, &[])?;
+    let read_only = proxysql_sees(node);
+    let (code_allowed, said_allowed) = node_check(node, &["--available-when-readonly"])?;
+    set(node, "SET GLOBAL read_only = OFF")?;
+    ensure!(code == 1 && said.contains("read_only=ON"), "{code}: {said}");
+    ensure!(code_allowed == 0, "{code_allowed}: {said_allowed}");
+    ensure!(read_only? == "reader");
+    ensure!(proxysql_sees(node)? == "writer");
     Ok(())
 }
 
