@@ -3,6 +3,9 @@
 //! agent check: clients through HAProxy keep working while a node is
 //! desynced, becomes an SST donor, or is killed, and HAProxy takes each one
 //! out and puts it back. How long that takes is reported, never asserted.
+//! A second listener sends all writes to one node, with the others as
+//! backups: when that node is killed the writes move to the next one, and
+//! nothing acknowledged through either listener is lost.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -24,8 +27,14 @@ const TABLE: &str = "hap.acks";
 struct Haproxy {
     child: Child,
     stats: PathBuf,
+    /// The read pool: every node, weighted by the agent check.
     port: u16,
+    /// The single writer, with the other nodes as backups.
+    writer_port: u16,
 }
+
+const WRITER: &str = "writer";
+const POOL: &str = "mariadb";
 
 impl Drop for Haproxy {
     fn drop(&mut self) {
@@ -41,16 +50,18 @@ fn free_port() -> Result<u16> {
 
 fn start_haproxy(dir: &Path, nodes: &[Node]) -> Result<Haproxy> {
     let port = free_port()?;
+    let writer_port = free_port()?;
     let stats = dir.join("haproxy.sock");
     let mut config = format!(
         "global\n  stats socket {} mode 600 level admin\n\
          defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 60s\n  timeout server 60s\n  \
-         retries 3\n  option redispatch\n\
-         listen mariadb\n  bind 127.0.0.1:{port}\n  balance roundrobin\n  \
+         retries 3\n  option redispatch\n  \
          option httpchk GET /health\n  http-check expect status 200\n  \
          default-server inter 500ms fall 2 rise 2\n",
         stats.display()
     );
+    config += &writer_listener(writer_port, nodes)?;
+    config += &format!("listen mariadb\n  bind 127.0.0.1:{port}\n  balance roundrobin\n");
     for node in nodes {
         let (health, agent) = (node.health_addr().context("no health port")?, node.agent_addr().context("no agent")?);
         config += &format!(
@@ -73,13 +84,28 @@ fn start_haproxy(dir: &Path, nodes: &[Node]) -> Result<Haproxy> {
         .stdin(Stdio::null())
         .spawn()
         .context("start haproxy (make deps installs it)")?;
-    Ok(Haproxy { child, stats, port })
+    Ok(Haproxy { child, stats, port, writer_port })
+}
+
+/// One writer: the first node while its health check passes, else the
+/// first backup that passes (HAProxy uses one backup at a time), so writes
+/// never go to two nodes at once and certification conflicts between
+/// clients cannot happen.
+fn writer_listener(port: u16, nodes: &[Node]) -> Result<String> {
+    let mut listen = format!("listen {WRITER}\n  bind 127.0.0.1:{port}\n");
+    for (i, node) in nodes.iter().enumerate() {
+        let health = node.health_addr().context("no health port")?;
+        let backup = if i == 0 { "" } else { " backup" };
+        listen += &format!("  server {} 127.0.0.1:{} check port {}{backup}\n", node.name, node.sql_port, health.port());
+    }
+    Ok(listen)
 }
 
 impl Haproxy {
-    /// Each server's status as HAProxy's stats show it ("UP", "DOWN",
-    /// "DRAIN", "UP 1/2", ...) and its current weight.
-    fn servers(&self) -> Result<Vec<(String, String, u32)>> {
+    /// Each server of the listener `proxy`: its status as HAProxy's stats
+    /// show it ("UP", "DOWN", "DRAIN", "UP 1/2", ...), its current weight
+    /// and how many connections it was given.
+    fn servers(&self, proxy: &str) -> Result<Vec<(String, String, u32, u64)>> {
         let mut s = UnixStream::connect(&self.stats)?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         s.write_all(b"show stat\n")?;
@@ -88,23 +114,30 @@ impl Haproxy {
         let mut lines = csv.lines();
         let header: Vec<&str> = lines.next().context("empty stats")?.trim_start_matches("# ").split(',').collect();
         let col = |name: &str| header.iter().position(|h| *h == name).with_context(|| format!("no {name} column"));
-        let (sv, status, weight) = (col("svname")?, col("status")?, col("weight")?);
+        let (px, sv, status, weight, total) =
+            (col("pxname")?, col("svname")?, col("status")?, col("weight")?, col("stot")?);
         let mut out = vec![];
         for line in lines {
             let f: Vec<&str> = line.split(',').collect();
-            if f.len() > weight && f[sv].starts_with("node") {
-                out.push((f[sv].to_string(), f[status].to_string(), f[weight].parse().unwrap_or(0)));
+            if f.len() > weight.max(total) && f[px] == proxy && f[sv].starts_with("node") {
+                let number = |i: usize| f[i].parse().unwrap_or(0);
+                out.push((f[sv].to_string(), f[status].to_string(), number(weight) as u32, number(total)));
             }
         }
         Ok(out)
     }
 
-    /// Whether HAProxy sends new connections to `name`.
+    /// Whether HAProxy sends new connections of the read pool to `name`.
     fn in_rotation(&self, name: &str) -> Result<bool> {
-        let servers = self.servers()?;
-        let (_, status, weight) =
-            servers.iter().find(|(n, _, _)| n == name).with_context(|| format!("{name} not in {servers:?}"))?;
+        let servers = self.servers(POOL)?;
+        let (_, status, weight, _) =
+            servers.iter().find(|(n, ..)| n == name).with_context(|| format!("{name} not in {servers:?}"))?;
         Ok(status == "UP" && *weight > 0)
+    }
+
+    /// Connections the writer listener gave each node so far.
+    fn writer_connections(&self) -> Result<Vec<(String, u64)>> {
+        Ok(self.servers(WRITER)?.into_iter().map(|(name, _, _, total)| (name, total)).collect())
     }
 
     /// Waits until `name` is in (or out of) rotation; the time it took.
@@ -123,11 +156,12 @@ struct Writers {
 }
 
 impl Writers {
-    fn start(port: u16, count: usize) -> Writers {
+    /// Clients numbered `ids` (the first column of their rows).
+    fn start(port: u16, ids: std::ops::RangeInclusive<usize>) -> Writers {
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(Mutex::new(BTreeSet::new()));
         let failed = Arc::new(Mutex::new(0));
-        let threads = (1..=count)
+        let threads = ids
             .map(|w| {
                 let (stop, acked, failed) = (stop.clone(), acked.clone(), failed.clone());
                 thread::spawn(move || {
@@ -194,6 +228,38 @@ fn donor(c: &TestCluster, joiner: usize) -> Option<usize> {
     (1..=c.len()).filter(|&i| i != joiner).find(|&i| status(c.node(i), "wsrep_local_state").is_ok_and(|s| s == "2"))
 }
 
+/// How many more connections the writer listener gave `node` than before.
+fn gained(before: &[(String, u64)], after: &[(String, u64)], node: &str) -> u64 {
+    let of = |v: &[(String, u64)]| v.iter().find(|(n, _)| n == node).map_or(0, |(_, t)| *t);
+    of(after).saturating_sub(of(before))
+}
+
+/// Node 1, the writer, killed: out of the pool and back after it restarts
+/// and syncs; the writes move to the first backup, node 2, and only to it,
+/// and come back to node 1 once it passes its check again.
+fn kill_the_writer(c: &mut TestCluster, proxy: &Haproxy, pool: &Writers, single: &Writers) -> Result<()> {
+    proxy.wait("node1", true, "up before the kill")?;
+    let before = proxy.writer_connections()?;
+    c.kill(1)?;
+    let out = proxy.wait("node1", false, "out after kill -9")?;
+    pool.wait_progress(20, "node1 is dead")?;
+    single.wait_progress(20, "the writer node1 is dead")?;
+    let after = proxy.writer_connections()?;
+    eprintln!("haproxy: writer connections before the kill {before:?}, after {after:?}");
+    ensure!(gained(&before, &after, "node2") >= 20, "the writes did not move to node2: {before:?} -> {after:?}");
+    ensure!(gained(&before, &after, "node3") == 0, "writes went to a second backup: {before:?} -> {after:?}");
+    c.start(1)?;
+    c.wait_synced(1, Duration::from_secs(240))?;
+    let back = proxy.wait("node1", true, "back after restart")?;
+    report("kill -9", "node1", out, back);
+    let restarted = proxy.writer_connections()?;
+    wait_for("the writes back on node1", Duration::from_secs(60), || {
+        Ok(gained(&restarted, &proxy.writer_connections()?, "node1") >= 1)
+    })?;
+    single.wait_progress(5, "node1 is the writer again")?;
+    Ok(())
+}
+
 #[test]
 fn haproxy_takes_nodes_out_and_back_while_clients_go_on() -> Result<()> {
     // mariabackup: the tandem method donates in a fraction of a second,
@@ -206,8 +272,10 @@ fn haproxy_takes_nodes_out_and_back_while_clients_go_on() -> Result<()> {
     }
     sql(c.node(1), &format!("CREATE DATABASE hap; CREATE TABLE {TABLE} (node INT, seq INT, PRIMARY KEY (node, seq))"))
         .map_err(anyhow::Error::msg)?;
-    let writers = Writers::start(proxy.port, 2);
+    let writers = Writers::start(proxy.port, 1..=2);
+    let single = Writers::start(proxy.writer_port, 3..=3);
     writers.wait_progress(20, "all nodes are up")?;
+    single.wait_progress(5, "the writer is up")?;
 
     // Desynced by the operator: out, and back after the resync.
     sql(c.node(2), "SET GLOBAL wsrep_desync = ON").map_err(anyhow::Error::msg)?;
@@ -238,18 +306,14 @@ fn haproxy_takes_nodes_out_and_back_while_clients_go_on() -> Result<()> {
     proxy.wait("node3", true, "back after its state transfer")?;
     writers.wait_progress(20, "node3 rejoined")?;
 
-    // Killed: out, and back after it restarts and syncs.
-    c.kill(1)?;
-    let out = proxy.wait("node1", false, "out after kill -9")?;
-    writers.wait_progress(20, "node1 is dead")?;
-    c.start(1)?;
-    c.wait_synced(1, Duration::from_secs(240))?;
-    let back = proxy.wait("node1", true, "back after restart")?;
-    report("kill -9", "node1", out, back);
+    kill_the_writer(&mut c, &proxy, &writers, &single)?;
     writers.wait_progress(20, "all nodes are back")?;
 
-    let (acked, failed) = writers.stop();
+    let (mut acked, failed) = writers.stop();
+    let (single_acked, single_failed) = single.stop();
     eprintln!("haproxy: {} commits acknowledged through HAProxy, {failed} attempts failed", acked.len());
+    eprintln!("haproxy: {} through the writer, {single_failed} attempts failed", single_acked.len());
+    acked.extend(single_acked);
     let reference = checksums(c.node(1), &[TABLE])?;
     for i in 1..=3 {
         let missing = missing_acked(c.node(i), TABLE, &acked)?;
