@@ -31,9 +31,9 @@ fn status(shown: &BTreeMap<String, String>, options: CheckOptions) -> u8 {
     }
 }
 
-const PLAIN: CheckOptions = CheckOptions { available_when_donor: false, available_when_readonly: false };
-const DONOR: CheckOptions = CheckOptions { available_when_donor: true, available_when_readonly: false };
-const READONLY: CheckOptions = CheckOptions { available_when_donor: false, available_when_readonly: true };
+const PLAIN: CheckOptions = CheckOptions { available_when_donor: false, unavailable_when_readonly: false };
+const DONOR: CheckOptions = CheckOptions { available_when_donor: true, unavailable_when_readonly: false };
+const WRITER: CheckOptions = CheckOptions { available_when_donor: false, unavailable_when_readonly: true };
 
 #[test]
 fn synced_in_the_primary_component_exits_0() {
@@ -68,13 +68,13 @@ fn a_donor_counts_when_asked_or_when_the_node_counts_donors() {
 }
 
 #[test]
-fn read_only_is_out_unless_allowed() {
+fn read_only_counts_only_when_asked() {
     let read_only = node(4, "Synced", "Primary", "ON");
-    let Ok(Verdict::NotAvailable(why)) = decide(&read_only, &PLAIN) else { panic!("a read_only node passed") };
+    assert_eq!(status(&read_only, PLAIN), 0, "as /health: read_only is not its business");
+    let Ok(Verdict::NotAvailable(why)) = decide(&read_only, &WRITER) else { panic!("a read_only node passed") };
     assert!(why.contains("read_only=ON"), "{why}");
-    assert_eq!(status(&read_only, READONLY), 0);
-    // Allowing read_only does not let in a node that is not synced.
-    assert_eq!(status(&node(1, "Joining", "Primary", "ON"), READONLY), 1);
+    assert_eq!(status(&node(4, "Synced", "Primary", "OFF"), WRITER), 0);
+    assert_eq!(status(&node(1, "Joining", "Primary", "OFF"), WRITER), 1);
 }
 
 #[test]
@@ -130,7 +130,7 @@ fn help_documents_the_exit_statuses() {
     let help = tandem(&["node", "check", "--help"]);
     assert!(help.status.success(), "{}", text(&help));
     let said = text(&help).split_whitespace().collect::<Vec<_>>().join(" ");
-    for want in ["0 the node should take traffic", "1 it should not", "2 cannot tell", "--available-when-readonly"] {
+    for want in ["0 the node should take traffic", "1 it should not", "2 cannot tell", "--unavailable-when-readonly"] {
         assert!(said.contains(want), "no {want:?} in:\n{said}");
     }
 }

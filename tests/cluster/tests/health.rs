@@ -179,19 +179,19 @@ fn scripts_and_proxysql_see_a_desynced_node(node: &Node) -> Result<()> {
 }
 
 /// A synced node is in for scripts and a writer for ProxySQL; made
-/// read_only, it is out for scripts (unless read-only nodes count) and a
-/// reader for ProxySQL.
+/// read_only, it is out for scripts that decide where writes go (in for
+/// the others, as for /health) and a reader for ProxySQL.
 fn scripts_and_proxysql_see_a_synced_node(node: &Node) -> Result<()> {
     let (code, said) = node_check(node, &[])?;
     ensure!(code == 0 && said.ends_with("available: synced"), "{code}: {said}");
     ensure!(proxysql_sees(node)? == "writer");
     set(node, "SET GLOBAL read_only = ON")?;
-    let (code, said) = node_check(node, &[])?;
+    let (code, said) = node_check(node, &["--unavailable-when-readonly"])?;
     let read_only = proxysql_sees(node);
-    let (code_allowed, said_allowed) = node_check(node, &["--available-when-readonly"])?;
+    let (code_plain, said_plain) = node_check(node, &[])?;
     set(node, "SET GLOBAL read_only = OFF")?;
     ensure!(code == 1 && said.contains("read_only=ON"), "{code}: {said}");
-    ensure!(code_allowed == 0, "{code_allowed}: {said_allowed}");
+    ensure!(code_plain == 0, "{code_plain}: {said_plain}");
     ensure!(read_only? == "reader");
     ensure!(proxysql_sees(node)? == "writer");
     Ok(())

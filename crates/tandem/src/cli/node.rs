@@ -28,8 +28,8 @@ pub(super) enum NodeCommand {
     /// The rule is the provider's /health rule (clustercheck's): available
     /// when Synced in the primary component, or a donor/desynced node when
     /// donors count (--available-when-donor, or the node's own
-    /// health.donor_available=YES). A node with read_only=ON is not
-    /// available unless --available-when-readonly is given. One line says why.
+    /// health.donor_available=YES). read_only does not count unless
+    /// --unavailable-when-readonly is given. One line says why.
     ///
     /// Exit status: 0 the node should take traffic; 1 it should not; 2 cannot
     /// tell (no connection, no answer in time, a status missing, bad options).
@@ -116,9 +116,10 @@ pub(super) struct CheckArgs {
     /// A donor or desynced node counts as available (clustercheck's AVAILABLE_WHEN_DONOR)
     #[arg(long)]
     available_when_donor: bool,
-    /// A node with read_only=ON counts as available (clustercheck's AVAILABLE_WHEN_READONLY)
+    /// A node with read_only=ON counts as unavailable, for a script that
+    /// decides where writes go (clustercheck's AVAILABLE_WHEN_READONLY=0)
     #[arg(long)]
-    available_when_readonly: bool,
+    unavailable_when_readonly: bool,
     /// Seconds to wait for the node's answer before exiting 2
     #[arg(long, default_value_t = 5)]
     timeout: u64,
@@ -165,7 +166,7 @@ pub(super) fn check(args: CheckArgs) -> u8 {
     use crate::remote::check;
     let options = check::CheckOptions {
         available_when_donor: args.available_when_donor,
-        available_when_readonly: args.available_when_readonly,
+        unavailable_when_readonly: args.unavailable_when_readonly,
     };
     let label = args.node.clone().unwrap_or_else(|| "this host's node".into());
     let read = || -> Result<_> {

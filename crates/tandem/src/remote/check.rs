@@ -7,9 +7,11 @@
 //! over SQL, so the script and the HTTP check never disagree about a node.
 //! Two of clustercheck's options are added on top: a donor may count
 //! (`--available-when-donor`, also taken from the node's own
-//! `health.donor_available`), and a `read_only` node may count
-//! (`--available-when-readonly`); without it a read-only node is out, since
-//! a script like this usually decides where the writes go.
+//! `health.donor_available`), and a `read_only` node may be taken out
+//! (`--unavailable-when-readonly`, clustercheck's
+//! `AVAILABLE_WHEN_READONLY=0`), for a script that decides where the writes
+//! go. Without it `read_only` does not count, as for `/health` and
+//! clustercheck's default.
 
 use super::{Endpoint, Login};
 use crate::cluster::mysql;
@@ -35,8 +37,8 @@ const QUERY: &str = "SHOW GLOBAL STATUS LIKE 'wsrep%'; \
 pub struct CheckOptions {
     /// clustercheck's `AVAILABLE_WHEN_DONOR`.
     pub available_when_donor: bool,
-    /// clustercheck's `AVAILABLE_WHEN_READONLY`.
-    pub available_when_readonly: bool,
+    /// clustercheck's `AVAILABLE_WHEN_READONLY=0`.
+    pub unavailable_when_readonly: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,8 +93,8 @@ pub fn decide(shown: &BTreeMap<String, String>, options: &CheckOptions) -> Resul
         Err(why) => return Ok(Verdict::NotAvailable(why)),
     };
     let read_only = get("read_only")?;
-    if !options.available_when_readonly && tandem_engine::options::parse_bool(read_only) != Some(false) {
-        return Ok(Verdict::NotAvailable(format!("{why}, but read_only={read_only} (see --available-when-readonly)")));
+    if options.unavailable_when_readonly && tandem_engine::options::parse_bool(read_only) != Some(false) {
+        return Ok(Verdict::NotAvailable(format!("{why}, but read_only={read_only} (--unavailable-when-readonly)")));
     }
     Ok(Verdict::Available(why))
 }
