@@ -16,6 +16,7 @@
 mod common;
 mod sim_checks;
 mod sim_disk;
+mod sim_leader_writes;
 #[cfg(feature = "negative-tests")]
 mod sim_negative;
 mod sim_net;
@@ -82,8 +83,9 @@ struct Seat {
     reader: Mutex<Option<Arc<sim_reads::Reader>>>,
 }
 
-/// A writer on a follower: `w:n` for n = 0, 1, ... (w its id) until told
-/// to stop, then its last payload, `(9-w):k` (see `write`).
+/// A writer on a member (a follower, or the leader): `w:n` for n = 0, 1,
+/// ... (w its id) until told to stop, then its last payload, `(9-w):k`
+/// (see `write`).
 #[derive(Default)]
 struct Writer {
     id: usize,
@@ -279,6 +281,20 @@ fn start_three_with(
     fsync: bool,
     small_log: bool,
 ) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<Writer>>) {
+    let writer_hosts: &[usize] = if reading { &[1, 2] } else { &[1] };
+    start_writing(seed, writer_hosts, reading, fsync, small_log)
+}
+
+/// As [`start_three_with`], with writer `w` on the member of seat
+/// `writer_hosts[w]` (one of them on n2); `reading`: n1 and n3 read.
+fn start_writing(
+    seed: u64,
+    writer_hosts: &[usize],
+    reading: bool,
+    fsync: bool,
+    small_log: bool,
+) -> (turmoil::Sim<'static>, Vec<Arc<Seat>>, Vec<Arc<Writer>>) {
+    assert!(writer_hosts.contains(&1), "the setup waits for n2's writer");
     // Every draw of every member (ids, uuids, election timeouts) comes from
     // the seed: all hosts run on this thread.
     tandem_group::entropy::seed_this_thread(Some(seed));
@@ -295,17 +311,16 @@ fn start_three_with(
         .rng_seed(seed)
         .build();
     let seats: Vec<Arc<Seat>> = HOSTS.iter().map(|_| Arc::new(Seat::default())).collect();
-    let writers: Vec<Arc<Writer>> = (0..if reading { 2 } else { 1 }).map(Writer::new).collect();
+    let writers: Vec<Arc<Writer>> = (0..writer_hosts.len()).map(Writer::new).collect();
+    let writer_seats: Vec<Arc<Seat>> = writer_hosts.iter().map(|&h| seats[h].clone()).collect();
     for (i, name) in HOSTS.into_iter().enumerate() {
         seats[i].fsync.store(fsync, Ordering::SeqCst);
         seats[i].small_log.store(small_log, Ordering::SeqCst);
         if reading && i != 1 {
             *seats[i].reader.lock().unwrap() = Some(Arc::default());
         }
-        // Writer 0 on n2, writer 1 (if any) on n3.
-        let writer = writers.get(i.wrapping_sub(1)).cloned();
-        // Writer w's member is seats[w + 1].
-        let (seat, writer_seats) = (seats[i].clone(), seats[1..=writers.len()].to_vec());
+        let writer = writer_hosts.iter().position(|&h| h == i).map(|w| writers[w].clone());
+        let (seat, writer_seats) = (seats[i].clone(), writer_seats.clone());
         sim.host(name, move || run_host(name, seat.clone(), writer.clone(), writer_seats.clone()));
     }
     let all_primary = |seats: &[Arc<Seat>]| seats.iter().all(|s| s.primary.load(Ordering::SeqCst));
@@ -742,7 +757,7 @@ fn a_followers_payloads_survive_a_leader_hand_over_under_simulation() {
 fn a_seed_replays_the_same_run() {
     common::init_logging();
     let seed = seeds()[0];
-    let scenarios: [(&str, Scenario); 10] = [
+    let scenarios: [(&str, Scenario); 11] = [
         ("hand-over", hand_over_under_load),
         ("cut-off leader", leader_cut_off_under_load),
         ("killed follower", follower_killed_under_load),
@@ -753,6 +768,7 @@ fn a_seed_replays_the_same_run() {
         ("flaky links", flaky_links_under_load),
         ("held follower", follower_held_and_taken_back),
         ("follower behind the purge", follower_behind_the_purge),
+        ("leader writing, killed", sim_leader_writes::leader_writing_killed),
     ];
     for (name, scenario) in scenarios {
         let (first, second) = (scenario(seed), scenario(seed));
