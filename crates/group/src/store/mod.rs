@@ -45,8 +45,15 @@ pub const BLOB_GROUP: &str = "group";
 /// `crate::moved_on`).
 pub const BLOB_VOTERS: &str = "voters";
 pub(crate) const LOG_NAME: &str = "log";
-/// Recent entries kept in memory, at most.
-const RECENT_MAX_BYTES: u64 = 32 << 20;
+/// Recent entries kept in memory, at most. What reads them is the tail:
+/// the leader's replication of what it just appended, and the state
+/// machine's apply of what was just committed; a member further behind
+/// reads the log's segments (from the page cache, as a rule). Each node
+/// held 32 MiB of them after any burst of writes, on the heap (Galera keeps
+/// its recent write-sets in its mapped gcache file instead), for no gain:
+/// 8 MiB is thousands of ordinary write-sets, or eight 1 MiB fragments of
+/// a streamed transaction.
+const RECENT_MAX_BYTES: u64 = 8 << 20;
 
 pub fn encode_entry(e: &Entry) -> Vec<u8> {
     bincode::serialize(e).expect("encode a log entry")
@@ -151,7 +158,7 @@ pub fn open(
         purged: found.purged,
         last: found.last,
     };
-    let recent = (settings.cache_bytes / 4).min(RECENT_MAX_BYTES) as usize;
+    let recent = (settings.cache_bytes / 16).min(RECENT_MAX_BYTES) as usize;
     let log = DurableLog::new(recovered, checkpoints.clone(), settings.fsync, recent);
     Ok(Opened { identity, restored, log, checkpoints, disk, group: found.group, voters: found.voters })
 }
