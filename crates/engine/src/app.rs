@@ -46,4 +46,8 @@ pub trait Application: Send + Sync + 'static {
     fn peer_allowed(&self, _ip: &str) -> bool {
         true
     }
+    /// The node has been quiet for a while after it committed write-sets
+    /// (`crate::quiet`): a moment to hand back memory the burst left
+    /// behind. Called from the ticker; must return quickly.
+    fn quiet(&self) {}
 }

@@ -161,6 +161,7 @@ impl Node {
         self.inner.ticker.start(move || {
             let mut last_tick = std::time::Instant::now();
             let mut last_flow = std::time::Instant::now();
+            let mut quiet = crate::quiet::QuietWatch::default();
             while !node.inner.closing.load(Ordering::Acquire) {
                 // Read after each wait: a push that found work while the
                 // ticker idled woke it and set the fast pace again.
@@ -178,9 +179,13 @@ impl Node {
                     continue;
                 }
                 last_tick = std::time::Instant::now();
-                let commands = node.inner.core.lock().on_tick(node.now_ms(), node.inner.apply.last_left());
+                let committed = node.inner.apply.last_left();
+                let commands = node.inner.core.lock().on_tick(node.now_ms(), committed);
                 node.execute(commands);
                 node.tick_flow_control();
+                if quiet.on_tick(committed, node.now_ms()) {
+                    node.inner.app.quiet();
+                }
             }
         });
     }

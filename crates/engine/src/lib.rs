@@ -40,6 +40,7 @@ pub mod options;
 mod outbox;
 mod process_id;
 pub mod queue;
+mod quiet;
 pub mod retention;
 pub mod saved_state;
 mod send;

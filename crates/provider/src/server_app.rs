@@ -137,4 +137,15 @@ impl Application for ServerApp {
     fn peer_allowed(&self, ip: &str) -> bool {
         crate::peer_allowed(ip)
     }
+
+    /// Hands back the free pages a burst of write-sets left in the
+    /// allocator's arenas (`tandem_engine::quiet` says why). On a follower
+    /// after 30 s of writes: RssAnon 192 -> 167 thousand kB.
+    fn quiet(&self) {
+        // SAFETY: malloc_trim takes no pointers; it only returns whole free
+        // pages of glibc's arenas to the kernel, under the arenas' locks.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
 }
