@@ -15,6 +15,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::time::Instant;
 
 use log::warn;
@@ -157,15 +158,25 @@ fn fill_batch(first: AppPayload, queue: &mut mpsc::Receiver<AppPayload>) -> Vec<
 }
 
 /// Sends `batch` on its way: into the log when this member leads, else to
-/// the leader's connection ([`forward::send`]). Tried again, for about an
-/// election's time, while no leader is known or reachable, and while this
-/// member hands its leadership over (then they go to its successor). With
-/// an empty batch, it sends on only what a former leader handed back.
+/// the leader's connection ([`forward::send`]). Tried again while it makes
+/// progress, and for about an election's time after the last progress
+/// (another leader to send to, or payloads a former leader handed back):
+/// while no leader is known or reachable, and while this member hands its
+/// leadership over (then they go to its successor). With an empty batch, it
+/// sends on only what a former leader handed back.
+///
+/// The patience runs from the last progress, not from the call: a send can
+/// itself take a while (closing the link to a leader that hands over waits
+/// for what it hands back), and on starved cores a hand-over took longer
+/// than an election's time, after which what the old leader handed back
+/// was dropped on arrival ("Dropping 4518 submitted payloads: no leader
+/// reachable", with the new leader known; 2 runs in 16 of the hand-over
+/// test in `submit_order.rs` under six busy loops).
 pub async fn deliver(shared: &Arc<Shared>, batch: Vec<AppPayload>) {
     let mut link = shared.forwards.lock().await;
     let mut frames = vec![batch];
     // Long enough to ride out one election.
-    let deadline = Instant::now() + shared.suspect * 2;
+    let mut patience = Patience::new(shared.suspect * 2, Instant::now());
     loop {
         if shared.raft().is_leader() {
             let (_, back) = forward::close(shared, &mut link).await;
@@ -178,19 +189,57 @@ pub async fn deliver(shared: &Arc<Shared>, batch: Vec<AppPayload>) {
                 Err(handing_over) => frames = vec![handing_over],
             }
         } else if let Some((leader, addr)) = shared.leader().filter(|(id, _)| *id != shared.me) {
+            let held = payloads(&frames);
             match forward::send(shared, &mut link, leader, &addr, frames).await {
                 Sent::Written => return,
-                Sent::NotNow(back) => frames = back,
+                Sent::NotNow(back) => {
+                    patience.note(leader, payloads(&back) > held, Instant::now());
+                    frames = back;
+                }
             }
         }
-        if Instant::now() >= deadline {
+        if patience.run_out(Instant::now()) {
             break;
         }
         tokio::time::sleep(shared.retry_pause()).await;
     }
-    let count: usize = frames.iter().map(Vec::len).sum();
+    let count = payloads(&frames);
     if count > 0 {
         warn!("Dropping {count} submitted payloads: no leader reachable");
+    }
+}
+
+fn payloads(frames: &[Vec<AppPayload>]) -> usize {
+    frames.iter().map(Vec::len).sum()
+}
+
+/// How long [`deliver`] goes on trying: `span` after the last progress.
+#[derive(Debug)]
+struct Patience {
+    span: Duration,
+    until: Instant,
+    /// The leader of the last attempt.
+    leader: Option<crate::MemberId>,
+}
+
+impl Patience {
+    fn new(span: Duration, now: Instant) -> Patience {
+        Patience { span, until: now + span, leader: None }
+    }
+
+    /// An attempt to send to `leader` came back; `handed_back`: with
+    /// payloads a former leader handed back. Either a leader other than the
+    /// last one, or a hand-back, is progress.
+    fn note(&mut self, leader: crate::MemberId, handed_back: bool, now: Instant) {
+        let other = self.leader.is_some_and(|l| l != leader);
+        self.leader = Some(leader);
+        if other || handed_back {
+            self.until = now + self.span;
+        }
+    }
+
+    fn run_out(&self, now: Instant) -> bool {
+        now >= self.until
     }
 }
 
@@ -277,7 +326,7 @@ fn must_hold(shared: &Shared) -> bool {
 }
 
 /// How often a hold re-judges when no acknowledgement comes.
-const HOLD_RECHECK: std::time::Duration = std::time::Duration::from_millis(5);
+const HOLD_RECHECK: Duration = Duration::from_millis(5);
 
 /// The other voters, as the leader sees them (none unless leader).
 fn followers(m: &crate::raft::types::Metrics, me: crate::MemberId) -> impl Iterator<Item = send_window::Follower> + '_ {
@@ -303,5 +352,27 @@ pub async fn handle_forward(shared: &Shared, payloads: Vec<AppPayload>) -> Optio
     match append_local(shared, payloads).await {
         Ok(()) => None,
         Err(payloads) => Some(Response::Returned { payloads }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patience_runs_from_the_last_progress() {
+        let (span, t0) = (Duration::from_secs(1), Instant::now());
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut p = Patience::new(span, t0);
+        p.note(1, false, at(900));
+        assert!(!p.run_out(at(999)));
+        assert!(p.run_out(at(1000)), "refused by the same leader: no progress");
+        p.note(1, true, at(1400));
+        assert!(!p.run_out(at(2399)), "a hand-back is progress");
+        assert!(p.run_out(at(2400)));
+        p.note(2, false, at(2500));
+        assert!(!p.run_out(at(3499)), "another leader is progress");
+        p.note(2, false, at(3000));
+        assert!(p.run_out(at(3500)), "the same one again is not");
     }
 }
