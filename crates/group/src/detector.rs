@@ -65,6 +65,7 @@ pub async fn run(shared: Arc<Shared>) {
     loop {
         let next = if detector.steady { beat::next_beat(shared.started, steady, last) } else { last + busy };
         tokio::select! {
+            biased;
             _ = tokio::time::sleep_until(next) => {}
             changed = changes.changed() => {
                 if changed.is_err() {

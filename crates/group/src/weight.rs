@@ -132,6 +132,7 @@ pub async fn watch(shared: Arc<Shared>) {
         let settled = shared.is_primary() && weight_carried(&shared);
         if settled {
             tokio::select! {
+                biased;
                 _ = crate::beat::sleep_to_next(&shared, SETTLED) => {}
                 changed = changes.changed() => if changed.is_err() {
                     changes = shared.raft().server_metrics();
