@@ -2,7 +2,7 @@
 # `make demo` and `make test` work on a fresh Debian 12 machine (as root).
 
 SHELL := /bin/bash
-PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy keepalived socat tcpdump iproute2 nftables systemd openssl
+PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy keepalived socat tcpdump iproute2 nftables systemd openssl lintian dpkg-dev binutils
 # Without their recommendations: Prometheus' would add exporters and IPMI tools.
 LEAN_PACKAGES := prometheus
 CARGO ?= cargo
@@ -14,10 +14,11 @@ TANDEM := target/release/tandem
 LAB := target/release/tandem-lab
 DEMO_DIR ?= .tandem/demo
 
-.PHONY: deps build lint demo demo-down test test-unit test-sim test-cluster test-partitions test-mtr mtr bench bench-quick clean
+.PHONY: deps build package lint demo demo-down test test-unit test-sim test-cluster test-package test-partitions test-mtr mtr bench bench-quick clean
 
-# Install the Debian packages we need (only the missing ones), and stop the
-# distribution's own mariadb service: our clusters use their own ports/dirs.
+# Install the Debian packages we need (only the missing ones). The
+# distribution's own mariadb service may run beside: our clusters use their
+# own ports and directories.
 deps:
 	@missing=$$(for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -34,6 +35,12 @@ deps:
 build: deps
 	$(CARGO) build --release -p tandem-provider -p tandem-null-provider -p tandem -p tandem-lab
 
+# The Debian package (target/debian/tandem_<version>_amd64.deb) from the
+# release build: what goes where is in docs/operations.md ("Installing the
+# package"). lintian must find no error and no warning.
+package: build
+	packaging/deb/build-package.sh --lintian
+
 # A 3-node cluster on loopback, a short write workload on all nodes, then
 # every node's status and row counts. Stop it with `make demo-down`.
 demo: build
@@ -45,7 +52,7 @@ demo: build
 demo-down:
 	$(TANDEM) cluster down --dir $(DEMO_DIR)
 
-test: build lint test-unit test-sim test-cluster test-mtr
+test: build lint test-unit test-sim test-cluster test-package test-mtr
 
 # rustfmt's layout (rustfmt.toml), and clippy with every warning an error,
 # the lock lints of Cargo.toml ([workspace.lints.clippy]: no guard in a
@@ -79,6 +86,13 @@ test-cluster: build
 	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) TANDEM_NULL_PROVIDER=$(CURDIR)/$(NULL_PROVIDER) \
 		$(CARGO) test --release -p tandem-cluster-tests -- --test-threads=1
 	$(CARGO) test --release -p tandem-group --test cluster late_joiner_gets_a_snapshot_larger_than_a_frame
+
+# The package as a user gets it (root): built, installed with dpkg -i, a
+# 3-node cluster from the installed paths only, then removed and purged with
+# the databases' files unchanged. It refuses a machine where tandem is
+# installed, and leaves the machine as it found it.
+test-package: build
+	packaging/deb/test-package.sh
 
 # Partitions on a real network: each node in its own network namespace, links
 # cut with nftables (needs root). Not part of `test`: CI runs it where the
