@@ -66,6 +66,25 @@ impl Footing {
     pub fn ahead_of(&self, view_seqno: Seqno) -> bool {
         self.start.uuid == self.group_uuid && self.start.seqno >= view_seqno
     }
+
+    /// The history was founded at `first_seqno` on data from Galera, whose
+    /// cache showed that every seqno after `last_write` up to `first_seqno`
+    /// was a configuration change: no data. Local data of that history at
+    /// `last_write` or later then holds exactly the state at `first_seqno`,
+    /// and counts as being there, so that it resumes instead of taking a
+    /// state transfer. Only while replaying from the history's very start.
+    /// Returns where the local data was, when it moved.
+    pub fn skip_inherited_changes(&mut self, first_seqno: Seqno, last_write: Option<Seqno>) -> Option<Seqno> {
+        let last_write = last_write?;
+        let same_history = !self.start.uuid.is_nil() && self.start.uuid == self.group_uuid;
+        let behind_by_changes = (last_write..first_seqno).contains(&self.start.seqno);
+        if !same_history || !behind_by_changes || self.replay_from != first_seqno + 1 {
+            return None;
+        }
+        let was = self.start.seqno;
+        self.start.seqno = first_seqno;
+        Some(was)
+    }
 }
 
 /// The plan for the view that admits this process to the group. `founder`:
@@ -113,6 +132,40 @@ mod tests {
         assert_eq!(plan_at_view(&footing(4, 5), 20, false), Ok(Plan::Resume { position: 4 }));
         // Nothing missed at all.
         assert_eq!(plan_at_view(&footing(19, 5), 20, false), Ok(Plan::Resume { position: 19 }));
+    }
+
+    /// Founded at 27 on Galera's data; 26 and 27 were departures.
+    #[test]
+    fn data_behind_by_inherited_configuration_changes_resumes_at_the_start() {
+        let mut behind = footing(25, 28);
+        assert_eq!(behind.skip_inherited_changes(27, Some(25)), Some(25));
+        assert_eq!(behind.start.seqno, 27);
+        assert_eq!(plan_at_view(&behind, 29, false), Ok(Plan::Resume { position: 27 }));
+        let mut one_behind = footing(26, 28);
+        assert_eq!(one_behind.skip_inherited_changes(27, Some(25)), Some(26));
+        assert_eq!(plan_at_view(&one_behind, 29, false), Ok(Plan::Resume { position: 27 }));
+    }
+
+    #[test]
+    fn inherited_changes_never_cover_missing_data() {
+        // Seqno 25 was a write-set: data at 24 lacks it.
+        let mut before_the_write = footing(24, 28);
+        assert_eq!(before_the_write.skip_inherited_changes(27, Some(25)), None);
+        assert_eq!(plan_at_view(&before_the_write, 29, false), Ok(Plan::Transfer));
+        // Nothing known of Galera's cache.
+        let mut unknown = footing(26, 28);
+        assert_eq!(unknown.skip_inherited_changes(27, None), None);
+        assert_eq!(plan_at_view(&unknown, 29, false), Ok(Plan::Transfer));
+        // Another history.
+        let mut other = Footing { start: Gtid { uuid: Uuid([1; 16]), seqno: 26 }, ..footing(0, 28) };
+        assert_eq!(other.skip_inherited_changes(27, Some(25)), None);
+        // Restored from a snapshot: the history's start is not replayed.
+        let mut restored = footing(26, 40);
+        assert_eq!(restored.skip_inherited_changes(27, Some(25)), None);
+        // Already at or past the start: nothing to skip.
+        let mut founder = footing(27, 28);
+        assert_eq!(founder.skip_inherited_changes(27, Some(25)), None);
+        assert_eq!(founder.start.seqno, 27);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::dispatch::NodeReplica;
 use crate::message::JoinInfo;
 use crate::node::{ConnectError, Node, ARBITRATOR_CANNOT_BOOTSTRAP};
 use crate::saved_state::{local_data, LocalData, SavedState, NOT_SAFE_TO_BOOTSTRAP};
-use crate::types::{Gtid, Uuid};
+use crate::types::{Gtid, Seqno, Uuid};
 
 /// How often the ticker runs the core's timers.
 const TICK: Duration = Duration::from_millis(100);
@@ -72,7 +72,13 @@ impl Node {
             crate::view::node_id(me, incarnation),
             if bootstrap { ", bootstrapping a new cluster" } else { "" }
         );
-        let app = JoinInfo { incarnation, position: start, arbitrator: self.inner.config.arbitrator }.encode();
+        let app = JoinInfo {
+            incarnation,
+            position: start,
+            arbitrator: self.inner.config.arbitrator,
+            inherited_last_write: if bootstrap { self.inherited_last_write(start) } else { None },
+        }
+        .encode();
         let replica = NodeReplica::new(self.clone());
         let group = starter.start(app, Box::new(replica)).map_err(|e| ConnectError::Failed(e.to_string()))?;
         *self.inner.group.lock() = Some(group);
@@ -80,6 +86,15 @@ impl Node {
         drop(self.inner.outbox.take_now());
         self.start_ticker();
         Ok(())
+    }
+
+    /// A founder on data from Galera: what Galera's cache (`gcache.name` in
+    /// `gcache.dir`) says of the seqnos below its position (`inherited.rs`).
+    fn inherited_last_write(&self, start: Gtid) -> Option<Seqno> {
+        let opts = self.inner.options.lock().clone();
+        let log = log_settings(&opts, &self.inner.config.data_dir);
+        let path = log.dir.map(|dir| dir.join(&log.name))?;
+        crate::inherited::inherited_last_write(&path, start)
     }
 
     /// Where the local data starts from, or why this node must not connect:

@@ -434,11 +434,15 @@ impl NodeCore {
 
     fn ordered(&mut self, outcome: Outcome, state: &GroupState) -> Vec<Command> {
         let mut out = vec![];
-        if self.footing.replay_from == Seqno::MAX {
+        let from_start = self.footing.replay_from == Seqno::MAX;
+        if from_start {
             // Replayed from the very start of the history.
             self.footing.replay_from = state.first_seqno + 1;
         }
         self.observe(state);
+        if from_start {
+            self.skip_inherited_changes(state);
+        }
         match outcome {
             Outcome::Nothing => {}
             Outcome::WriteSet { from, token, seqno, verdict, ws } => {
@@ -580,6 +584,21 @@ impl NodeCore {
                 self.log_transfer_reason(&plan);
                 self.admit(Admission { plan, view: vc }, out);
             }
+        }
+    }
+
+    /// Local data behind a history founded on Galera's data by Galera's
+    /// configuration changes only counts as being at the history's start.
+    fn skip_inherited_changes(&mut self, state: &GroupState) {
+        if let Some(was) = self.footing.skip_inherited_changes(state.first_seqno, state.inherited_last_write) {
+            log::info!(
+                "Local seqno {was}: seqnos {}-{} before this group's history were Galera's configuration \
+                 changes (no data), as its cache showed on the founder; continuing from seqno {} without \
+                 a state transfer",
+                was + 1,
+                state.first_seqno,
+                state.first_seqno
+            );
         }
     }
 

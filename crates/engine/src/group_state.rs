@@ -64,6 +64,11 @@ pub struct GroupState {
     /// Consistency votes (`voting.rs`). Encoded after the arbitrators.
     #[serde(skip)]
     pub ballots: Ballots,
+    /// A history founded on Galera's data: the last seqno up to
+    /// `first_seqno` that may have carried data; the seqnos above it were
+    /// Galera's configuration changes (`inherited.rs`). Encoded last.
+    #[serde(skip)]
+    pub inherited_last_write: Option<Seqno>,
 }
 
 /// A primary configuration change, as ordered.
@@ -216,19 +221,26 @@ impl GroupState {
     /// The write-sets a member whose data is at `position` replays before the
     /// view at `view_seqno`, if it can do so from the history at all.
     fn ist_range(&self, position: Gtid, view_seqno: Seqno) -> Option<(Seqno, Seqno)> {
-        let same_history = position.uuid == self.group_uuid && position.seqno >= self.first_seqno;
-        (same_history && position.seqno + 1 < view_seqno).then_some((position.seqno + 1, view_seqno - 1))
+        // Behind the history's start by configuration changes only: the
+        // replay starts where the history does.
+        let floor = self.inherited_last_write.map_or(self.first_seqno, |w| w.min(self.first_seqno));
+        let same_history = position.uuid == self.group_uuid && position.seqno >= floor;
+        let from = position.seqno.max(self.first_seqno) + 1;
+        (same_history && from < view_seqno).then_some((from, view_seqno - 1))
     }
 
     /// The first configuration founds the history: continue the founder's
     /// saved position if it brought one, else start a new history at 0.
     fn start_history(&mut self, m: &Membership) {
         let founder = m.members.values().next();
-        let saved: Option<Gtid> = founder.and_then(|f| JoinInfo::decode(&f.app)).map(|j| j.position);
-        match saved {
+        let join = founder.and_then(|f| JoinInfo::decode(&f.app));
+        self.inherited_last_write = None;
+        match join.map(|j| j.position) {
             Some(g) if !g.uuid.is_nil() && g.seqno >= 0 => {
                 self.group_uuid = g.uuid;
                 self.seqno = g.seqno;
+                self.inherited_last_write =
+                    join.and_then(|j| j.inherited_last_write).filter(|w| (0..g.seqno).contains(w));
             }
             _ => {
                 // Deterministic from the founder's id, distinct from it.
@@ -461,6 +473,7 @@ impl GroupState {
         bincode::serialize_into(&mut out, &self.arbitrators).expect("encode arbitrators");
         bincode::serialize_into(&mut out, &self.ballots).expect("encode ballots");
         bincode::serialize_into(&mut out, &self.cert.epochs).expect("encode lock epochs");
+        bincode::serialize_into(&mut out, &self.inherited_last_write).expect("encode inherited history");
         out
     }
 
@@ -481,8 +494,12 @@ impl GroupState {
                 bincode::deserialize_from(&mut rest).map_err(|e| format!("corrupt group snapshot (ballots): {e}"))?;
         }
         if !rest.is_empty() {
-            state.cert.epochs =
-                bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (lock epochs): {e}"))?;
+            state.cert.epochs = bincode::deserialize_from(&mut rest)
+                .map_err(|e| format!("corrupt group snapshot (lock epochs): {e}"))?;
+        }
+        if !rest.is_empty() {
+            state.inherited_last_write =
+                bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (inherited history): {e}"))?;
         }
         // What the state's own code keeps must hold in what a peer sent too.
         state.check_invariants().map_err(|why| format!("inconsistent group snapshot: {why}"))?;

@@ -81,9 +81,35 @@ fn founding_view_consumes_seqno_one_and_founder_is_synced() {
 fn founder_with_saved_position_continues_that_history() {
     let saved = Gtid { uuid: Uuid([9; 16]), seqno: 41 };
     let mut m = membership(&[1]);
-    m.members.get_mut(&1).unwrap().app = JoinInfo { incarnation: 1, position: saved, arbitrator: false }.encode();
+    m.members.get_mut(&1).unwrap().app =
+        JoinInfo { incarnation: 1, position: saved, arbitrator: false, inherited_last_write: None }.encode();
     let Outcome::View(v) = GroupState::default().apply(Ordered::Membership(m)) else { panic!() };
     assert_eq!(v.state_id, Gtid { uuid: Uuid([9; 16]), seqno: 42 });
+}
+
+/// Founded on Galera's data at 27, whose cache showed 26 and 27 as
+/// configuration changes: the history keeps that, snapshots carry it, and
+/// a member at 25 is shown replaying from the history's start.
+#[test]
+fn a_founder_on_galera_data_passes_on_its_last_write() {
+    let saved = Gtid { uuid: Uuid([9; 16]), seqno: 27 };
+    let mut s = GroupState::default();
+    let mut m = membership(&[1]);
+    let founder = JoinInfo { incarnation: 1, position: saved, arbitrator: false, inherited_last_write: Some(25) };
+    m.members.get_mut(&1).unwrap().app = founder.encode();
+    s.apply(Ordered::Membership(m));
+    assert_eq!((s.first_seqno, s.inherited_last_write), (27, Some(25)));
+    assert_eq!(GroupState::decode(&s.encode()).unwrap(), s);
+    add(&mut s, &[1, 2], 2, 1, Gtid { uuid: Uuid([9; 16]), seqno: 25 });
+    assert_eq!(s.member(Uuid([2; 16])).unwrap().ist, Some((28, 28)));
+    add(&mut s, &[1, 2, 3], 3, 1, Gtid { uuid: Uuid([9; 16]), seqno: 24 });
+    assert_eq!(s.member(Uuid([3; 16])).unwrap().ist, None, "24 lacks the write-set 25");
+    // A claim beyond the founder's own position is not taken.
+    let mut m = membership(&[1]);
+    m.members.get_mut(&1).unwrap().app = JoinInfo { inherited_last_write: Some(30), ..founder }.encode();
+    let mut other = GroupState::default();
+    other.apply(Ordered::Membership(m));
+    assert_eq!(other.inherited_last_write, None);
 }
 
 #[test]
@@ -189,7 +215,8 @@ proptest! {
 /// membership that adds it.
 fn add(s: &mut GroupState, ids: &[u8], n: u8, inc: u32, position: Gtid) -> Outcome {
     let mut m = membership(ids);
-    m.members.get_mut(&(n as u64)).unwrap().app = JoinInfo { incarnation: inc, position, arbitrator: false }.encode();
+    m.members.get_mut(&(n as u64)).unwrap().app =
+        JoinInfo { incarnation: inc, position, arbitrator: false, inherited_last_write: None }.encode();
     s.apply(Ordered::Membership(m))
 }
 
@@ -367,7 +394,7 @@ fn snapshots_carry_the_lock_epochs() {
 fn with_arbitrator(ids: &[u8], arb: u8) -> Membership {
     let mut m = membership(ids);
     m.members.get_mut(&(arb as u64)).unwrap().app =
-        JoinInfo { incarnation: 0, position: Gtid::UNDEFINED, arbitrator: true }.encode();
+        JoinInfo { incarnation: 0, position: Gtid::UNDEFINED, arbitrator: true, inherited_last_write: None }.encode();
     m
 }
 

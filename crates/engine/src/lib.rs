@@ -28,6 +28,7 @@ mod flow_gate;
 pub mod group_state;
 mod in_flight;
 mod inconsistency;
+mod inherited;
 pub mod injected;
 mod leave;
 pub mod local_group;

@@ -135,16 +135,28 @@ pub struct JoinInfo {
     /// arbitrators read the join info of every member unchanged.
     #[serde(skip)]
     pub arbitrator: bool,
+    /// A founder whose data comes from Galera: the last seqno up to its
+    /// position that may have carried data, the ones above it having been
+    /// configuration changes in Galera's own cache (`inherited.rs`). Encoded
+    /// after the arbitrator's mark, for the same reason.
+    #[serde(skip)]
+    pub inherited_last_write: Option<Seqno>,
 }
 
 /// The byte after the join info that marks an arbitrator.
 const ARBITRATOR_MARK: u8 = 0xab;
+/// The byte that leads an inherited history's last write-set (an i64).
+const INHERITED_MARK: u8 = 0xc1;
 
 impl JoinInfo {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = bincode::serialize(self).expect("encode join info");
         if self.arbitrator {
             out.push(ARBITRATOR_MARK);
+        }
+        if let Some(seqno) = self.inherited_last_write {
+            out.push(INHERITED_MARK);
+            out.extend_from_slice(&seqno.to_le_bytes());
         }
         out
     }
@@ -153,7 +165,13 @@ impl JoinInfo {
     pub fn decode(bytes: &[u8]) -> Option<JoinInfo> {
         let mut rest = bytes;
         let mut info: JoinInfo = bincode::deserialize_from(&mut rest).ok()?;
-        info.arbitrator = rest.first() == Some(&ARBITRATOR_MARK);
+        if let Some(after) = rest.strip_prefix(&[ARBITRATOR_MARK]) {
+            info.arbitrator = true;
+            rest = after;
+        }
+        if let Some(after) = rest.strip_prefix(&[INHERITED_MARK]) {
+            info.inherited_last_write = after.get(..8).and_then(|b| b.try_into().ok()).map(Seqno::from_le_bytes);
+        }
         Some(info)
     }
 }
@@ -189,7 +207,12 @@ mod tests {
 
     #[test]
     fn join_info_round_trips_and_refuses_garbage() {
-        let j = JoinInfo { incarnation: 4, position: Gtid { uuid: Uuid([1; 16]), seqno: 77 }, arbitrator: false };
+        let j = JoinInfo {
+            incarnation: 4,
+            position: Gtid { uuid: Uuid([1; 16]), seqno: 77 },
+            arbitrator: false,
+            inherited_last_write: None,
+        };
         assert_eq!(JoinInfo::decode(&j.encode()), Some(j));
         let arb = JoinInfo { arbitrator: true, ..j };
         assert_eq!(JoinInfo::decode(&arb.encode()), Some(arb));
@@ -198,5 +221,27 @@ mod tests {
         assert_eq!(older, j);
         assert_eq!(JoinInfo::decode(&[]), None);
         assert_eq!(JoinInfo::decode(&[1, 2]), None);
+    }
+
+    #[test]
+    fn an_inherited_history_rides_after_the_rest() {
+        let j = JoinInfo {
+            incarnation: 1,
+            position: Gtid { uuid: Uuid([1; 16]), seqno: 27 },
+            arbitrator: false,
+            inherited_last_write: Some(25),
+        };
+        assert_eq!(JoinInfo::decode(&j.encode()), Some(j));
+        let both = JoinInfo { arbitrator: true, ..j };
+        assert_eq!(JoinInfo::decode(&both.encode()), Some(both));
+        // What a build before it reads: the same member, no arbitrator.
+        let bytes = j.encode();
+        let mut rest = &bytes[..];
+        let older: JoinInfo = bincode::deserialize_from(&mut rest).unwrap();
+        assert_eq!(older, JoinInfo { inherited_last_write: None, ..j });
+        assert_ne!(rest.first(), Some(&ARBITRATOR_MARK));
+        // Cut short: the member still reads, without it.
+        let cut = &bytes[..bytes.len() - 3];
+        assert_eq!(JoinInfo::decode(cut), Some(JoinInfo { inherited_last_write: None, ..j }));
     }
 }

@@ -105,6 +105,7 @@
 pub mod blob;
 mod error;
 pub mod format;
+pub mod galera_ring;
 mod log;
 mod recovery;
 pub mod segment;
@@ -112,6 +113,7 @@ pub mod storage;
 
 pub use blob::{list_blobs, read_blob, remove_blob, write_blob};
 pub use error::LogError;
+pub use galera_ring::{read_galera_ring, GaleraRing, RingAction};
 pub use log::{LogOptions, Opened, SegmentLog};
 pub use recovery::{Damage, RecoveryReport, DAMAGED_SUFFIX};
 pub use segment::SegmentInfo;

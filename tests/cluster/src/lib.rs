@@ -178,18 +178,23 @@ pub fn error_log(node: &Node) -> String {
     std::fs::read_to_string(&node.error_log).unwrap_or_default()
 }
 
-/// A file that a full state transfer would delete (mariabackup's joiner empties
-/// the data directory): if it survives a restart, the node caught up by IST.
+/// A file that a full state transfer would replace (a joiner's data directory
+/// becomes the donor's): if it survives a restart with this node's name in
+/// it, the node caught up by IST. A donor that has a marker of its own sends
+/// it, with the donor's name.
 pub const NO_SST_MARKER: &str = "tandem-no-sst.marker";
+
+fn no_sst_marker_text(node: &Node) -> String {
+    format!("written by a test on {} while it was down\n", node.name)
+}
 
 pub fn put_no_sst_marker(node: &Node) -> Result<()> {
     let path = node.datadir.join(NO_SST_MARKER);
-    std::fs::write(&path, "written by a test while the node was down\n")
-        .with_context(|| format!("writing {}", path.display()))
+    std::fs::write(&path, no_sst_marker_text(node)).with_context(|| format!("writing {}", path.display()))
 }
 
 pub fn has_no_sst_marker(node: &Node) -> bool {
-    node.datadir.join(NO_SST_MARKER).is_file()
+    std::fs::read_to_string(node.datadir.join(NO_SST_MARKER)).is_ok_and(|text| text == no_sst_marker_text(node))
 }
 
 /// Suffix of every file of the provider's durable state (the gcache: log

@@ -23,7 +23,7 @@ fn info(n: u8, inc: u32, position: Gtid) -> MemberInfo {
     MemberInfo {
         uuid: [n; 16],
         name: format!("node{n}"),
-        app: JoinInfo { incarnation: inc, position, arbitrator: false }.encode(),
+        app: JoinInfo { incarnation: inc, position, arbitrator: false, inherited_last_write: None }.encode(),
         ..Default::default()
     }
 }
