@@ -31,6 +31,7 @@ use crate::waiter::Reply;
 use crate::writeset::WriteSet;
 
 mod invariants;
+mod ist;
 mod server_steps;
 mod votes;
 
@@ -226,6 +227,9 @@ pub struct NodeCore {
     unreported: Option<String>,
     /// A broken invariant was logged (only the first is).
     reported_broken: bool,
+    /// The state last logged in Galera's words (`server_steps.rs`).
+    logged_galera_state: &'static str,
+    ist: ist::IstTrack,
 }
 
 impl NodeCore {
@@ -269,6 +273,8 @@ impl NodeCore {
             panic_on_broken: cfg!(debug_assertions),
             unreported: None,
             reported_broken: false,
+            logged_galera_state: "CLOSED",
+            ist: ist::IstTrack::default(),
         }
     }
 
@@ -310,14 +316,6 @@ impl NodeCore {
 
     pub fn admission(&self) -> Option<&Admission> {
         self.admission.as_ref()
-    }
-
-    /// The IST this process receives: first..=last seqno, once known.
-    pub fn ist_range(&self) -> Option<(Seqno, Seqno)> {
-        match self.admission.as_ref()?.plan {
-            Plan::Resume { position } => Some((position + 1, self.last_ordered.max(position + 1))),
-            _ => None,
-        }
     }
 
     pub fn freeze_purge_at(&mut self, seqno: Seqno) {
@@ -528,7 +526,9 @@ impl NodeCore {
         let included = vc.members.iter().any(|m| m.uuid == self.me);
         if included && !self.live && self.group_incarnation == Some(self.incarnation) {
             self.live = true;
+            let seqno = vc.state_id.seqno;
             self.admit_at_view(vc, state, out);
+            self.ist_ends_before(seqno);
         } else if self.live && included {
             if let Some((removal, _)) = self.removed_at.take() {
                 let last = vc.state_id.seqno - 1;
@@ -707,6 +707,7 @@ impl NodeCore {
             }
         }
         self.report_progress(now_ms, committed, &mut out);
+        self.ist_applied_to(committed);
         self.announcements(&mut out);
         if self.votes.active() {
             self.vote_step(committed, &mut out);

@@ -65,7 +65,7 @@ impl Node {
                 core.members().len(),
                 core.desyncs(),
                 core.is_primary(),
-                core.ist_range(),
+                core.ist_range().filter(|_| core.ist_receiving()),
             )
         };
         let recv_queue = inner.queue.len() as i64;

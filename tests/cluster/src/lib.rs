@@ -241,6 +241,20 @@ pub fn status_i64(node: &Node, var: &str) -> Result<i64> {
     text.parse().with_context(|| format!("{var} on {} is {text:?}", node.name))
 }
 
+/// What a node's error log says of its last IST, once all of it was
+/// applied: the local seqno it resumed at ("Resuming at local seqno N") and
+/// the last seqno received (Galera's "IST received: uuid:seqno"), logged
+/// after it.
+pub fn ist_received(node: &Node) -> Option<(i64, i64)> {
+    let log = error_log(node);
+    let lines: Vec<&str> = log.lines().collect();
+    let at = lines.iter().rposition(|l| l.contains("Resuming at local seqno "))?;
+    let resumed = lines[at].split("Resuming at local seqno ").nth(1)?.split(':').next()?.trim().parse().ok()?;
+    let last =
+        lines[at..].iter().find_map(|l| l.split("IST received: ").nth(1)?.rsplit(':').next()?.trim().parse().ok())?;
+    Some((resumed, last))
+}
+
 /// `wsrep_ist_receive_status` (PXC's "100% complete, received seqno 306 of 6-306").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IstStatus {
@@ -250,7 +264,8 @@ pub struct IstStatus {
     pub last: i64,
 }
 
-/// None when the node received no IST in this process (the variable is empty).
+/// None when the node is receiving no IST (the variable is empty, as in PXC,
+/// before and after one).
 pub fn ist_status(node: &Node) -> Result<Option<IstStatus>> {
     let out = sql(node, "SHOW GLOBAL STATUS LIKE 'wsrep_ist_receive_status'").map_err(anyhow::Error::msg)?;
     let text = out.split('\t').nth(1).unwrap_or_default().trim().to_string();

@@ -54,7 +54,8 @@ fn bring_back(c: &mut Cluster, bank: &Bank, victim: usize, how: &str) -> Result<
     c.start(victim)?;
     c.wait_synced(victim, Duration::from_secs(240))?;
     ensure!(has_no_sst_marker(c.node(victim)), "node {victim} took a full state transfer after {how}, not IST");
-    ensure!(ist_status(c.node(victim))?.is_some(), "node {victim} reports no IST after {how}");
+    ensure!(ist_received(c.node(victim)).is_some(), "node {victim} logs no IST received after {how}");
+    ensure!(ist_status(c.node(victim))?.is_none(), "wsrep_ist_receive_status is empty once synced");
     bank.wait_acks(victim, ACKS, ACK_WAIT).with_context(|| format!("node {victim} back after {how}"))?;
     Ok(())
 }

@@ -35,6 +35,7 @@ impl NodeCore {
     /// broken one is reported with the commands of the next input that does
     /// (a tick comes every 100 ms).
     pub(super) fn checked(&mut self) {
+        self.log_state_shift();
         let checked = self.check_invariants();
         self.marks = self.marks_now();
         if let Err(why) = checked {

@@ -7,6 +7,7 @@ use super::{Command, LocalState, NodeCore};
 use crate::admission::Plan;
 use crate::group_state::{Sender, ViewChange};
 use crate::message::{Body, MemberState};
+use crate::types::Seqno;
 
 impl NodeCore {
     /// The join task starts: the server is about to be connected with
@@ -58,6 +59,8 @@ impl NodeCore {
     /// Everything up to our synced announcement is applied. True when the
     /// server must now be told it is synced.
     pub fn on_synced_reached(&mut self) -> bool {
+        // Applied up to our synced announcement: past any IST's end.
+        self.ist_applied_to(Seqno::MAX);
         let now_synced = self.desyncs == 0 && self.state != LocalState::Synced;
         if now_synced {
             self.state = LocalState::Synced;
@@ -126,6 +129,34 @@ impl NodeCore {
     pub fn on_final(&mut self) {
         self.state = LocalState::Initialized;
         self.checked();
+    }
+
+    /// This node's state in the words of Galera's own state machine (its
+    /// "Shifting A -> B (TO: n)" lines, which operators' scripts and
+    /// MariaDB's tests look for): CLOSED, OPEN (connected, not in a primary
+    /// component), PRIMARY (in one, not yet in step), JOINER (waiting for a
+    /// state transfer), JOINED (in step, catching up), SYNCED and
+    /// DONOR/DESYNCED.
+    pub fn galera_state(&self) -> &'static str {
+        match self.state {
+            LocalState::Initialized if self.closing => "CLOSED",
+            LocalState::Initialized if self.is_primary() => "PRIMARY",
+            LocalState::Initialized => "OPEN",
+            LocalState::Joining | LocalState::ReceivingState => "JOINER",
+            LocalState::Joined => "JOINED",
+            LocalState::Synced => "SYNCED",
+            LocalState::Donor => "DONOR/DESYNCED",
+        }
+    }
+
+    /// Logs a change of `galera_state` as Galera does, beside our own lines;
+    /// "TO" is the last seqno this node has seen ordered.
+    pub(super) fn log_state_shift(&mut self) {
+        let now = self.galera_state();
+        if now != self.logged_galera_state {
+            log::info!("Shifting {} -> {now} (TO: {})", self.logged_galera_state, self.last_ordered.max(0));
+            self.logged_galera_state = now;
+        }
     }
 
     /// `out`, then what a step that may have moved this node's state has

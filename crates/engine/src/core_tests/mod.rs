@@ -215,7 +215,9 @@ fn a_restarted_node_replays_its_history_and_resumes_at_its_own_position() {
     assert!(h.core.is_live());
     assert_eq!(applied(&cmds), vec![13], "the rejoin view follows the IST in order");
     assert_eq!(submitted(&cmds), vec![&Body::State(MemberState::Synced)]);
-    assert_eq!(h.core.ist_range(), Some((9, 13)));
+    // The IST ends before the view that made this process live.
+    assert_eq!(h.core.ist_range(), Some((9, 12)));
+    assert!(h.core.ist_receiving());
     // While it applies the IST it reports how far it got, once a second.
     let reports = progress_reports;
     assert_eq!(reports(&h.tick(2_000, 10)), 1);
@@ -225,6 +227,10 @@ fn a_restarted_node_replays_its_history_and_resumes_at_its_own_position() {
     let cmds = h.message(ME, 2, 0, Body::State(MemberState::Synced));
     assert_eq!(cmds, vec![Command::Queue(Task::Synced { after: 13 })]);
     assert!(!h.core.awaits_synced());
+    // Applied: the status is empty, the range stays for the metrics.
+    h.tick(2_000, 12);
+    assert!(!h.core.ist_receiving());
+    assert_eq!(h.core.ist_range(), Some((9, 12)));
 }
 
 #[test]
@@ -708,4 +714,33 @@ fn in_a_release_build_a_broken_invariant_asks_for_a_restart_once() {
     };
     assert!(why.contains("invariant broken: admitted with 10 bytes"), "{why}");
     assert_eq!(restarts(&h.tick(100, -1)), 0, "asked once");
+}
+
+/// The local state in the words of Galera's state machine, as its
+/// "Shifting A -> B (TO: n)" lines show it, at each step of a join by state
+/// transfer, a desync and a clean stop; each change is logged once.
+#[test]
+fn the_local_state_reads_in_galera_words_at_each_step() {
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true));
+    h.members(vec![(OTHER, info(OTHER, 1, Gtid::UNDEFINED))]);
+    assert_eq!(h.core.galera_state(), "OPEN");
+    h.connectivity(true);
+    assert_eq!(h.core.galera_state(), "PRIMARY");
+    assert_eq!(admissions(&h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]))[0].plan, Plan::Transfer);
+    let mut seen = vec![h.core.logged_galera_state];
+    let mut step = |h: &mut Harness, f: &dyn Fn(&mut NodeCore)| {
+        f(&mut h.core);
+        assert_eq!(h.core.logged_galera_state, h.core.galera_state(), "logged as it changed");
+        seen.push(h.core.galera_state());
+    };
+    step(&mut h, &|c| c.on_connected(&Plan::Transfer));
+    step(&mut h, &|c| c.on_donor_found());
+    step(&mut h, &|c| drop(c.on_state_received()));
+    step(&mut h, &|c| assert!(c.on_synced_reached()));
+    step(&mut h, &|c| drop(c.desync()));
+    step(&mut h, &|c| drop(c.resync()));
+    step(&mut h, &|c| c.close());
+    step(&mut h, &|c| c.on_final());
+    let words = ["PRIMARY", "JOINER", "JOINER", "JOINED", "SYNCED", "DONOR/DESYNCED", "JOINED", "JOINED", "CLOSED"];
+    assert_eq!(seen, words);
 }
