@@ -348,6 +348,9 @@ pub async fn join_loop(shared: Arc<Shared>, local: String) {
 pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
     let period = Duration::from_secs(1).min(shared.suspect);
     let mut out_since: Option<Instant> = None;
+    // Said once a spell: the wakes fall on a shared beat, so a window of
+    // one period after `suspect` could fall between two of them.
+    let mut said = false;
     loop {
         crate::beat::sleep_to_next(&shared, period).await;
         if shared.closed.load(std::sync::atomic::Ordering::Acquire) || shared.net.is_leaving() {
@@ -355,6 +358,7 @@ pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
         }
         if shared.is_primary() {
             out_since = None;
+            said = false;
             continue;
         }
         // Never primary yet: the join loop is at work. Isolated on purpose
@@ -367,7 +371,7 @@ pub async fn rejoin_watch(shared: Arc<Shared>, local: String) {
             continue;
         }
         let peers = known_peers(&shared, &local);
-        if since.elapsed() < shared.suspect + period {
+        if !std::mem::replace(&mut said, true) {
             info!(
                 "Member {} ({}) out of the primary component for {:?}: asking to be taken back via {peers:?}",
                 shared.me,
