@@ -34,6 +34,12 @@ const FINAL_DRAIN: Duration = Duration::from_secs(5);
 /// While the provider closes, how long a wait for a turn lasts with nothing
 /// leaving the monitor before it gives up (`Node::wait_in_order`).
 const CLOSING_STALL: Duration = Duration::from_secs(10);
+/// How long a resuming node asks whether the group has a donor for its IST
+/// handshake before it resumes without one (`Node::donor_for_handshake`).
+const HANDSHAKE_PROBE: Duration = Duration::from_secs(30);
+/// How long the member named donor of the IST handshake has to answer
+/// (`Node::donor_answers`): one more round through the total order.
+const DONOR_ANSWER: Duration = Duration::from_secs(5);
 
 enum Step {
     Next,
@@ -87,7 +93,7 @@ impl Node {
             Task::Connect(admission) => self.join(ctx, admission),
             Task::View(vc) => self.deliver_view(ctx, &vc),
             Task::NonPrimary { after, removal } => self.deliver_non_primary(ctx, after, removal),
-            Task::Donate { after, request, joiner } => self.donate(ctx, after, &request, joiner),
+            Task::Donate { after, request, joiner, bypass } => self.donate(ctx, after, &request, joiner, bypass),
             Task::Synced { after } => self.become_synced(after),
             Task::Pass { seqno } => {
                 self.pass_unseen(seqno);
@@ -361,6 +367,9 @@ impl Node {
     /// local data, consumes no seqno; what follows it in the queue is the IST.
     fn resume_at(&self, ctx: usize, vc: &ViewChange, position: Seqno) -> Step {
         let inner = &self.inner;
+        if let Err(step) = self.ist_handshake(position) {
+            return step;
+        }
         inner.apply.reset(position);
         inner.commit.reset(position);
         inner.core.lock().applies_after(position);
@@ -376,6 +385,97 @@ impl Node {
         self.execute(commands);
         log::info!("Resumed at seqno {position}; receiving the rest by IST");
         Step::Next
+    }
+
+    /// Galera runs the server's SST script for every IST too, in bypass
+    /// mode: the donor's script sends no data, only the joiner's position
+    /// and the donor's `wsrep_gtid_domain_id`, and the joiner's server takes
+    /// the domain it binlogs in from that (`wsrep_gtid_mode`); without it, a
+    /// node resumed binlogged in its own `gtid_domain_id`. So does this
+    /// joiner, when the group can name a donor. Once the server has started
+    /// its receiver it can only go on with a donor, so the group is asked
+    /// first whether it has one, and the member named must answer: without
+    /// (an arbitrator and no other database, or a whole cluster restarted at
+    /// once), or with no answer (outside the primary component), the node
+    /// resumes without. Err: the step to end the join with.
+    fn ist_handshake(&self, position: Seqno) -> Result<(), Step> {
+        let inner = &self.inner;
+        match self.donor_for_handshake(position) {
+            None => return Err(Step::Fatal), // closing
+            Some(false) => {
+                log::info!(
+                    "No member can donate the IST handshake (its SST script in bypass mode); resuming without it. \
+                     With wsrep_gtid_mode=ON the server then keeps the gtid domain it started with: start the \
+                     first node of a stopped cluster with --wsrep-new-cluster"
+                );
+                return Ok(());
+            }
+            Some(true) => {}
+        }
+        let Some(request) = inner.app.sst_request() else {
+            log::error!(
+                "SST request callback failed. This is unrecoverable, restart required. (The server could not \
+                 prepare the IST handshake of its SST method; its error is above.)"
+            );
+            return Err(Step::RestartRequired);
+        };
+        // An initialised server takes no transfer, and `skip` asks for none.
+        if request.is_empty() || request.starts_with(b"trivial") {
+            return Ok(());
+        }
+        match self.request_and_wait_state(&request, Some(position)) {
+            Ok(gtid) if gtid.seqno != position => {
+                log::warn!("The server's storage is at {gtid} after the IST handshake, not at seqno {position}");
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(StateTransferEnd::Closing) => Err(Step::Fatal),
+            Err(StateTransferEnd::Failed) => Err(Step::RestartRequired),
+        }
+    }
+
+    /// Whether the group would name a donor for this node's IST handshake
+    /// now, asked through the total order; false as well if the group has
+    /// not answered within `HANDSHAKE_PROBE` (the IST itself needs no
+    /// donor). None: the provider is closing.
+    fn donor_for_handshake(&self, position: Seqno) -> Option<bool> {
+        let inner = &self.inner;
+        let donors = inner.core.lock().donors().to_string();
+        let asked = Instant::now();
+        loop {
+            if inner.closing.load(Ordering::Acquire) {
+                return None;
+            }
+            if asked.elapsed() > HANDSHAKE_PROBE {
+                log::warn!("The group did not answer whether it has a donor for the IST handshake");
+                return Some(false);
+            }
+            let probe = Body::IstRequest { donors: donors.clone(), request: vec![], position };
+            let sent = self.send(probe, true);
+            let (token, slot) = sent.waiter.expect("waiter registered");
+            let reply = if sent.result.is_ok() { slot.wait(Duration::from_secs(5)) } else { None };
+            inner.waiters.abandon(token);
+            match reply {
+                Some(Reply::Donor(None)) => return Some(false),
+                Some(Reply::Donor(Some((donor, _)))) => return Some(self.donor_answers(donor)),
+                // Not taken yet (still being admitted): ask again shortly.
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// Whether the member the probe named answers it (`Body::DonorReady`):
+    /// the group state may name one whose process died.
+    fn donor_answers(&self, donor: Uuid) -> bool {
+        let asked = Instant::now();
+        while asked.elapsed() < DONOR_ANSWER {
+            if self.inner.core.lock().donor_ready() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        log::info!("Member {donor}, named donor of the IST handshake, did not answer: its process is not live");
+        false
     }
 
     fn receive_state(&self, vc: &ViewChange) -> Step {
@@ -397,7 +497,7 @@ impl Node {
             log::info!("State transfer skipped at the server's request");
             vc.state_id.seqno
         } else {
-            match self.request_and_wait_state(&request) {
+            match self.request_and_wait_state(&request, None) {
                 Ok(gtid) => gtid.seqno,
                 Err(StateTransferEnd::Closing) => return Step::Fatal,
                 Err(StateTransferEnd::Failed) => return Step::RestartRequired,
@@ -416,12 +516,16 @@ impl Node {
     }
 
     /// Asks the group for a donor until one is found, then waits for the
-    /// server's `sst_received`. If the donor leaves the group first, asks
-    /// again: the server's receiver is still listening for any donor.
-    fn request_and_wait_state(&self, request: &[u8]) -> Result<Gtid, StateTransferEnd> {
+    /// server's `sst_received`. If the donor leaves the group first, or the
+    /// group admits a new process of it (the one named had died, or was not
+    /// admitted yet and ignored the request: a whole cluster restarted at
+    /// once), asks again: the server's receiver is still listening for any
+    /// donor.
+    /// `bypass`: an IST's handshake at this position, not a transfer.
+    fn request_and_wait_state(&self, request: &[u8], bypass: Option<Seqno>) -> Result<Gtid, StateTransferEnd> {
         let inner = &self.inner;
         loop {
-            let donor = self.find_donor(request).ok_or(StateTransferEnd::Closing)?;
+            let donor = self.find_donor(request, bypass).ok_or(StateTransferEnd::Closing)?;
             inner.core.lock().on_donor_found();
             let outcome = loop {
                 if inner.closing.load(Ordering::Acquire) {
@@ -430,7 +534,7 @@ impl Node {
                 if let Some(outcome) = inner.transfer.wait(Duration::from_millis(500)) {
                     break Some(outcome);
                 }
-                if !inner.core.lock().view_members().contains(&donor) {
+                if !inner.core.lock().in_view(donor) {
                     break inner.transfer.wait(Duration::ZERO);
                 }
             };
@@ -444,14 +548,17 @@ impl Node {
                     return Err(StateTransferEnd::Failed);
                 }
                 None if inner.closing.load(Ordering::Acquire) => return Err(StateTransferEnd::Closing),
-                None => log::warn!("Donor {donor} left the group before the state transfer completed; asking again"),
+                None => log::warn!(
+                    "Donor {} left the group, or restarted, before the state transfer completed; asking again",
+                    donor.0
+                ),
             }
         }
     }
 
     /// Submits the state transfer request until the group names a donor.
     /// None: the provider is closing.
-    fn find_donor(&self, request: &[u8]) -> Option<Uuid> {
+    fn find_donor(&self, request: &[u8], bypass: Option<Seqno>) -> Option<(Uuid, u32)> {
         let inner = &self.inner;
         let donors = inner.core.lock().donors().to_string();
         // A joiner asks as soon as its server is ready, which is often a
@@ -463,13 +570,21 @@ impl Node {
             if inner.closing.load(Ordering::Acquire) {
                 return None;
             }
-            let sent = self.send(Body::StateRequest { donors: donors.clone(), request: request.to_vec() }, true);
+            let (spec, request) = (donors.clone(), request.to_vec());
+            let body = match bypass {
+                Some(position) => Body::IstRequest { donors: spec, request, position },
+                None => Body::StateRequest { donors: spec, request },
+            };
+            let sent = self.send(body, true);
             let (token, slot) = sent.waiter.expect("waiter registered");
             let submitted = sent.result.is_ok();
             let reply = if submitted { slot.wait(Duration::from_secs(10)) } else { None };
             inner.waiters.abandon(token);
             if let Some(Reply::Donor(Some(donor))) = reply {
-                log::info!("State transfer from {donor} requested");
+                match bypass {
+                    Some(_) => log::info!("IST handshake from {} requested", donor.0),
+                    None => log::info!("State transfer from {} requested", donor.0),
+                }
                 return Some(donor);
             }
             let since = *refused_since.get_or_insert_with(std::time::Instant::now);
@@ -507,7 +622,16 @@ impl Node {
         self.execute(commands);
     }
 
-    fn donate(&self, ctx: usize, after: Seqno, request: &[u8], joiner: crate::group_state::Sender) -> Step {
+    /// `bypass`: an IST's handshake, at the joiner's position
+    /// (`ist_handshake`); the donor's script sends no data then.
+    fn donate(
+        &self,
+        ctx: usize,
+        after: Seqno,
+        request: &[u8],
+        joiner: crate::group_state::Sender,
+        bypass: Option<Seqno>,
+    ) -> Step {
         let inner = &self.inner;
         if inner.closing.load(Ordering::Acquire) {
             // Asked just before this node left: the joiner sees its donor
@@ -521,9 +645,13 @@ impl Node {
         if inner.core.lock().on_donating(joiner) {
             self.set_synced();
         }
-        let state = Gtid { uuid: inner.core.lock().group_uuid(), seqno: after };
-        log::info!("Donating state {state} to {}", joiner.uuid);
-        if !inner.app.sst_donate(ctx, request, state, false) {
+        let state = Gtid { uuid: inner.core.lock().group_uuid(), seqno: bypass.unwrap_or(after) };
+        if bypass.is_some() {
+            log::info!("IST handshake: running the SST script in bypass mode for {} at {state}", joiner.uuid);
+        } else {
+            log::info!("Donating state {state} to {}", joiner.uuid);
+        }
+        if !inner.app.sst_donate(ctx, request, state, bypass.is_some()) {
             // The server logged why at error level, and `sst_sent` logs the
             // failed transfer as Galera does; this line only links the two.
             log::info!("The server refused to donate to {}", joiner.uuid);

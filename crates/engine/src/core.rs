@@ -33,6 +33,7 @@ use crate::writeset::WriteSet;
 mod invariants;
 mod ist;
 mod server_steps;
+mod transfers;
 mod votes;
 
 /// Every this many seqnos each live member reports its safe seqno.
@@ -167,12 +168,14 @@ pub struct NodeCore {
     last_ordered: Seqno,
     link: Link,
     admission: Option<Admission>,
+    /// A donor's live process answered this process's IST handshake probe.
+    donor_ready: bool,
     /// The group ordered the view that admits this incarnation.
     live: bool,
     /// Members of the last view delivered to the server.
     members: Vec<ViewMember>,
     /// Members of the latest ordered view (a joiner watches its donor here).
-    view_members: Vec<Uuid>,
+    view_members: Vec<(Uuid, u32)>,
     /// The members still in touch when the group last said this node is
     /// cut off: a non-primary view lists them.
     reachable: Vec<ViewMember>,
@@ -245,6 +248,7 @@ impl NodeCore {
             last_ordered: start.seqno,
             link: Link::Never,
             admission: None,
+            donor_ready: false,
             live: false,
             members: vec![],
             view_members: vec![],
@@ -347,9 +351,10 @@ impl NodeCore {
         &self.members
     }
 
-    /// Members of the latest ordered view.
-    pub fn view_members(&self) -> &[Uuid] {
-        &self.view_members
+    /// Whether the latest ordered view has `member` as this process
+    /// (incarnation) of it.
+    pub fn in_view(&self, member: (Uuid, u32)) -> bool {
+        self.view_members.contains(&member)
     }
 
     /// The members still in touch when the group last said this node is
@@ -452,14 +457,11 @@ impl NodeCore {
                     out.push(Command::Reply { token, reply: Reply::Causal(seqno) });
                 }
             }
-            Outcome::StateRequest { from, token, donor, request, seqno } => {
-                if donor == Some(self.me) && self.live {
-                    out.push(Command::Queue(Task::Donate { after: seqno, request, joiner: from }));
-                }
-                if self.is_mine(from) {
-                    out.push(Command::Reply { token, reply: Reply::Donor(donor) });
-                }
+            Outcome::StateRequest { from, token, donor, request, seqno, bypass } => {
+                let r = transfers::Request { from, token, donor, request, seqno, bypass };
+                self.on_state_request(r, state, &mut out);
             }
+            Outcome::DonorReady { joiner } => self.on_donor_ready(joiner),
             Outcome::MemberState { from, state: MemberState::Synced, seqno } if self.is_mine(from) && self.live => {
                 self.synced_ordered = true;
                 out.push(Command::Queue(Task::Synced { after: seqno }));
@@ -522,7 +524,7 @@ impl NodeCore {
 
     fn on_view(&mut self, vc: ViewChange, state: &GroupState, out: &mut Vec<Command>) {
         self.views_ordered += 1;
-        self.view_members = vc.members.iter().map(|m| m.uuid).collect();
+        self.view_members = vc.members.iter().map(|m| (m.uuid, m.incarnation)).collect();
         let included = vc.members.iter().any(|m| m.uuid == self.me);
         if included && !self.live && self.group_incarnation == Some(self.incarnation) {
             self.live = true;

@@ -108,6 +108,9 @@ pub enum Outcome {
         donor: Option<Uuid>,
         request: Vec<u8>,
         seqno: Seqno,
+        /// An IST's handshake: the joiner's position, which the donor's
+        /// script is run in bypass mode with.
+        bypass: Option<Seqno>,
     },
     MemberState {
         from: Sender,
@@ -123,6 +126,10 @@ pub enum Outcome {
     FlowControl {
         from: Sender,
         pause: bool,
+    },
+    /// A donor's live process answers `joiner`'s IST handshake probe.
+    DonorReady {
+        joiner: Sender,
     },
     /// A donor could not send `joiner` its state transfer.
     TransferFailed {
@@ -297,7 +304,10 @@ impl GroupState {
             }
             _ if stale => Outcome::Nothing,
             Body::Causal => Outcome::Causal { from, token: e.token, seqno: self.seqno },
-            Body::StateRequest { donors, request } => self.apply_state_request(from, e.token, &donors, request),
+            Body::StateRequest { donors, request } => self.apply_state_request(from, e.token, &donors, request, None),
+            Body::IstRequest { donors, request, position } => {
+                self.apply_state_request(from, e.token, &donors, request, Some(position))
+            }
             Body::State(state) => {
                 self.set_state(from.uuid, state);
                 Outcome::MemberState { from, state, seqno: self.seqno }
@@ -313,6 +323,9 @@ impl GroupState {
             Body::Rejoin { position } => self.apply_rejoin(from, position),
             Body::FlowControl { pause } => self.apply_flow_control(from, pause),
             Body::Vote { seqno, code, reason, policy } => self.apply_vote(from.uuid, seqno, code, &reason, policy),
+            Body::DonorReady { joiner, incarnation } => {
+                Outcome::DonorReady { joiner: Sender { uuid: joiner, incarnation } }
+            }
             Body::TransferFailed { joiner, incarnation, code } => {
                 let name = |u: Uuid| self.member(u).map_or(String::new(), |m| m.name.clone());
                 log::info!(
@@ -440,16 +453,26 @@ impl GroupState {
         }
     }
 
-    fn apply_state_request(&mut self, from: Sender, token: u64, donors: &str, request: Vec<u8>) -> Outcome {
+    fn apply_state_request(
+        &mut self,
+        from: Sender,
+        token: u64,
+        donors: &str,
+        request: Vec<u8>,
+        bypass: Option<Seqno>,
+    ) -> Outcome {
         let donor = self.choose_donor(from.uuid, donors);
-        if let Some(d) = donor {
+        // An IST handshake's empty request only asks whether there is one.
+        let probe = bypass.is_some() && request.is_empty();
+        if let (Some(d), false) = (donor, probe) {
             self.set_state(d, MemberState::Donor);
         }
-        // A state transfer replaces whatever an IST would have brought.
-        if let Some(m) = self.members.iter_mut().find(|m| m.uuid == from.uuid) {
+        // A state transfer replaces whatever an IST would have brought; an
+        // IST's handshake is how that IST starts.
+        if let (Some(m), None) = (self.members.iter_mut().find(|m| m.uuid == from.uuid), bypass) {
             m.ist = None;
         }
-        Outcome::StateRequest { from, token, donor, request, seqno: self.seqno }
+        Outcome::StateRequest { from, token, donor, request, seqno: self.seqno, bypass }
     }
 
     /// `wsrep_sst_donor`: a comma list of node names in preference order; a

@@ -282,6 +282,48 @@ fn a_member_added_with_its_position_gets_an_ist_range_until_synced() {
     assert_eq!(s.member(Uuid([3; 16])).unwrap().ist, None);
 }
 
+/// An IST's handshake (`Body::IstRequest`): the empty probe names the donor
+/// it would get and reserves nobody; the request itself reserves the donor,
+/// carries the joiner's position, and leaves its IST range alone (a state
+/// transfer's request clears it).
+#[test]
+fn an_ist_handshake_is_probed_then_reserves_a_donor_and_keeps_the_ist() {
+    let mut s = GroupState::default();
+    s.apply(Ordered::Membership(membership(&[1])));
+    for _ in 0..5 {
+        let next = s.seqno;
+        s.apply(Ordered::Message { origin: 1, payload: &write_set(1, next, 2) });
+    }
+    let history = s.group_uuid;
+    add(&mut s, &[1, 3], 3, 1, Gtid { uuid: history, seqno: 2 });
+    let ask = |request: &[u8]| Body::IstRequest { donors: String::new(), request: request.to_vec(), position: 2 };
+    let Outcome::StateRequest { donor, bypass, request, .. } =
+        s.apply(Ordered::Message { origin: 3, payload: &msg_of(3, 1, ask(b"")) })
+    else {
+        panic!("a probe is answered")
+    };
+    assert_eq!((donor, bypass, request.len()), (Some(Uuid([1; 16])), Some(2), 0));
+    assert_eq!(s.member(Uuid([1; 16])).unwrap().state, MemberState::Synced, "a probe reserves no donor");
+    let Outcome::StateRequest { donor, bypass, .. } =
+        s.apply(Ordered::Message { origin: 3, payload: &msg_of(3, 1, ask(b"mariabackup\0addr")) })
+    else {
+        panic!("a handshake is a state request")
+    };
+    assert_eq!((donor, bypass), (Some(Uuid([1; 16])), Some(2)));
+    assert_eq!(s.member(Uuid([1; 16])).unwrap().state, MemberState::Donor);
+    assert_eq!(s.member(Uuid([3; 16])).unwrap().ist, Some((3, 6)), "the IST still comes");
+    // The donor is busy: a second probe hears there is none.
+    let Outcome::StateRequest { donor, .. } = s.apply(Ordered::Message { origin: 3, payload: &msg_of(3, 1, ask(b"")) })
+    else {
+        panic!()
+    };
+    assert_eq!(donor, None);
+    let full = Body::StateRequest { donors: String::new(), request: b"mariabackup\0addr".to_vec() };
+    s.apply(Ordered::Message { origin: 1, payload: &msg(1, Body::State(MemberState::Synced)) });
+    s.apply(Ordered::Message { origin: 3, payload: &msg_of(3, 1, full) });
+    assert_eq!(s.member(Uuid([3; 16])).unwrap().ist, None, "a full transfer replaces the IST");
+}
+
 #[test]
 fn a_new_history_remembers_where_it_started() {
     let saved = Gtid { uuid: Uuid([9; 16]), seqno: 41 };

@@ -77,6 +77,27 @@ pub enum Body {
         incarnation: u32,
         code: i32,
     },
+    /// A restarted member resuming at `position` by IST asks, as Galera's
+    /// joiners do for every IST, for a donor that runs its SST script in
+    /// bypass mode: no data, only the position and the donor's
+    /// `wsrep_gtid_domain_id`, from which the joiner's server takes the
+    /// domain it binlogs in (`wsrep_gtid_mode`). An empty `request` only
+    /// asks whether a donor would be chosen now, and reserves none
+    /// (`applier::Node::ist_handshake`). Appended last, like the failed
+    /// transfer.
+    IstRequest {
+        donors: String,
+        request: Vec<u8>,
+        position: Seqno,
+    },
+    /// The sender, named donor by an IST handshake's probe, is live and
+    /// synced: `joiner` (that process) may go on with the handshake. The
+    /// group state alone may name a member whose process died (a whole
+    /// cluster killed at once). Appended last.
+    DonorReady {
+        joiner: Uuid,
+        incarnation: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -45,10 +45,12 @@ pub enum Task {
     },
     /// We were chosen to send our state to `joiner`.
     /// `joiner`: the requesting process (node and incarnation).
+    /// `bypass`: an IST's handshake, at the joiner's position.
     Donate {
         after: Seqno,
         request: Vec<u8>,
         joiner: Sender,
+        bypass: Option<Seqno>,
     },
     /// The group has marked us synced.
     Synced {

@@ -17,7 +17,9 @@ pub enum Reply {
         verdict: Verdict,
     },
     Causal(Seqno),
-    Donor(Option<Uuid>),
+    /// The donor the group named, and the process (incarnation) it named:
+    /// a process that restarted since will not donate.
+    Donor(Option<(Uuid, u32)>),
     /// Never ordered: a later message of ours was, and the group orders one
     /// member's messages in submission order, so this one never will be.
     Lost,

@@ -9,6 +9,7 @@ use super::*;
 use crate::message::{Envelope, JoinInfo};
 use crate::writeset::{flags, Key, KeyType};
 
+mod transfers;
 mod walk;
 
 const ME: u8 = 1;
@@ -320,61 +321,6 @@ fn messages_of_a_previous_incarnation_wake_no_waiter_but_their_write_sets_apply(
         h.message(ME, 1, 9, Body::Causal),
         vec![Command::Reply { token: 9, reply: Reply::Causal(h.state.seqno) }]
     );
-}
-
-#[test]
-fn a_node_donates_only_once_live() {
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true));
-    h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
-    h.core.on_connected(&Plan::Found);
-    h.members(vec![(3, info(3, 1, Gtid::UNDEFINED))]);
-    let cmds = h.message(3, 1, 4, Body::StateRequest { donors: String::new(), request: b"r".to_vec() });
-    assert!(
-        matches!(cmds.as_slice(), [Command::Queue(Task::Donate { joiner, .. })] if joiner.uuid == uuid(3)),
-        "{cmds:?}"
-    );
-    // A process that is not live yet ignores a request naming it.
-    let mut restarted = NodeCore::new(uuid(ME), 2, Gtid::UNDEFINED, String::new(), true);
-    let outcome = Outcome::StateRequest {
-        from: crate::group_state::Sender { uuid: uuid(3), incarnation: 1 },
-        token: 4,
-        donor: Some(uuid(ME)),
-        request: vec![],
-        seqno: h.state.seqno,
-    };
-    assert!(restarted.on_ordered(outcome, &h.state).is_empty());
-}
-
-/// A donor whose SST script failed tells the group; the joiner it named,
-/// and only that joiner, stops waiting for the state (Galera's "State
-/// transfer to ... failed", after which the joiner aborts).
-#[test]
-fn a_failed_donation_reaches_the_joiner_and_no_one_else() {
-    use crate::group_state::Sender;
-    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true));
-    h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
-    h.core.on_connected(&Plan::Found);
-    h.members(vec![(3, info(3, 1, Gtid::UNDEFINED)), (4, info(4, 1, Gtid::UNDEFINED))]);
-
-    h.core.on_donating(Sender { uuid: uuid(3), incarnation: 2 });
-    let sent = h.core.on_sst_sent(-22);
-    let failed = Body::TransferFailed { joiner: uuid(3), incarnation: 2, code: -22 };
-    assert!(submitted(&sent).contains(&&failed), "{sent:?}");
-    h.core.on_donating(Sender { uuid: uuid(4), incarnation: 1 });
-    let sent = h.core.on_sst_sent(0);
-    assert!(
-        !submitted(&sent).iter().any(|b| matches!(b, Body::TransferFailed { .. })),
-        "a success is not a failure: {sent:?}"
-    );
-
-    // Ordered, it is a command only on the joiner process it names: not on
-    // another node, not on an earlier process of this one.
-    let cmds = h.message(3, 1, 0, Body::TransferFailed { joiner: uuid(ME), incarnation: 1, code: -32 });
-    assert!(cmds.contains(&Command::TransferFailed { donor: uuid(3), code: -32 }), "{cmds:?}");
-    for (joiner, incarnation) in [(uuid(4), 1), (uuid(ME), 0)] {
-        let cmds = h.message(3, 1, 0, Body::TransferFailed { joiner, incarnation, code: -32 });
-        assert!(!cmds.iter().any(|c| matches!(c, Command::TransferFailed { .. })), "{joiner} {incarnation}: {cmds:?}");
-    }
 }
 
 #[test]
