@@ -18,13 +18,15 @@
 //! * Galera (joiner): `WSREP: Receiving IST: <n> writesets, seqnos <a>-<b>`
 //!   and `WSREP: IST received: <uuid>:<seqno>`; also after an SST, for what
 //!   was ordered while it ran.
-//! * Tandem runs no SST script for an IST: `WSREP: Resuming at local seqno
-//!   <x>: replaying what follows from the ordered history (IST)`. When the
-//!   group's history no longer reaches the node: `IST is not possible: ...;
-//!   falling back to a full state transfer (SST)`, or `Local state ... belongs
-//!   to another history than the group's (...): full state transfer (SST)`,
-//!   and then the joiner script runs (`WSREP: Running: 'wsrep_sst_mariabackup
-//!   --role 'joiner' ...`).
+//! * Tandem (joiner): `WSREP: Resuming at local seqno <x>: replaying what
+//!   follows from the ordered history (IST)`. Like Galera it runs the SST
+//!   script for an IST too, in bypass mode (the IST handshake: `IST handshake
+//!   from <donor> requested`, then the script's `Running IST`), so a run of
+//!   the joiner script decides nothing. A full transfer: `State transfer
+//!   from <donor> requested`, and before it, when the node had data, `IST is
+//!   not possible: ...; falling back to a full state transfer (SST)` or
+//!   `Local state ... belongs to another history than the group's (...):
+//!   full state transfer (SST)`.
 
 use serde::{Deserialize, Serialize};
 use tandem::cluster::ProviderKind;
@@ -58,8 +60,9 @@ pub struct Decision {
 
 /// A full state transfer, with either provider.
 const SST_ALWAYS: &[&str] = &["WSREP_SST: [INFO] Proceeding with SST"];
-/// Tandem only: it never runs the joiner script for an IST, so a run of it is an SST.
-const SST_TANDEM: &[&str] = &["falling back to a full state transfer", "full state transfer (SST)", "--role 'joiner'"];
+/// Tandem only: what it logs when it asks for a full transfer.
+const SST_TANDEM: &[&str] =
+    &["falling back to a full state transfer", "full state transfer (SST)", "WSREP: State transfer from "];
 const IST_TANDEM: &[&str] = &["WSREP: Resuming at local seqno"];
 const IST_GALERA: &[&str] = &["received from donor: Running IST", "WSREP: Receiving IST:", "WSREP: IST received:"];
 
@@ -104,6 +107,9 @@ mod tests {
     const TANDEM_IST: &str = include_str!("testdata/rejoin-tandem-ist.log");
     const TANDEM_IST_KILLED: &str = include_str!("testdata/rejoin-tandem-ist-after-kill.log");
     const TANDEM_SST: &str = include_str!("testdata/rejoin-tandem-sst-first-join.log");
+    // Node 3 of `tandem cluster up` (mariabackup) restarted after a clean
+    // stop, on 2026-11-30: its IST begins with the handshake.
+    const TANDEM_IST_HANDSHAKE: &str = include_str!("testdata/rejoin-tandem-ist-handshake.log");
     const GALERA_IST: &str = include_str!("testdata/rejoin-galera-ist.log");
     const GALERA_IST_KILLED: &str = include_str!("testdata/rejoin-galera-ist-after-kill.log");
     const GALERA_SST: &str = include_str!("testdata/rejoin-galera-sst-first-join.log");
@@ -114,8 +120,20 @@ mod tests {
             let d = decide(Tandem, log);
             assert_eq!(d.transfer, Transfer::Ist, "{d:?}");
             assert!(d.evidence.unwrap().contains("Resuming at local seqno"));
-            assert!(!log.contains("wsrep_sst_mariabackup"), "no SST script runs for Tandem's IST");
+            assert!(!log.contains("wsrep_sst_mariabackup"), "these builds ran no SST script for an IST");
         }
+    }
+
+    #[test]
+    fn tandem_ist_with_its_handshake_is_ist() {
+        let d = decide(Tandem, TANDEM_IST_HANDSHAKE);
+        assert_eq!(d.transfer, Transfer::Ist, "{d:?}");
+        assert!(d.evidence.unwrap().contains("Resuming at local seqno"));
+        // The joiner script runs, in bypass mode, and MariaDB says "SST
+        // received": neither means a full transfer.
+        assert!(TANDEM_IST_HANDSHAKE.contains("--role 'joiner'"));
+        assert!(TANDEM_IST_HANDSHAKE.contains("IST handshake from"));
+        assert!(TANDEM_IST_HANDSHAKE.contains("'xtrabackup_ist' received from donor: Running IST"));
     }
 
     #[test]
@@ -135,8 +153,11 @@ mod tests {
         assert!(d.evidence.unwrap().contains("falling back"));
         let other = "[Note] WSREP: Local state 5feb:10 belongs to another history than the group's (aa01): full state transfer (SST)";
         assert_eq!(decide(Tandem, other).transfer, Transfer::Sst);
+        let asked = "[Note] WSREP: State transfer from 1fcd8381-218f-487b-83e1-e274bed69a4a requested";
+        assert_eq!(decide(Tandem, asked).transfer, Transfer::Sst);
+        // The joiner script alone is no evidence: it runs for an IST too.
         let script = "[Note] WSREP: Running: 'wsrep_sst_mariabackup --role 'joiner' --address '127.0.0.1:28180'";
-        assert_eq!(decide(Tandem, script).transfer, Transfer::Sst);
+        assert_eq!(decide(Tandem, script).transfer, Transfer::Unknown);
     }
 
     #[test]

@@ -131,8 +131,9 @@ pub const LARGE_REJOIN: &str = "tandem-lab bench --no-matrix --no-single-node --
 const TRANSFER_RULES: &str = "\
 IST or SST is read from the restarted node's error log, from its start command on (`crates/lab/src/bench/transfer.rs`):
 an SST if the joiner side of the SST script logged `WSREP_SST: [INFO] Proceeding with SST` (the donor streams a full
-backup), or, for Tandem, which runs no SST script for an IST, if the script ran at all (`--role 'joiner'`) or the provider
-logged `falling back to a full state transfer` / `full state transfer (SST)`; otherwise an IST if Tandem logged
+backup), or, for Tandem, if the provider logged `State transfer from <donor> requested` / `falling back to a full
+state transfer` / `full state transfer (SST)` (like Galera it runs the script for an IST too, in bypass mode: its
+IST handshake); otherwise an IST if Tandem logged
 `Resuming at local seqno` or Galera logged `Receiving IST:` / `IST received:` or its script
 `'xtrabackup_ist' received from donor: Running IST` (the donor ran with `--bypass`); else `?`. MariaDB's own
 `WSREP: SST received` follows the script in both cases and decides nothing.
