@@ -347,6 +347,53 @@ pub fn assert_identical(c: &Cluster, tables: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// The options of wsrep GTIDs: a binary log with what each node applies,
+/// every transaction in `wsrep_gtid_domain_id` = `domain`, and the server's
+/// own `gtid_domain_id` another (0), so that a GTID in the wrong one shows.
+pub fn gtid_mode_options(domain: u32) -> Vec<(String, String)> {
+    [
+        ("log_bin", "binlog".to_string()),
+        ("log_slave_updates", "ON".into()),
+        ("wsrep_gtid_mode", "ON".into()),
+        ("wsrep_gtid_domain_id", domain.to_string()),
+        ("gtid_domain_id", "0".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Every node's `gtid_binlog_pos`, once they are all the same (the last
+/// writes may still be being applied elsewhere when this is called).
+pub fn settled_gtids(c: &Cluster, when: &str) -> Result<String> {
+    let read = || -> Result<Vec<String>> {
+        (1..=c.len())
+            .map(|i| sql(c.node(i), "SELECT @@gtid_binlog_pos").map(|p| p.trim().to_string()))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)
+    };
+    let same = wait_for(&format!("the same GTIDs on every node {when}"), Duration::from_secs(60), || {
+        let positions = read()?;
+        Ok(positions.iter().all(|p| p == &positions[0]))
+    });
+    if let Err(e) = same {
+        bail!("{e}: {:?}", read()?);
+    }
+    Ok(read()?.swap_remove(0))
+}
+
+/// Whether every GTID of a `gtid_binlog_pos` is in `domain`.
+pub fn all_in_domain(position: &str, domain: u32) -> bool {
+    let domain = domain.to_string();
+    !position.is_empty() && position.split(',').all(|g| g.split('-').next() == Some(domain.as_str()))
+}
+
+/// The sequence number of `domain`'s GTID in a `gtid_binlog_pos`.
+pub fn domain_seqno(position: &str, domain: u32) -> Option<u64> {
+    let prefix = format!("{domain}-");
+    position.split(',').find(|g| g.starts_with(&prefix))?.rsplit('-').next()?.parse().ok()
+}
+
 /// One writer per node, each inserting `(node, seq)` rows into `table`, one
 /// commit at a time, and remembering which commits the server acknowledged:
 /// what a crash test then looks for on every node. A failed commit (the node

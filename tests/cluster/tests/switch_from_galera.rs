@@ -9,6 +9,10 @@
 //! stopped, so that its position comes from InnoDB (`--wsrep-recover`, as
 //! the distribution's `galera_recovery` does), as after a crash.
 //!
+//! wsrep GTIDs are on throughout, and continue in their domain on every
+//! node: the nodes that resume under Tandem take the domain from the
+//! founder's SST script, run in bypass mode (the IST handshake).
+//!
 //! The way back is Galera's own restart from Tandem's saved state. Galera
 //! cannot read Tandem's log, so the nodes that left before the last one
 //! take a full state transfer there (docs/operations.md says what that
@@ -23,16 +27,20 @@ use tandem_cluster_tests::*;
 const GALERA: &str = "/usr/lib/galera/libgalera_smm.so";
 const TABLE: &str = "sw.rows";
 const SYNCED: Duration = Duration::from_secs(240);
+/// `wsrep_gtid_domain_id`, on with Galera and kept through both switches.
+const DOMAIN: u32 = 7;
 
 #[test]
 fn a_galera_cluster_switches_to_tandem_without_a_transfer_and_back() -> Result<()> {
     let mut c = up_with(3, |s| {
         s.provider = ProviderKind::Galera;
         s.provider_path = None;
+        s.mysqld_options.extend(gtid_mode_options(DOMAIN));
     })?;
     create_rows_table(c.node(1), TABLE)?;
     insert_rows_on(&c, &[1, 2, 3], TABLE, 0, 20, 100)?;
     let history = status(c.node(1), "wsrep_local_state_uuid")?;
+    let galera_gtids = same_gtids(&c, "under Galera", 0)?;
 
     // Node 3 crashes; then 2 and 1 stop cleanly. The eviction and each
     // departure take a seqno of their own, and carry no data.
@@ -60,6 +68,7 @@ fn a_galera_cluster_switches_to_tandem_without_a_transfer_and_back() -> Result<(
     insert_rows_on(&c, &[1, 2, 3], TABLE, 100, 10, 100)?;
     assert_identical(&c, &[TABLE])?;
     ensure!(count(&c, 1)? == 3 * 20 + 3 * 10, "rows written under Galera and Tandem");
+    let tandem_gtids = same_gtids(&c, "under Tandem", galera_gtids)?;
 
     // And back: Galera continues Tandem's state with the same history. The
     // nodes that left first take a full transfer there (the markers show
@@ -80,7 +89,18 @@ fn a_galera_cluster_switches_to_tandem_without_a_transfer_and_back() -> Result<(
     insert_rows_on(&c, &[1, 2, 3], TABLE, 200, 10, 100)?;
     assert_identical(&c, &[TABLE])?;
     ensure!(count(&c, 3)? == 3 * 20 + 6 * 10, "rows after the way back");
+    same_gtids(&c, "back under Galera", tandem_gtids)?;
     Ok(())
+}
+
+/// wsrep GTIDs: the same on every node, all in `DOMAIN`, and numbered on
+/// from `after` (each transaction takes the next one, whichever provider).
+fn same_gtids(c: &tandem::cluster::Cluster, when: &str, after: u64) -> Result<u64> {
+    let position = settled_gtids(c, when)?;
+    ensure!(all_in_domain(&position, DOMAIN), "{when}: GTIDs outside domain {DOMAIN}: {position}");
+    let seqno = domain_seqno(&position, DOMAIN).context("no GTID in the domain")?;
+    ensure!(seqno > after, "{when}: GTIDs do not carry on from {after}: {position}");
+    Ok(seqno)
 }
 
 /// `wsrep_provider` in every node's configuration, as an operator edits it.
