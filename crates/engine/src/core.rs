@@ -470,9 +470,11 @@ impl NodeCore {
             // The shell's flow-control gate follows the ordered paused set.
             Outcome::FlowControl { .. } => {}
             // Only the process that asked: a joiner restarted since then
-            // has asked again, maybe of the same donor.
+            // has asked again, maybe of the same donor. Admitted or not
+            // yet: a node resuming runs its IST handshake before the group
+            // has ordered the view that admits it.
             Outcome::TransferFailed { donor, joiner, code } => {
-                if self.is_mine(joiner) && self.live {
+                if self.is_mine(joiner) {
                     out.push(Command::TransferFailed { donor, code });
                 }
             }

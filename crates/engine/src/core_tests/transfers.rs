@@ -119,3 +119,26 @@ fn only_an_answer_to_this_process_readies_the_ist_handshake() {
     h.message(OTHER, 1, 0, Body::DonorReady { joiner: uuid(ME), incarnation: 1 });
     assert!(h.core.donor_ready());
 }
+
+/// A node resuming asks for its IST handshake before the group has ordered
+/// the view that admits it; a failed handshake must still reach it, or it
+/// would wait for its own script to give up.
+#[test]
+fn a_failed_handshake_reaches_a_joiner_not_admitted_yet() {
+    let (mut h, _) = group_with_me(1);
+    let mut resuming = NodeCore::new(uuid(ME), 2, Gtid::UNDEFINED, String::new(), true);
+    let failed = Outcome::TransferFailed {
+        donor: uuid(OTHER),
+        joiner: crate::group_state::Sender { uuid: uuid(ME), incarnation: 2 },
+        code: -5,
+    };
+    let cmds = resuming.on_ordered(failed, &h.state);
+    assert!(cmds.contains(&Command::TransferFailed { donor: uuid(OTHER), code: -5 }), "{cmds:?}");
+    // The admitted process of the same node (incarnation 1) is not told.
+    let failed = Outcome::TransferFailed {
+        donor: uuid(OTHER),
+        joiner: crate::group_state::Sender { uuid: uuid(ME), incarnation: 2 },
+        code: -5,
+    };
+    assert!(!h.core.on_ordered(failed, &h.state).iter().any(|c| matches!(c, Command::TransferFailed { .. })));
+}
