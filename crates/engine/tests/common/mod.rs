@@ -140,6 +140,14 @@ pub fn position_of(history: Option<Uuid>, commits: &[Commit], installed: Option<
     }
 }
 
+impl FakeServer {
+    /// What this server's `sst_request` returns: the address its (fake)
+    /// receiver listens on, its own.
+    fn request(&self) -> Vec<u8> {
+        format!("fake\0{:p}", self as *const FakeServer).into_bytes()
+    }
+}
+
 impl Application for FakeServer {
     fn connected(&self, view: &View) -> bool {
         // The server takes a joiner's first view from connected_cb.
@@ -157,7 +165,7 @@ impl Application for FakeServer {
         if self.fail_prepare.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
         }
-        Some(b"fake\0joiner".to_vec())
+        Some(self.request())
     }
     fn apply(&self, _ctx: usize, job: &ApplyJob<'_>) -> Applied {
         if self.fail_applies.load(std::sync::atomic::Ordering::Relaxed) {
@@ -194,23 +202,27 @@ impl Application for FakeServer {
         }
         Applied { ok: true, exit_loop: false }
     }
-    fn sst_donate(&self, _ctx: usize, _request: &[u8], state: Gtid, _bypass: bool) -> bool {
-        // Copy our map to every joiner still waiting, as an SST script would.
+    fn sst_donate(&self, _ctx: usize, request: &[u8], state: Gtid, bypass: bool) -> bool {
+        // Copy our map to the joiner that asked, as an SST script would; in
+        // bypass mode (an IST's handshake) nothing is copied, and the joiner
+        // reports its own position.
         let snapshot = {
             let db = self.db.lock();
             (db.clone(), self.commits.lock().clone())
         };
-        let joiners = self.peers.lock().clone();
+        let joiners: Vec<_> = self.peers.lock().iter().filter(|j| j.request() == request).cloned().collect();
         let donor = self.node().clone();
         let fail = self.fail_donation.load(std::sync::atomic::Ordering::Relaxed);
         thread::spawn(move || {
             for j in joiners {
-                if j.node.get().is_some_and(|n| {
-                    n.status().iter().any(|(k, v)| *k == "local_state" && *v == tandem_engine::stats::StatValue::Int(1))
-                }) {
+                // The request names the joiner's receiver, which listens
+                // from its sst_request on, whatever its provider's state.
+                if j.node.get().is_some() {
                     if fail {
                         // What mariadbd reports when the joiner script fails.
                         j.node().sst_received(Gtid::UNDEFINED, -2);
+                    } else if bypass {
+                        j.node().sst_received(state, 0);
                     } else {
                         let mut db = j.db.lock();
                         *db = snapshot.0.clone();
