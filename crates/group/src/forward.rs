@@ -42,6 +42,7 @@ use crate::raft::types::AppPayload;
 use crate::shared::Shared;
 use crate::sync::lock;
 use crate::transport::tls::PeerStream;
+use crate::transport::{Held, OwnLink};
 use crate::wire::{self, Request, Response};
 use crate::{GroupError, MemberId};
 
@@ -87,6 +88,8 @@ pub struct Link {
     returned: Arc<std::sync::atomic::AtomicUsize>,
     /// Whether what is written comes back ordered ([`crate::forward_watch`]).
     watch: Watch,
+    /// Counts the connection among those open to the leader.
+    _held: Held,
 }
 
 /// What became of payloads given to [`send`].
@@ -348,7 +351,7 @@ async fn await_hand_back(
 
 async fn open(shared: &Arc<Shared>, leader: MemberId, addr: &str) -> Result<Link, String> {
     let timeout = shared.request_timeout();
-    let stream = tokio::time::timeout(timeout, shared.net.open(addr, leader))
+    let OwnLink { stream, held } = tokio::time::timeout(timeout, shared.net.open(addr, leader))
         .await
         .map_err(|_| format!("no connection to {addr} within {timeout:?}"))?
         .map_err(|e| e.to_string())?;
@@ -357,7 +360,7 @@ async fn open(shared: &Arc<Shared>, leader: MemberId, addr: &str) -> Result<Link
     let returned = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let answers = tokio::spawn(read_answers(shared.clone(), leader, reader, ended.clone(), returned.clone()));
     let watch = Watch::new(Instant::now(), shared.sm.own_applied());
-    Ok(Link { leader, writer, ended, answers, returned, watch })
+    Ok(Link { leader, writer, ended, answers, returned, watch, _held: held })
 }
 
 /// Reads the leader's answers until the connection ends. The first frame

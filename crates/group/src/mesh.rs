@@ -83,9 +83,11 @@ async fn greet(shared: Arc<Shared>, id: MemberId, addr: String, period: Duration
 
 /// Connections kept open to each peer. One request is in flight per
 /// connection, and a leader may have its replication stream, its heartbeats
-/// and a leadership transfer or a forward going to one peer at once: with
-/// this many open, none of them waits for a handshake.
-const WARM: usize = 3;
+/// and a leadership transfer or a forward going to one peer at once; and a
+/// follower's forwarding link to its leader is one of these, taken from the
+/// pool (`NetCtx::open`): with this many open, none of them waits for a
+/// handshake.
+const WARM: usize = 4;
 
 /// Keeps `WARM` connections open: opens those missing, or else touches
 /// the idle one used longest ago (`NetCtx::keepalive` says why one at a

@@ -435,10 +435,15 @@ fn a_reload_to_a_certificate_the_peers_refuse_keeps_the_open_links_through_a_fai
         wait_delivered(&[&m1, &m2, &m3], payload.as_bytes());
     }
     let leader = leader_leaves(&m1, [&m2, &m3]);
+    let follower = if std::ptr::eq(leader, &m2) { &m3 } else { &m2 };
     for i in 0..20 {
-        let payload = format!("after-failover-{i}");
-        submit(leader, payload.as_bytes());
-        wait_delivered(&[&m2, &m3], payload.as_bytes());
+        // Both ways: a follower's payloads go to the new leader on a
+        // forwarding link of their own.
+        for (by, member) in [("leader", leader), ("follower", follower)] {
+            let payload = format!("after-failover-{by}-{i}");
+            submit(member, payload.as_bytes());
+            wait_delivered(&[&m2, &m3], payload.as_bytes());
+        }
     }
     assert_eq!(count_logged(&["Error"]), errors, "no refusal: the links open before the reload carried it all");
     m3.group.shutdown();

@@ -75,15 +75,26 @@ pub struct Conn {
     peer: MemberId,
     /// The peer's live group when the connection was made.
     group: Option<[u8; 16]>,
-    /// Counts it among the links open to its address while it lives in or
-    /// out of the pool (a stream taken for `open` leaves the count).
-    _open: OpenLink,
+    /// Counts it among the links open to its address while it lives, in
+    /// the pool, on loan to a caller, or taken for [`NetCtx::open`].
+    open: OpenLink,
     /// The isolations before it was made ([`NetCtx::isolate`]).
     epoch: u64,
 }
 
 /// One open link to an address, counted out when dropped.
 struct OpenLink(Arc<AtomicUsize>);
+
+/// A link of a caller's own ([`NetCtx::open`]), outside the pool: it still
+/// counts among the links open to its peer for as long as `held` lives, so
+/// that taking it does not make the mesh dial a replacement.
+pub struct OwnLink {
+    pub stream: PeerStream,
+    pub held: Held,
+}
+
+/// Keeps an [`OwnLink`] counted among its peer's open links.
+pub struct Held(#[allow(dead_code)] OpenLink);
 
 impl Drop for OpenLink {
     fn drop(&mut self) {
@@ -349,7 +360,7 @@ impl NetCtx {
         let missing = warm.saturating_sub(self.open_to(addr).load(Ordering::Acquire));
         let links: Vec<_> = if missing > 0 {
             let dials = (0..missing).map(|_| async {
-                let conn = tokio::time::timeout(timeout, self.connect(addr))
+                let conn = tokio::time::timeout(timeout, self.dial(addr, true))
                     .await
                     .map_err(|_| CallError::Unreachable(format!("connect to {addr} timed out")))??;
                 match conn.peer == expect {
@@ -401,16 +412,25 @@ impl NetCtx {
 
     /// A connection of the caller's own to member `expect` at `addr`, outside
     /// the pool: for a stream of requests whose answers the caller reads
-    /// itself (`forward`).
-    pub async fn open(&self, addr: &str, expect: MemberId) -> Result<PeerStream, CallError> {
+    /// itself (`forward`). An idle pooled link if there is one: it was made
+    /// with the identity held when it was made, so a follower whose leader
+    /// changed after a `socket.ssl_reload` to a certificate its peers do not
+    /// trust still reaches the new leader, as a Galera node goes on over
+    /// the links it has. (A new link would be refused, and every payload
+    /// the node's clients commit would be lost with it.) The mesh keeps the
+    /// pool filled, and the link taken still counts while `held` lives.
+    pub async fn open(&self, addr: &str, expect: MemberId) -> Result<OwnLink, CallError> {
         if self.isolated() {
             return Err(CallError::Unreachable("this member is isolated (gmcast.isolate)".into()));
         }
-        let conn = self.connect(addr).await?;
+        let conn = match self.least_recently_used(addr, expect) {
+            Some(idle) => idle,
+            None => self.connect(addr).await?,
+        };
         if conn.peer != expect {
             return Err(CallError::WrongPeer { expected: expect, found: conn.peer });
         }
-        Ok(conn.stream)
+        Ok(OwnLink { stream: conn.stream, held: Held(conn.open) })
     }
 
     async fn checkout(&self, addr: &str, expect: Option<MemberId>) -> Result<Conn, CallError> {
@@ -447,6 +467,19 @@ impl NetCtx {
     }
 
     async fn connect(&self, addr: &str) -> Result<Conn, CallError> {
+        self.dial(addr, false).await
+    }
+
+    /// Makes a link to `addr`. A `spare` is one the mesh keeps warm ahead of
+    /// need ([`NetCtx::keepalive`]): while other links to the peer are open,
+    /// a refusal of a spare is a note, for nothing waits on it and the
+    /// member goes on over those links, as a Galera node does on the links
+    /// it has after a `socket.ssl_reload` its peers do not trust. (The
+    /// mesh tops up the links to a leader that is leaving, whose follower
+    /// just closed its forwarding link, a moment before the leave is
+    /// ordered: MTR's galera_ssl_reload at its final shutdown.) A link
+    /// something waits on is refused with an error.
+    async fn dial(&self, addr: &str, spare: bool) -> Result<Conn, CallError> {
         let mut stream = match &self.wires {
             Some(wires) => self.connect_given(wires, addr).await?,
             None => self.connect_secured(addr).await?,
@@ -462,7 +495,14 @@ impl NetCtx {
                     "Member at {addr} refused our TLS certificate: {e} (is socket.ssl_cert signed by its \
                      socket.ssl_ca, and valid now?)"
                 );
-                self.refused(addr, &refusals::reason_key("TLS certificate", &e), || why.clone());
+                let kind = if spare { "TLS certificate, spare link" } else { "TLS certificate" };
+                let key = refusals::reason_key(kind, &e);
+                match self.open_to(addr).load(Ordering::Acquire) {
+                    open if spare && open > 0 => self.noted_at(log::Level::Info, addr, &key, || {
+                        format!("{why}: a spare link; the {open} open to it go on")
+                    }),
+                    _ => self.refused(addr, &key, || why.clone()),
+                }
                 return Err(CallError::Refused(why));
             }
             other => other?,
@@ -475,7 +515,7 @@ impl NetCtx {
         self.note_link(addr, stream.is_encrypted());
         let open = self.open_to(addr);
         open.fetch_add(1, Ordering::AcqRel);
-        Ok(Conn { stream, peer, group: peer_group, _open: OpenLink(open), epoch })
+        Ok(Conn { stream, peer, group: peer_group, open: OpenLink(open), epoch })
     }
 
     /// The group uuid of the primary component the member at `addr` is in,
