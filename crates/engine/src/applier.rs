@@ -451,11 +451,7 @@ impl Node {
                 return Some(false);
             }
             let probe = Body::IstRequest { donors: donors.clone(), request: vec![], position };
-            let sent = self.send(probe, true);
-            let (token, slot) = sent.waiter.expect("waiter registered");
-            let reply = if sent.result.is_ok() { slot.wait(Duration::from_secs(5)) } else { None };
-            inner.waiters.abandon(token);
-            match reply {
+            match self.ask_group(probe, Duration::from_secs(5)).1 {
                 Some(Reply::Donor(None)) => return Some(false),
                 Some(Reply::Donor(Some((donor, _)))) => return Some(self.donor_answers(donor)),
                 // Not taken yet (still being admitted): ask again shortly.
@@ -575,11 +571,7 @@ impl Node {
                 Some(position) => Body::IstRequest { donors: spec, request, position },
                 None => Body::StateRequest { donors: spec, request },
             };
-            let sent = self.send(body, true);
-            let (token, slot) = sent.waiter.expect("waiter registered");
-            let submitted = sent.result.is_ok();
-            let reply = if submitted { slot.wait(Duration::from_secs(10)) } else { None };
-            inner.waiters.abandon(token);
+            let (submitted, reply) = self.ask_group(body, Duration::from_secs(10));
             if let Some(Reply::Donor(Some(donor))) = reply {
                 match bypass {
                     Some(_) => log::info!("IST handshake from {} requested", donor.0),
@@ -599,6 +591,18 @@ impl Node {
             );
             std::thread::sleep(Duration::from_secs(1));
         }
+    }
+
+    /// Submits `body` (a request for a donor, or the IST handshake's probe)
+    /// and waits up to `patience` for the group's answer once it is taken:
+    /// whether it was submitted, and the answer.
+    fn ask_group(&self, body: Body, patience: Duration) -> (bool, Option<Reply>) {
+        let sent = self.send(body, true);
+        let (token, slot) = sent.waiter.expect("waiter registered");
+        let submitted = sent.result.is_ok();
+        let reply = if submitted { slot.wait(patience) } else { None };
+        self.inner.waiters.abandon(token);
+        (submitted, reply)
     }
 
     /// The server reports the end of a received state transfer.

@@ -264,8 +264,9 @@ fn messages_of_an_older_incarnation_change_no_state_but_their_write_sets_count()
     assert_eq!((from.incarnation, seqno), (0, before + 1));
 }
 
-#[test]
-fn a_member_added_with_its_position_gets_an_ist_range_until_synced() {
+/// Member 1 alone orders five write-sets, then member 3 is added with its
+/// position at seqno 2 of the same history.
+fn ordered_five_then_added_at_two() -> GroupState {
     let mut s = GroupState::default();
     s.apply(Ordered::Membership(membership(&[1])));
     for _ in 0..5 {
@@ -274,6 +275,12 @@ fn a_member_added_with_its_position_gets_an_ist_range_until_synced() {
     }
     let history = s.group_uuid;
     add(&mut s, &[1, 3], 3, 1, Gtid { uuid: history, seqno: 2 });
+    s
+}
+
+#[test]
+fn a_member_added_with_its_position_gets_an_ist_range_until_synced() {
+    let mut s = ordered_five_then_added_at_two();
     assert_eq!(s.member(Uuid([3; 16])).unwrap().ist, Some((3, 6)));
     // From another history there is nothing to replay.
     add(&mut s, &[1, 3, 4], 4, 1, Gtid { uuid: Uuid([8; 16]), seqno: 2 });
@@ -288,14 +295,7 @@ fn a_member_added_with_its_position_gets_an_ist_range_until_synced() {
 /// transfer's request clears it).
 #[test]
 fn an_ist_handshake_is_probed_then_reserves_a_donor_and_keeps_the_ist() {
-    let mut s = GroupState::default();
-    s.apply(Ordered::Membership(membership(&[1])));
-    for _ in 0..5 {
-        let next = s.seqno;
-        s.apply(Ordered::Message { origin: 1, payload: &write_set(1, next, 2) });
-    }
-    let history = s.group_uuid;
-    add(&mut s, &[1, 3], 3, 1, Gtid { uuid: history, seqno: 2 });
+    let mut s = ordered_five_then_added_at_two();
     let ask = |request: &[u8]| Body::IstRequest { donors: String::new(), request: request.to_vec(), position: 2 };
     let Outcome::StateRequest { donor, bypass, request, .. } =
         s.apply(Ordered::Message { origin: 3, payload: &msg_of(3, 1, ask(b"")) })
