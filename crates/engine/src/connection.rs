@@ -65,7 +65,7 @@ impl Node {
             *core = NodeCore::new(me, incarnation, start, donors.to_string(), !self.inner.config.arbitrator);
         }
         let freeze = self.inner.options.lock().get("gcache.freeze_purge_at_seqno").to_string();
-        self.freeze_purge(&freeze);
+        self.freeze_purge_at_start(&freeze);
         log::info!(
             "Connecting to cluster '{cluster_name}' at '{url}' as {name} ({me}, incarnation {incarnation}{}; node id {}), listening on {listen}{}",
             if identity.restored { ", restored" } else { "" },

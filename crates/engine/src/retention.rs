@@ -76,9 +76,56 @@ impl Retention {
     }
 }
 
+/// Where `gcache.freeze_purge_at_seqno=value` freezes purging, as PXC
+/// defines it: `now` at the oldest seqno this node's log still holds, so
+/// that a node stopped earlier can still catch up from it; a seqno only if
+/// the log holds it (one purged already cannot be brought back, and one
+/// not ordered yet would hold nothing now); -1 to resume purging.
+/// `cached`: the seqnos the log holds, oldest and newest (None: it holds
+/// none, and `now` keeps everything from the next one on).
+pub fn freeze_point(value: &str, cached: Option<(Seqno, Seqno)>, next: Seqno) -> Result<Seqno, String> {
+    if value.trim().eq_ignore_ascii_case("now") {
+        return Ok(cached.map_or(next, |(oldest, _)| oldest));
+    }
+    let at: Seqno = value.trim().parse().map_err(|_| {
+        format!(
+            "gcache.freeze_purge_at_seqno: '{value}' is not a seqno; give a seqno in this node's gcache, now, or -1"
+        )
+    })?;
+    match cached {
+        _ if at == -1 => Ok(-1),
+        Some((oldest, newest)) if (oldest..=newest).contains(&at) => Ok(at),
+        Some((oldest, newest)) => Err(format!(
+            "gcache.freeze_purge_at_seqno: seqno {at} is not in this node's gcache, which holds seqnos \
+             {oldest}..{newest}; give a seqno in that range, now, or -1"
+        )),
+        None => Err(format!(
+            "gcache.freeze_purge_at_seqno: seqno {at} is not in this node's gcache, which holds none; \
+             give now or -1"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_freeze_is_at_a_cached_seqno_now_or_nowhere() {
+        let cached = Some((120, 480));
+        assert_eq!(freeze_point("now", cached, 481), Ok(120), "now: the oldest seqno held, as in PXC");
+        assert_eq!(freeze_point(" NOW ", None, 481), Ok(481), "nothing held: from the next seqno on");
+        assert_eq!(freeze_point("120", cached, 481), Ok(120));
+        assert_eq!(freeze_point("480", cached, 481), Ok(480));
+        assert_eq!(freeze_point("-1", cached, 481), Ok(-1));
+        assert_eq!(freeze_point("-1", None, 481), Ok(-1));
+        for outside in ["119", "481", "0"] {
+            let e = freeze_point(outside, cached, 481).unwrap_err();
+            assert!(e.contains(&format!("seqno {outside} is not in")) && e.contains("120..480"), "{e}");
+        }
+        assert!(freeze_point("7", None, 481).unwrap_err().contains("holds none"));
+        assert!(freeze_point("soon", cached, 481).unwrap_err().contains("'soon' is not a seqno"));
+    }
 
     #[test]
     fn a_commit_is_released_only_after_it_settled() {

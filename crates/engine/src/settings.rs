@@ -19,7 +19,7 @@ impl Node {
         }
         for action in actions {
             match action {
-                OptionAction::FreezePurge(value) => self.freeze_purge(&value),
+                OptionAction::FreezePurge(value) => self.freeze_purge(&value)?,
                 OptionAction::Bootstrap => self.bootstrap_now()?,
                 OptionAction::TlsReload => self.reload_tls()?,
                 OptionAction::Isolate(to) => self.isolate(to)?,
@@ -67,11 +67,19 @@ impl Node {
         })
     }
 
-    /// `gcache.freeze_purge_at_seqno`: a seqno, `now` (the last committed),
-    /// or -1. The option then shows the seqno it froze at.
-    pub(crate) fn freeze_purge(&self, value: &str) {
-        let at =
-            if value.eq_ignore_ascii_case("now") { self.inner.apply.last_left() } else { value.parse().unwrap_or(-1) };
+    /// `gcache.freeze_purge_at_seqno`: a seqno this node's log holds, `now`
+    /// (the oldest it holds) or -1 ([`crate::retention::freeze_point`]).
+    /// The option then shows the seqno it froze at. A value refused leaves
+    /// the freeze as it was, and the option showing it.
+    pub(crate) fn freeze_purge(&self, value: &str) -> Result<(), String> {
+        let at = match crate::retention::freeze_point(value, self.cached_seqnos(), self.inner.apply.last_left() + 1) {
+            Ok(at) => at,
+            Err(e) => {
+                let was = self.inner.core.lock().frozen_at().unwrap_or(-1);
+                self.inner.options.lock().set_default("gcache.freeze_purge_at_seqno", &was.to_string());
+                return Err(e);
+            }
+        };
         self.inner.options.lock().set_default("gcache.freeze_purge_at_seqno", &at.to_string());
         self.inner.core.lock().freeze_purge_at(at);
         if at >= 0 {
@@ -79,6 +87,30 @@ impl Node {
         } else {
             log::info!("gcache purge unfrozen");
         }
+        Ok(())
+    }
+
+    /// The configured freeze, at connect: the log's range is not known
+    /// until the group opens it, so a seqno is taken as given (it only holds
+    /// purging back), and `now` is the node's own position.
+    pub(crate) fn freeze_purge_at_start(&self, value: &str) {
+        let at = match value.trim().eq_ignore_ascii_case("now") {
+            true => self.inner.apply.last_left(),
+            false => value.trim().parse().unwrap_or(-1),
+        };
+        self.inner.options.lock().set_default("gcache.freeze_purge_at_seqno", &at.to_string());
+        self.inner.core.lock().freeze_purge_at(at);
+        if at >= 0 {
+            log::info!("Freezing gcache purge at seqno {at}");
+        }
+    }
+
+    /// The oldest and newest seqnos this node's log holds, as
+    /// `wsrep_local_cached_downto` and `wsrep_last_committed` show them.
+    fn cached_seqnos(&self) -> Option<(crate::types::Seqno, crate::types::Seqno)> {
+        let last = self.inner.apply.last_left();
+        let oldest = self.group()?.cache().replay_from?.min(last + 1);
+        (oldest <= last).then_some((oldest, last))
     }
 
     /// One option's value as it is now.

@@ -14,6 +14,13 @@ fn set_provider_option(node: &tandem::cluster::Node, option: &str) -> anyhow::Re
     sql(node, &format!("SET GLOBAL wsrep_provider_options='{option}'")).map(drop).map_err(anyhow::Error::msg)
 }
 
+/// The value `wsrep_provider_options` shows for the freeze.
+fn shown_freeze(node: &tandem::cluster::Node) -> anyhow::Result<String> {
+    let options = sql(node, "SELECT @@wsrep_provider_options").map_err(anyhow::Error::msg)?;
+    let shown = options.split(';').find_map(|o| o.trim().strip_prefix("gcache.freeze_purge_at_seqno = "));
+    Ok(shown.ok_or_else(|| anyhow::anyhow!("the freeze is not shown in {options}"))?.trim().to_string())
+}
+
 #[test]
 fn frozen_cache_keeps_history_past_its_size_and_purges_once_unfrozen() -> anyhow::Result<()> {
     let c = up_with(3, |s| s.provider_options.push(("gcache.size".into(), "2M".into())))?;
@@ -21,14 +28,20 @@ fn frozen_cache_keeps_history_past_its_size_and_purges_once_unfrozen() -> anyhow
     create_rows_table(&n1, TABLE)?;
     insert_rows(&n1, TABLE, 1, 0, 50, 100)?;
 
-    set_provider_option(&n1, "gcache.freeze_purge_at_seqno=now")?;
-    let frozen = status_i64(&n1, "wsrep_last_committed")?;
+    // A seqno the log does not hold is refused, naming it, and changes nothing.
+    let last = status_i64(&n1, "wsrep_last_committed")?;
+    let beyond = last + 1000;
+    let refused = set_provider_option(&n1, &format!("gcache.freeze_purge_at_seqno={beyond}"));
+    assert!(refused.is_err(), "freezing at seqno {beyond}, past the last one ({last}), was taken");
+    assert!(error_log(&n1).contains(&format!("seqno {beyond} is not in this node's gcache")), "no error names it");
+    assert_eq!(shown_freeze(&n1)?, "-1", "a refused freeze changes nothing");
+
+    // `now`: the oldest seqno the log holds, as in PXC.
     let downto_before = status_i64(&n1, "wsrep_local_cached_downto")?;
-    assert!(downto_before <= frozen, "node 1 caches {downto_before}.. at the freeze, seqno {frozen}");
-    let options = sql(&n1, "SELECT @@wsrep_provider_options").map_err(anyhow::Error::msg)?;
-    let shown =
-        options.split(';').find(|o| o.contains("freeze_purge_at_seqno")).unwrap_or("(not shown)").trim().to_string();
-    println!("frozen at seqno {frozen} (node 1 caches from {downto_before}); wsrep_provider_options shows {shown:?}");
+    set_provider_option(&n1, "gcache.freeze_purge_at_seqno=now")?;
+    let frozen: i64 = shown_freeze(&n1)?.parse()?;
+    assert_eq!(frozen, downto_before, "now froze at {frozen}, not at the oldest seqno held ({downto_before})");
+    println!("frozen at seqno {frozen}, the oldest node 1 holds (last committed {last})");
 
     // About 10 MB of write-sets (4 KB each), five times the cache, from the
     // other two nodes.
