@@ -316,8 +316,12 @@ pub fn connect(
     bootstrap: bool,
 ) -> Vec<thread::JoinHandle<()>> {
     server.node.set(node.clone()).ok().unwrap();
+    // Both ways: a server started again after the others (a whole group
+    // restarted) donates to them too, the IST handshake's bypass included;
+    // knowing none, it left a joiner waiting for good.
     for other in all.lock().iter() {
         other.peers.lock().push(server.clone());
+        server.peers.lock().push(other.clone());
     }
     all.lock().push(server.clone());
     node.connect("test", url, donors, bootstrap).unwrap();
