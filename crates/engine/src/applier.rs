@@ -370,6 +370,15 @@ impl Node {
         if let Err(step) = self.ist_handshake(position) {
             return step;
         }
+        // Nothing goes past the node's own position before the join: the
+        // queue holds the history and local write-sets wait for JOINED
+        // (`takes_local_write_sets`). Moving the monitors back below a seqno
+        // that left would make the next one wait for good.
+        let applied = inner.apply.last_left();
+        debug_assert!(applied <= position, "seqno {applied} left before the join at {position}");
+        if applied > position {
+            log::error!("Seqnos up to {applied} were applied before this node joined at {position}");
+        }
         inner.apply.reset(position);
         inner.commit.reset(position);
         inner.core.lock().applies_after(position);

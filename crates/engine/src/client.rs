@@ -183,8 +183,18 @@ impl Node {
     /// ever misses it.
     fn replicate_body(&self, body: Body) -> (Result<Reply, Status>, Body) {
         let inner = &self.inner;
-        if !inner.core.lock().is_primary() {
+        let (primary, joined) = {
+            let core = inner.core.lock();
+            (core.is_primary(), core.takes_local_write_sets())
+        };
+        if !primary {
             return (Err(Status::ConnFail), body);
+        }
+        if !joined {
+            // Galera's answer before JOINED; the server's client sees a
+            // failed replication and may try again once the node is ready.
+            log::debug!("A local write-set refused: this node is not in step with the group yet");
+            return (Err(Status::TrxFail), body);
         }
         let sent = self.send(body, true);
         let body = sent.body;

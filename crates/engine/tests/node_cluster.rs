@@ -479,3 +479,37 @@ fn progress_reports_from_the_groups_callback_do_not_wait_for_send_order() {
     assert_eq!(a.db.lock().values().sum::<u64>(), writes);
     stop(hub, members);
 }
+
+/// A node's own write-sets are refused until it is in step with the group
+/// (JOINED), as Galera refuses them. Before, one ordered while the join
+/// task was still bringing the server in step committed ahead of it: on a
+/// node resuming by IST, the join then started the monitors below what the
+/// server had committed, and the node waited for good (the shell
+/// simulation's power cut, 1 run in 8 under load).
+#[test]
+fn a_node_orders_no_write_sets_of_its_own_before_it_joined() {
+    use std::sync::atomic::Ordering::Release;
+    let (hub, mut members) = cluster(1);
+    assert_eq!(transact(&members[0].server, 1, 0, 1), Status::Ok);
+    let all = Mutex::new(vec![members[0].server.clone()]);
+    let server = Arc::new(FakeServer::default());
+    server.hold_connected.store(true, Release);
+    let joiner = start_server(&hub, "n1", server.clone(), &all);
+    wait_until("the joiner's server is being connected", || !server.views.lock().is_empty());
+    assert!(server.node().readiness().primary, "admitted in the primary component: not refused for that");
+    // In a thread: one taken would wait for its commit turn behind the held join.
+    let client = {
+        let server = server.clone();
+        thread::spawn(move || transact(&server, 2, 1, 1))
+    };
+    wait_until("the write-set refused", || client.is_finished());
+    assert_eq!(client.join().unwrap(), Status::TrxFail, "refused before JOINED");
+    server.hold_connected.store(false, Release);
+    wait_until("the joiner synced", || *server.synced.lock() > 0);
+    assert_eq!(transact(&server, 3, 1, 1), Status::Ok, "taken once in step");
+    let first = members[0].server.clone();
+    wait_until("both nodes hold the same data", || *first.db.lock() == *server.db.lock());
+    assert_eq!(first.db.lock().values().sum::<u64>(), 2, "the refused write-set is on no node");
+    members.push(joiner);
+    stop(hub, members);
+}

@@ -149,6 +149,17 @@ impl NodeCore {
         }
     }
 
+    /// Whether this node may order write-sets of its own: in the primary
+    /// component and in step with it (JOINED or later), as Galera refuses
+    /// them before its JOINED state. Earlier, one ordered just after the
+    /// node's own position would commit through the client's path, ahead of
+    /// the join task that brings the server in step and of the history
+    /// (IST) held for it, and the join would then start the monitors below
+    /// what the server had committed.
+    pub fn takes_local_write_sets(&self) -> bool {
+        self.is_primary() && matches!(self.state, LocalState::Joined | LocalState::Synced | LocalState::Donor)
+    }
+
     /// Logs a change of `galera_state` as Galera does, beside our own lines;
     /// "TO" is the last seqno this node has seen ordered.
     pub(super) fn log_state_shift(&mut self) {

@@ -75,6 +75,9 @@ pub struct FakeServer {
     /// While set, a delivered view waits in the server's view callback
     /// (a server slow to take a membership change).
     pub hold_views: std::sync::atomic::AtomicBool,
+    /// While set, the server waits in its connected callback (a joiner's
+    /// server slow to be brought in step).
+    pub hold_connected: std::sync::atomic::AtomicBool,
     /// Provider options beyond the tests' defaults.
     pub options: Mutex<String>,
     /// Fragments of streaming transactions applied here and not yet
@@ -152,6 +155,9 @@ impl Application for FakeServer {
     fn connected(&self, view: &View) -> bool {
         // The server takes a joiner's first view from connected_cb.
         self.views.lock().push(view.clone());
+        while self.hold_connected.load(std::sync::atomic::Ordering::Acquire) {
+            thread::sleep(Duration::from_millis(1));
+        }
         true
     }
     fn view(&self, _ctx: usize, view: &View) -> bool {
