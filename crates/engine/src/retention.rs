@@ -76,6 +76,13 @@ impl Retention {
     }
 }
 
+/// `wsrep_local_cached_downto`: the oldest seqno this node's log still
+/// holds (`replay_from`), never past the next one to commit (an empty
+/// log); -1 without a log.
+pub fn cached_downto(replay_from: Option<Seqno>, last_committed: Seqno) -> Seqno {
+    replay_from.map_or(-1, |from| from.min(last_committed + 1))
+}
+
 /// Where `gcache.freeze_purge_at_seqno=value` freezes purging, as PXC
 /// defines it: `now` at the oldest seqno this node's log still holds, so
 /// that a node stopped earlier can still catch up from it; a seqno only if
@@ -109,6 +116,14 @@ pub fn freeze_point(value: &str, cached: Option<(Seqno, Seqno)>, next: Seqno) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_reaches_down_to_its_oldest_seqno_never_past_the_next() {
+        assert_eq!(cached_downto(Some(120), 480), 120);
+        assert_eq!(cached_downto(Some(481), 480), 481, "an empty log: the next seqno");
+        assert_eq!(cached_downto(Some(900), 480), 481, "a log purged past the data: still the next seqno");
+        assert_eq!(cached_downto(None, 480), -1, "no log");
+    }
 
     #[test]
     fn a_freeze_is_at_a_cached_seqno_now_or_nowhere() {

@@ -72,22 +72,21 @@ impl Node {
     /// The option then shows the seqno it froze at. A value refused leaves
     /// the freeze as it was, and the option showing it.
     pub(crate) fn freeze_purge(&self, value: &str) -> Result<(), String> {
-        let at = match crate::retention::freeze_point(value, self.cached_seqnos(), self.inner.apply.last_left() + 1) {
-            Ok(at) => at,
+        let next = self.inner.apply.last_left() + 1;
+        match crate::retention::freeze_point(value, self.cached_seqnos(), next) {
+            Ok(at) => {
+                self.set_freeze(at);
+                if at < 0 {
+                    log::info!("gcache purge unfrozen");
+                }
+                Ok(())
+            }
             Err(e) => {
                 let was = self.inner.core.lock().frozen_at().unwrap_or(-1);
                 self.inner.options.lock().set_default("gcache.freeze_purge_at_seqno", &was.to_string());
-                return Err(e);
+                Err(e)
             }
-        };
-        self.inner.options.lock().set_default("gcache.freeze_purge_at_seqno", &at.to_string());
-        self.inner.core.lock().freeze_purge_at(at);
-        if at >= 0 {
-            log::info!("Freezing gcache purge at seqno {at}");
-        } else {
-            log::info!("gcache purge unfrozen");
         }
-        Ok(())
     }
 
     /// The configured freeze, at connect: the log's range is not known
@@ -98,6 +97,11 @@ impl Node {
             true => self.inner.apply.last_left(),
             false => value.trim().parse().unwrap_or(-1),
         };
+        self.set_freeze(at);
+    }
+
+    /// Purging holds at `at` (-1: it does not), and the option shows it.
+    fn set_freeze(&self, at: crate::types::Seqno) {
         self.inner.options.lock().set_default("gcache.freeze_purge_at_seqno", &at.to_string());
         self.inner.core.lock().freeze_purge_at(at);
         if at >= 0 {
@@ -109,8 +113,8 @@ impl Node {
     /// `wsrep_local_cached_downto` and `wsrep_last_committed` show them.
     fn cached_seqnos(&self) -> Option<(crate::types::Seqno, crate::types::Seqno)> {
         let last = self.inner.apply.last_left();
-        let oldest = self.group()?.cache().replay_from?.min(last + 1);
-        (oldest <= last).then_some((oldest, last))
+        let oldest = crate::retention::cached_downto(self.group()?.cache().replay_from, last);
+        (oldest >= 0 && oldest <= last).then_some((oldest, last))
     }
 
     /// One option's value as it is now.

@@ -75,7 +75,7 @@ impl Node {
         let last_committed = inner.apply.last_left();
         let cache = self.group().map(|g| g.cache()).unwrap_or_default();
         let links = self.group().map(|g| g.links()).unwrap_or_default();
-        let cached_downto = cache.replay_from.map_or(-1, |from| from.min(last_committed + 1));
+        let cached_downto = crate::retention::cached_downto(cache.replay_from, last_committed);
         vec![
             ("local_state_uuid", Str(uuid.to_string())),
             ("protocol_version", Int(PROTOCOL_VERSION)),

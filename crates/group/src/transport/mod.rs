@@ -93,8 +93,11 @@ pub struct OwnLink {
     pub held: Held,
 }
 
-/// Keeps an [`OwnLink`] counted among its peer's open links.
-pub struct Held(#[allow(dead_code)] OpenLink);
+/// Keeps an [`OwnLink`] counted among its peer's open links: only its
+/// drop matters.
+pub struct Held {
+    _open: OpenLink,
+}
 
 impl Drop for OpenLink {
     fn drop(&mut self) {
@@ -430,7 +433,7 @@ impl NetCtx {
         if conn.peer != expect {
             return Err(CallError::WrongPeer { expected: expect, found: conn.peer });
         }
-        Ok(OwnLink { stream: conn.stream, held: Held(conn.open) })
+        Ok(OwnLink { stream: conn.stream, held: Held { _open: conn.open } })
     }
 
     async fn checkout(&self, addr: &str, expect: Option<MemberId>) -> Result<Conn, CallError> {
