@@ -98,7 +98,7 @@ test-package: build
 # cut with nftables (needs root). Not part of `test`: CI runs it where the
 # machine allows namespaces (.ci/run).
 test-partitions: build
-	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test partitions -- --ignored --test-threads=1
+	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test partitions --test consistency -- --ignored --test-threads=1
 
 # A fast subset of MariaDB's own galera suite (tests/mtr/ci.txt) against our provider.
 test-mtr: build

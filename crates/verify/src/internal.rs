@@ -1,10 +1,12 @@
 //! Internal consistency: a transaction sees its own work. A read of a key
 //! it read before shows that list with its own appends since at the end;
-//! a first read shows its own appends so far at the end.
+//! a first read shows its own appends so far at the end. Only acknowledged
+//! transactions are judged: a client whose transaction failed or got no
+//! answer may not have all of its reads.
 
 use std::collections::BTreeMap;
 
-use crate::history::{History, Key, Op, Value};
+use crate::history::{History, Key, Op, Outcome, Value};
 use crate::report::{Kind, Report};
 
 #[derive(Default)]
@@ -16,7 +18,7 @@ struct Seen {
 }
 
 pub fn check(history: &History, report: &mut Report) {
-    for txn in &history.txns {
+    for txn in history.txns.iter().filter(|t| t.outcome == Outcome::Ok) {
         let mut keys: BTreeMap<Key, Seen> = BTreeMap::new();
         for op in &txn.ops {
             match op {

@@ -129,13 +129,18 @@ pub fn check_reads(history: &History, v: &Versions<'_>, report: &mut Report) {
         }
         check_intermediate(history, v, o, &who, &ids, report);
         if !v.is_prefix(o.key, o.values) {
-            let order = &v.orders[&o.key];
-            report.add(
-                Kind::NonPrefix,
-                ids,
-                format!("{who} read key {} as {:?}, not a prefix of {:?}", o.key, o.values, order),
-            );
+            let why = where_off(o.values, &v.orders[&o.key]);
+            report.add(Kind::NonPrefix, ids, format!("{who} read key {} off its order: {why}", o.key));
         }
+    }
+}
+
+/// Where a list leaves the order it should be a prefix of, in a few words
+/// (the lists themselves can run to thousands of values).
+fn where_off(read: &[Value], order: &[Value]) -> String {
+    match read.iter().zip(order).position(|(r, o)| r != o) {
+        Some(i) => format!("at position {i} of {} it has {}, the order {}", read.len(), read[i], order[i]),
+        None => format!("it has {} values, the order only {}", read.len(), order.len()),
     }
 }
 

@@ -226,3 +226,14 @@ fn a_value_appended_twice_is_the_workloads_own_error() {
     assert_eq!(report.count(Kind::DuplicateAppend), 1, "{report}");
     assert_eq!(report.of(Kind::DuplicateAppend).next().unwrap().txns, vec![1, 2]);
 }
+
+#[test]
+fn a_non_prefix_finding_says_where_the_read_leaves_the_order() {
+    let h = history(
+        vec![ok(1, vec![a(1, 1)]), ok(2, vec![a(1, 2)]), ok(3, vec![a(1, 3)]), ok(4, vec![r(1, &[1, 3])])],
+        vec![everywhere(1, &[1, 2, 3])],
+    );
+    let report = check(&h);
+    let finding = report.of(Kind::NonPrefix).next().expect("non-prefix");
+    assert!(finding.detail.contains("at position 1 of 2 it has 3, the order 2"), "{report}");
+}

@@ -50,6 +50,10 @@ fn base_options(state: &ClusterState, node: &Node) -> Vec<(String, String)> {
         // Small footprint: several nodes share a 2-core box.
         ("innodb_buffer_pool_size", "64M".into()),
         ("innodb_log_file_size", "48M".into()),
+        // MariaDB 11.6's default: a transaction that would overwrite a row
+        // changed since its snapshot fails (error 1020) instead of losing
+        // that update (docs/operations.md, "Isolation").
+        ("innodb_snapshot_isolation", "ON".into()),
         // Galera requirements: row events, interleaved auto-increment, InnoDB.
         ("binlog_format", "ROW".into()),
         ("default_storage_engine", "InnoDB".into()),
