@@ -113,7 +113,7 @@ impl Node {
             log::error!("{NOT_SAFE_TO_BOOTSTRAP}");
             return Err(ConnectError::Refused(NOT_SAFE_TO_BOOTSTRAP.into()));
         }
-        match local_data(self.inner.config.start_position, saved) {
+        match local_data(self.current_position(), saved) {
             LocalData::Known(position) => Ok(position),
             LocalData::Fresh => Ok(Gtid::UNDEFINED),
             LocalData::Unknown { history } => self.unknown_position(history),
@@ -127,6 +127,19 @@ impl Node {
                 self.inner.inconsistency.mark(at);
                 Ok(Gtid::UNDEFINED)
             }
+        }
+    }
+
+    /// Where the server's data is now: the position it gave at start, or,
+    /// once this process has been in a group (the server reconnects with
+    /// `SET GLOBAL wsrep_cluster_address`), what it committed there. The
+    /// start position is stale by then: resuming at it replayed views and
+    /// write-sets the server already had (MTR galera_var_cluster_address).
+    fn current_position(&self) -> Gtid {
+        let core = self.inner.core.lock();
+        match core.ended_in_step() {
+            true => Gtid { uuid: core.group_uuid(), seqno: self.inner.apply.last_left() },
+            false => self.inner.config.start_position,
         }
     }
 

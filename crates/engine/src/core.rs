@@ -233,6 +233,9 @@ pub struct NodeCore {
     /// The state last logged in Galera's words (`server_steps.rs`).
     logged_galera_state: &'static str,
     ist: ist::IstTrack,
+    /// The connection ended with the server in step with the group
+    /// (JOINED or later): its data is where the monitors stopped.
+    ended_in_step: bool,
 }
 
 impl NodeCore {
@@ -279,6 +282,7 @@ impl NodeCore {
             reported_broken: false,
             logged_galera_state: "CLOSED",
             ist: ist::IstTrack::default(),
+            ended_in_step: false,
         }
     }
 

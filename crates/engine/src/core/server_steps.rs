@@ -127,8 +127,16 @@ impl NodeCore {
 
     /// The final view was delivered: this connection is over.
     pub fn on_final(&mut self) {
+        self.ended_in_step = matches!(self.state, LocalState::Joined | LocalState::Synced | LocalState::Donor);
         self.state = LocalState::Initialized;
         self.checked();
+    }
+
+    /// The connection that ended had the server in step with the group,
+    /// of history `group_uuid`: a new connection in this process starts
+    /// from what the server committed then, not from its start position.
+    pub fn ended_in_step(&self) -> bool {
+        self.ended_in_step && !self.footing.group_uuid.is_nil()
     }
 
     /// This node's state in the words of Galera's own state machine (its

@@ -690,3 +690,25 @@ fn the_local_state_reads_in_galera_words_at_each_step() {
     let words = ["PRIMARY", "JOINER", "JOINER", "JOINED", "SYNCED", "DONOR/DESYNCED", "JOINED", "JOINED", "CLOSED"];
     assert_eq!(seen, words);
 }
+
+/// A connection that ended with the server in step says so, so that the
+/// next connection in the same process starts from what the server
+/// committed (`Node::current_position`); one that ended while the server
+/// still waited for its state does not.
+#[test]
+fn a_connection_remembers_whether_it_ended_in_step() {
+    let (mut h, _) = group_with_me(2);
+    h.core.on_connected(&Plan::Transfer);
+    h.core.on_final();
+    assert!(!h.core.ended_in_step(), "ended waiting for a state transfer");
+    let (mut h, _) = group_with_me(2);
+    h.core.on_connected(&Plan::Transfer);
+    drop(h.core.on_state_received());
+    h.core.on_final();
+    assert!(h.core.ended_in_step(), "ended joined");
+    let mut h = Harness::new(NodeCore::new(uuid(ME), 1, Gtid::UNDEFINED, String::new(), true));
+    h.members(vec![(ME, info(ME, 1, Gtid::UNDEFINED))]);
+    h.core.on_connected(&Plan::Found);
+    h.core.on_final();
+    assert!(h.core.ended_in_step(), "ended synced");
+}

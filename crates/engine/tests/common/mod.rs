@@ -293,6 +293,20 @@ pub fn start_as(
     all: &Mutex<Vec<Arc<FakeServer>>>,
     donors: &str,
 ) -> Member {
+    start_at(hub, name, server, bootstrap, all, donors, Gtid::UNDEFINED)
+}
+
+/// As `start_as`, the server giving `start_position` at init
+/// (`wsrep_start_position`).
+pub fn start_at(
+    hub: &Arc<LocalHub>,
+    name: &str,
+    server: Arc<FakeServer>,
+    bootstrap: bool,
+    all: &Mutex<Vec<Arc<FakeServer>>>,
+    donors: &str,
+    start_position: Gtid,
+) -> Member {
     let hub2 = hub.clone();
     let data_dir = tempfile::Builder::new().prefix(&format!("tandem-node-{name}-")).tempdir().unwrap();
     let config = NodeConfig {
@@ -301,7 +315,7 @@ pub fn start_as(
         incoming: format!("{name}:3306"),
         data_dir: data_dir.path().to_path_buf(),
         options: ["evs.suspect_timeout=PT1S", server.options.lock().as_str()].join(";").trim_end_matches(';').into(),
-        start_position: Gtid::UNDEFINED,
+        start_position,
         arbitrator: false,
     };
     let node = Node::new(server.clone(), config, Box::new(move |c| Ok(hub2.open(c)))).unwrap();
@@ -331,6 +345,11 @@ pub fn connect(
     }
     all.lock().push(server.clone());
     node.connect("test", url, donors, bootstrap).unwrap();
+    appliers(&node, server)
+}
+
+/// The node's two applier threads, which note how their loops end.
+pub fn appliers(node: &Node, server: &Arc<FakeServer>) -> Vec<thread::JoinHandle<()>> {
     (0..2)
         .map(|i| {
             let (node, server) = (node.clone(), server.clone());
