@@ -2,7 +2,7 @@
 # `make demo` and `make test` work on a fresh Debian 12 machine (as root).
 
 SHELL := /bin/bash
-PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy keepalived socat tcpdump iproute2 nftables systemd openssl lintian dpkg-dev binutils
+PACKAGES := mariadb-server mariadb-backup mariadb-test galera-4 galera-arbitrator-4 sysbench haproxy keepalived socat tcpdump iproute2 nftables systemd openssl lintian dpkg-dev binutils gdb
 # Without their recommendations: Prometheus' would add exporters and IPMI tools.
 LEAN_PACKAGES := prometheus
 CARGO ?= cargo
@@ -75,11 +75,18 @@ test-unit:
 # group over the simulated network (crates/engine/tests/shell_simulation.rs,
 # not seeded: the nodes' threads are OS threads): stops, cuts, kill -9,
 # power cuts and a damaged log, with its negative tests.
+# FREE_DEBUG_TARGETS=1 (CI) removes the debug and simulation targets
+# afterwards: every later step of `test` builds in release, and the test
+# clusters need the disk.
 SIM_TARGET := target/sim
 test-sim:
 	RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=$(SIM_TARGET) $(CARGO) test -p tandem-group \
 		--features negative-tests --test simulation -- --test-threads=1
 	$(CARGO) test -p tandem-engine --features negative-tests --test shell_simulation
+	@if [ "$(FREE_DEBUG_TARGETS)" = 1 ]; then \
+		echo "FREE_DEBUG_TARGETS=1: removing $(SIM_TARGET) and target/debug (no later step uses them)"; \
+		rm -rf $(SIM_TARGET) target/debug; \
+	fi
 
 # Real mariadbd clusters on loopback with our provider.
 test-cluster: build
