@@ -6,13 +6,48 @@
 //! apply what the group ordered before it left (see `disconnect`).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
 
 use crate::node::Node;
 use crate::types::{Gtid, Seqno, Uuid};
 
 /// How long a clean stop waits for the group to let this member go.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// After how long a step of the clean stop is reported as stalled, and
+/// then how often again.
+const STALL_REPORT: Duration = Duration::from_secs(5);
+
+/// Runs `step` of the clean stop and, while it takes longer than
+/// `STALL_REPORT`, says so in the log every `STALL_REPORT`: a stop that
+/// does not end must say where it waits (a clean stop under load once
+/// hung before the leave began, and its log said nothing).
+fn stalls_reported<R>(what: &str, step: impl FnOnce() -> R) -> R {
+    watched(STALL_REPORT, step, |secs| log::warn!("Clean stop: {what} has taken {secs} s so far"))
+}
+
+/// Runs `step`, calling `report` with the seconds taken so far each
+/// `every` it goes on. The watcher thread ends with the step.
+fn watched<R>(every: Duration, step: impl FnOnce() -> R, report: impl Fn(u64) + Sync) -> R {
+    let done = (Mutex::new(false), Condvar::new());
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let started = Instant::now();
+            let mut finished = done.0.lock();
+            while !*finished {
+                if done.1.wait_for(&mut finished, every).timed_out() && !*finished {
+                    report(started.elapsed().as_secs());
+                }
+            }
+        });
+        let result = step();
+        *done.0.lock() = true;
+        done.1.notify_all();
+        result
+    })
+}
 
 impl Node {
     /// Leaves the group; the final view follows through `recv()`.
@@ -22,8 +57,8 @@ impl Node {
         self.inner.transfer.wake();
         self.inner.waiters.wake_all();
         self.inner.flow.wake_all();
-        self.stop_ticker();
-        self.leave_group();
+        stalls_reported("stopping the ticker", || self.stop_ticker());
+        stalls_reported("leaving the group", || self.leave_group());
         self.inner.votes_changed.notify_all();
         let undecided = self.inner.core.lock().undecided_failure();
         let voted_out = self.is_inconsistent();
@@ -129,5 +164,35 @@ impl Node {
         self.inner.votes_changed.notify_all();
         let node = self.clone();
         self.inner.inconsistency.leave(move || node.disconnect());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    #[test]
+    fn a_step_that_goes_on_is_reported_until_it_ends_and_a_quick_one_never() {
+        let reports = AtomicUsize::new(0);
+        let report = |_secs| {
+            reports.fetch_add(1, Ordering::SeqCst);
+        };
+        assert_eq!(watched(Duration::from_secs(60), || 7, report), 7);
+        assert_eq!(reports.load(Ordering::SeqCst), 0, "a step shorter than the period is not reported");
+        // A step that lasts until it was reported (10 s at most: a
+        // watcher that never reports fails the test, not hangs it).
+        let slow = || {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while reports.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        watched(Duration::from_millis(20), slow, report);
+        let seen = reports.load(Ordering::SeqCst);
+        assert!(seen >= 1, "a step longer than the period was not reported");
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(reports.load(Ordering::SeqCst), seen, "no report after the step ended");
     }
 }

@@ -12,6 +12,7 @@ use common::*;
 use parking_lot::Mutex;
 use tandem_engine::client::{Status, TRACKED};
 use tandem_engine::local_group::LocalHub;
+use tandem_engine::types::Gtid;
 use tandem_engine::writeset::{flags, KeyType};
 
 /// Three nodes; the third applies every write-set slowly and has a small
@@ -26,7 +27,7 @@ fn slow_node_cluster(slow_options: &str, delay_us: u64) -> (Arc<LocalHub>, Vec<M
         // The writers never pause the group themselves.
         *server.options.lock() = if i == 2 { slow_options.into() } else { "gcs.fc_limit=100000".into() };
         let m = if i == 0 {
-            start_as(&hub, "n0", server, true, &all, "")
+            start_at(&hub, "n0", server, true, &all, "", Gtid::UNDEFINED)
         } else {
             start_server(&hub, &format!("n{i}"), server, &all)
         };

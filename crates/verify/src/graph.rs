@@ -162,20 +162,26 @@ pub fn check(history: &History, v: &Versions<'_>, report: &mut Report) {
     let g = Graph::build(history, v);
     let comp = g.components();
     let mut found: BTreeSet<(Kind, Vec<usize>)> = BTreeSet::new();
-    let mut searches: BTreeMap<Kind, usize> = BTreeMap::new();
+    let mut per_kind: BTreeMap<Kind, (usize, usize)> = BTreeMap::new(); // (searches, cycles found)
     for (a, succs) in g.out.iter().enumerate() {
         for (&b, &kinds) in succs.iter().filter(|(b, _)| comp[**b] == comp[a]) {
+            // The way back from b to a over each mask, searched once for
+            // all the kinds this edge seeds (G1c, G-single and G2's check
+            // share ww|wr).
+            let mut back: BTreeMap<u8, Option<Vec<usize>>> = BTreeMap::new();
+            let mut way_back = |mask: u8| back.entry(mask).or_insert_with(|| g.path(b, a, mask, &comp)).clone();
             for (kind, seed, mask) in searches_for(kinds) {
-                let n = searches.entry(kind).or_insert(0);
-                if *n >= MAX_SEARCHES || found.iter().filter(|(k, _)| *k == kind).count() >= MAX_PER_KIND {
+                let (searches, cycles) = per_kind.entry(kind).or_insert((0, 0));
+                if *searches >= MAX_SEARCHES || *cycles >= MAX_PER_KIND {
                     continue;
                 }
-                *n += 1;
-                if kind == Kind::G2 && g.path(b, a, WW | WR, &comp).is_some() {
+                *searches += 1;
+                if kind == Kind::G2 && way_back(WW | WR).is_some() {
                     continue; // a G-single through this edge
                 }
-                let Some(path) = g.path(b, a, mask, &comp) else { continue };
+                let Some(path) = way_back(mask) else { continue };
                 if found.insert((kind, canonical(a, &path))) {
+                    *cycles += 1;
                     report_cycle(history, &g, kind, (a, seed), &path, mask, report);
                 }
             }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use tandem::cluster::{Cluster, Node};
 
-use crate::sql;
+use crate::{error_kind, sql};
 
 pub const ACCOUNTS: u64 = 20;
 pub const OPENING_BALANCE: i64 = 1000;
@@ -133,11 +133,6 @@ fn teller(round: u64, i: usize, node: &Node, stop: &AtomicBool, outcomes: &Mutex
 
 /// "ERROR 1047 (08S01)" and the like: the kind, without the statement the
 /// client echoes before it or the line and message after it.
-fn error_kind(text: &str) -> String {
-    let from = text.find("ERROR ").map_or(text, |at| &text[at..]);
-    from.split(" at line").next().unwrap_or(from).chars().take(40).collect()
-}
-
 /// What the tellers saw, to check every node against.
 #[derive(Default)]
 pub struct Ledger {
@@ -242,14 +237,5 @@ mod tests {
         assert_eq!(b[&2], OPENING_BALANCE + 5 - 7);
         assert_eq!(b[&3], OPENING_BALANCE + 7);
         assert_eq!(b.values().sum::<i64>(), ACCOUNTS as i64 * OPENING_BALANCE);
-    }
-
-    #[test]
-    fn error_kinds_drop_the_line() {
-        assert_eq!(error_kind("ERROR 1047 (08S01) at line 1: WSREP has not yet prepared node"), "ERROR 1047 (08S01)");
-        assert_eq!(
-            error_kind("--------------\nCOMMIT\n--------------\n\nERROR 1213 (40001) at line 1: Deadlock"),
-            "ERROR 1213 (40001)"
-        );
     }
 }

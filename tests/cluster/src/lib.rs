@@ -458,6 +458,14 @@ pub fn missing_acked(
 }
 
 /// The last 20 lines of a log, for an assertion's message.
+/// The kind of a mysql client's error, "ERROR 1213 (40001)", without the
+/// line, the message or what the client printed before it: what the
+/// tests count errors by.
+pub fn error_kind(text: &str) -> String {
+    let from = text.find("ERROR ").map_or(text, |at| &text[at..]);
+    from.split(" at line").next().unwrap_or(from).split(':').next().unwrap_or(from).chars().take(40).collect()
+}
+
 pub fn tail(s: &str) -> String {
     s.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
 }
@@ -465,6 +473,16 @@ pub fn tail(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_kinds_drop_the_line() {
+        assert_eq!(error_kind("ERROR 1047 (08S01) at line 1: WSREP has not yet prepared node"), "ERROR 1047 (08S01)");
+        assert_eq!(
+            error_kind("--------------\nCOMMIT\n--------------\n\nERROR 1213 (40001) at line 1: Deadlock"),
+            "ERROR 1213 (40001)"
+        );
+        assert_eq!(error_kind("ERROR 2013 (HY000): Lost connection to server"), "ERROR 2013 (HY000)");
+    }
 
     #[test]
     fn ist_status_parsing() {

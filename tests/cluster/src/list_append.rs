@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use tandem::cluster::{Cluster, Node};
 use tandem_verify::{FinalRead, History, Op, Outcome, Txn};
 
-use crate::sql;
+use crate::{error_kind, sql};
 
 /// Hot keys: few enough that transactions on different nodes meet.
 pub const KEYS: u64 = 8;
@@ -175,11 +175,6 @@ fn outcome_of_error(e: &str) -> Outcome {
 }
 
 /// "ERROR 1213 (40001)": the error without the line and message after it.
-fn error_kind(text: &str) -> String {
-    let from = text.find("ERROR ").map_or(text, |at| &text[at..]);
-    from.split(" at line").next().unwrap_or(from).split(':').next().unwrap_or(from).chars().take(40).collect()
-}
-
 fn parse_read(row: &str, key: u64) -> Option<Vec<u64>> {
     let list = row.strip_prefix(&format!("r{key}:"))?;
     if list.is_empty() {

@@ -50,13 +50,31 @@ pub fn kill_while_leaving(c: &mut Cluster, i: usize) -> Result<()> {
     let started = Instant::now();
     while !error_log(c.node(i)).get(before..).is_some_and(|new| new.contains("leaving the group")) {
         if started.elapsed() > STOP_BOUND {
-            bail!("node {i} did not start leaving the group within {STOP_BOUND:?} of SIGTERM");
+            let stacks = thread_stacks(pid);
+            let log = crate::tail(&error_log(c.node(i)));
+            bail!(
+                "node {i} (pid {pid}) did not start leaving the group within {STOP_BOUND:?} of SIGTERM. \
+                 Its threads:\n{stacks}\nThe end of its error log:\n{log}"
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     }
     let handed_over = error_log(c.node(i)).get(before..).is_some_and(|new| new.contains("handed the leadership over"));
     c.kill(i)?;
     println!("node {i} killed while leaving (hand-over already done: {handed_over})");
+    Ok(())
+}
+
+/// Every node killed with -9 by one kill(1), so that none outlives the
+/// others by more than the signal's delivery, then each reaped and
+/// recorded as stopped: a power cut of the whole cluster.
+pub fn kill_all(c: &mut Cluster) -> Result<()> {
+    let pids: Vec<String> = c.nodes().iter().map(|n| n.pid.expect("every node runs").to_string()).collect();
+    let killed = Command::new("kill").arg("-9").args(&pids).status()?;
+    anyhow::ensure!(killed.success(), "kill -9 {pids:?} failed");
+    for i in 1..=c.len() {
+        c.kill(i)?;
+    }
     Ok(())
 }
 
@@ -67,7 +85,8 @@ pub fn leader(c: &Cluster, asked: usize) -> Result<usize> {
     i.with_context(|| format!("the group leader is {name:?}, no node of ours"))
 }
 
-fn send_signal(pid: u32, name: &str) -> Result<()> {
+/// kill -`name` (TERM, KILL, STOP, CONT) to `pid`.
+pub fn send_signal(pid: u32, name: &str) -> Result<()> {
     let ok = Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status()?.success();
     if !ok {
         bail!("kill -{name} {pid} failed");

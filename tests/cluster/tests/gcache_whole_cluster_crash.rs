@@ -5,10 +5,10 @@
 //! `innodb_flush_log_at_trx_commit`: with 0 (and 2 on a power loss) InnoDB
 //! itself may lose the last commits, which the log then replays.
 
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use tandem_cluster_tests::restart::kill_all;
 use tandem_cluster_tests::*;
 
 const TABLE: &str = "crash.acks";
@@ -25,12 +25,7 @@ fn whole_cluster_kill_and_restart(flush_log_at_trx_commit: u32) -> anyhow::Resul
 
     // Writes go on for a while, then all three die at the same instant.
     thread::sleep(Duration::from_secs(6));
-    let pids: Vec<String> = c.nodes().iter().map(|n| n.pid.expect("every node runs").to_string()).collect();
-    let killed = Command::new("kill").arg("-9").args(&pids).status()?;
-    anyhow::ensure!(killed.success(), "kill -9 {pids:?} failed");
-    for i in 1..=3 {
-        c.kill(i)?; // reaps and records the node as stopped
-    }
+    kill_all(&mut c)?;
     let acked = writers.stop();
     assert!(!acked.is_empty(), "writes were acknowledged before the crash");
 

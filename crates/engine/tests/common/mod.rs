@@ -272,7 +272,7 @@ pub fn start_with_donor(
     all: &Mutex<Vec<Arc<FakeServer>>>,
     donors: &str,
 ) -> Member {
-    start_as(hub, name, Arc::new(FakeServer::default()), bootstrap, all, donors)
+    start_at(hub, name, Arc::new(FakeServer::default()), bootstrap, all, donors, Gtid::UNDEFINED)
 }
 
 /// A joiner with a server prepared by the caller.
@@ -282,22 +282,11 @@ pub fn start_server(
     server: Arc<FakeServer>,
     all: &Mutex<Vec<Arc<FakeServer>>>,
 ) -> Member {
-    start_as(hub, name, server, false, all, "")
+    start_at(hub, name, server, false, all, "", Gtid::UNDEFINED)
 }
 
-pub fn start_as(
-    hub: &Arc<LocalHub>,
-    name: &str,
-    server: Arc<FakeServer>,
-    bootstrap: bool,
-    all: &Mutex<Vec<Arc<FakeServer>>>,
-    donors: &str,
-) -> Member {
-    start_at(hub, name, server, bootstrap, all, donors, Gtid::UNDEFINED)
-}
-
-/// As `start_as`, the server giving `start_position` at init
-/// (`wsrep_start_position`).
+/// A member whose server gives `start_position` at init
+/// (`wsrep_start_position`; `Gtid::UNDEFINED` for a new data dir).
 pub fn start_at(
     hub: &Arc<LocalHub>,
     name: &str,
