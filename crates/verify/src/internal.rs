@@ -29,7 +29,7 @@ pub fn check(history: &History, report: &mut Report) {
                         report.add(
                             Kind::Internal,
                             vec![txn.id],
-                            format!("txn {} read key {key} as {values:?}: {why}", txn.id),
+                            format!("txn {} read key {key} ({} values): {why}", txn.id, values.len()),
                         );
                     }
                     *seen = Seen { read: Some(values.clone()), own: vec![] };
@@ -39,13 +39,26 @@ pub fn check(history: &History, report: &mut Report) {
     }
 }
 
+/// Why `values` is not what the transaction's own work says it must be,
+/// in terms of the values that differ (a hot key's list runs to thousands).
 fn disagreement(seen: &Seen, values: &[Value]) -> Option<String> {
     match &seen.read {
         Some(before) => {
             let expected: Vec<Value> = before.iter().chain(&seen.own).copied().collect();
-            (values != expected.as_slice())
-                .then(|| format!("expected {expected:?} from its own earlier read and appends"))
+            (values != expected.as_slice()).then(|| {
+                let extra: Vec<Value> = values.iter().filter(|v| !expected.contains(v)).copied().collect();
+                let missing: Vec<Value> = expected.iter().filter(|v| !values.contains(v)).copied().collect();
+                format!(
+                    "not its earlier read ({} values) and its own appends {:?} since: it has {extra:?} besides, \
+                     lacks {missing:?}",
+                    before.len(),
+                    seen.own
+                )
+            })
         }
-        None => (!values.ends_with(&seen.own)).then(|| format!("its own appends {:?} are not at the end", seen.own)),
+        None => (!values.ends_with(&seen.own)).then(|| {
+            let tail = &values[values.len().saturating_sub(seen.own.len() + 2)..];
+            format!("its own appends {:?} are not at the end, which is {tail:?}", seen.own)
+        }),
     }
 }

@@ -126,6 +126,22 @@ fn a_txn_that_misses_its_own_append_is_internally_inconsistent() {
     assert_found(&report, &[(Kind::Internal, 1)]);
 }
 
+/// InnoDB's REPEATABLE READ without snapshot isolation: the append (an
+/// UPDATE, a read of the latest version) takes in another transaction's
+/// append that the transaction's snapshot did not show, and the next read
+/// shows it. The finding names the value that came from elsewhere.
+#[test]
+fn a_txn_whose_append_took_in_a_newer_version_is_internally_inconsistent() {
+    let h = history(
+        overlapping(vec![ok(1, vec![r(1, &[]), a(1, 1), r(1, &[2, 1])]), ok(2, vec![a(1, 2)])]),
+        vec![everywhere(1, &[2, 1])],
+    );
+    let report = check(&h);
+    assert!(report.count(Kind::Internal) == 1, "{report}");
+    let finding = report.of(Kind::Internal).next().unwrap();
+    assert!(finding.detail.contains("it has [2] besides, lacks []"), "{report}");
+}
+
 #[test]
 fn reads_off_one_order_are_non_prefix() {
     let h = history(
