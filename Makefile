@@ -14,7 +14,7 @@ TANDEM := target/release/tandem
 LAB := target/release/tandem-lab
 DEMO_DIR ?= .tandem/demo
 
-.PHONY: deps build package lint demo demo-down test test-unit test-sim test-cluster test-package test-partitions test-mtr mtr bench bench-quick clean
+.PHONY: deps build package lint demo demo-down test test-unit test-sim test-cluster test-package test-partitions consistency test-mtr mtr bench bench-quick clean
 
 # Install the Debian packages we need (only the missing ones). The
 # distribution's own mariadb service may run beside: our clusters use their
@@ -105,7 +105,18 @@ test-package: build
 # cut with nftables (needs root). Not part of `test`: CI runs it where the
 # machine allows namespaces (.ci/run).
 test-partitions: build
-	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test partitions --test consistency -- --ignored --test-threads=1
+	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test partitions --test consistency -- --ignored --test-threads=1 --skip list_append_matrix
+
+# The list-append matrix (docs/consistency.md): every fault, flush setting
+# and isolation of tests/cluster/src/la_matrix.rs on Tandem and on Galera,
+# one fresh cluster each (root, network namespaces; 16 minutes on the 2-core
+# development VM). Writes its rows into the table of docs/consistency.md (a row of
+# the same cell replaced, others kept). TANDEM_LA_FAULTS=a,b
+# runs only those faults, TANDEM_LA_PROVIDERS=tandem only one provider.
+consistency: build
+	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) TANDEM_LA_TABLE=$(CURDIR)/docs/consistency.md \
+		$(CARGO) test --release -p tandem-cluster-tests --test consistency list_append_matrix -- \
+		--ignored --test-threads=1 --nocapture
 
 # A fast subset of MariaDB's own galera suite (tests/mtr/ci.txt) against our provider.
 test-mtr: build

@@ -6,6 +6,8 @@
 //! a deadline a DBA relies on (for example "writable again within 10 s").
 
 pub mod bank;
+pub mod la_faults;
+pub mod la_matrix;
 pub mod list_append;
 pub mod netns;
 pub mod restart;
