@@ -31,11 +31,13 @@ fn stalls_reported<R>(what: &str, step: impl FnOnce() -> R) -> R {
 }
 
 /// Runs `step`, calling `report` with the seconds taken so far each
-/// `every` it goes on. The watcher thread ends with the step.
+/// `every` it goes on. The watcher thread ends with the step; where no
+/// thread can be started, the step runs unwatched (a stop goes on
+/// without its reports rather than fail).
 fn watched<R>(every: Duration, step: impl FnOnce() -> R, report: impl Fn(u64) + Sync) -> R {
     let done = (Mutex::new(false), Condvar::new());
     std::thread::scope(|scope| {
-        scope.spawn(|| {
+        let watcher = std::thread::Builder::new().name("tandem-stop-watch".into()).spawn_scoped(scope, || {
             let started = Instant::now();
             let mut finished = done.0.lock();
             while !*finished {
@@ -44,6 +46,9 @@ fn watched<R>(every: Duration, step: impl FnOnce() -> R, report: impl Fn(u64) + 
                 }
             }
         });
+        if let Err(e) = watcher {
+            log::info!("Clean stop: not watched for stalls (no thread: {e})");
+        }
         let result = step();
         *done.0.lock() = true;
         done.1.notify_all();
