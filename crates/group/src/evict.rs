@@ -34,8 +34,22 @@ pub async fn run(shared: Arc<Shared>) {
     // its new view without the lost node, instead of a suspect timeout
     // after the election.
     let mut seen: BTreeMap<MemberId, Instant> = BTreeMap::new();
+    // Since when this member has run without a stall (see `asleep_itself`):
+    // no silence is counted from before it.
+    let mut awake_since = Instant::now();
     loop {
+        let before = Instant::now();
         crate::beat::sleep_to_next(&shared, period).await;
+        let slept = before.elapsed();
+        let defect = crate::injected::active(crate::injected::Defect::CountsItsOwnStallAsSilence);
+        if asleep_itself(slept, period, &shared.config.timeouts) && !defect {
+            info!(
+                "This member's clock moved on {slept:?} between two looks at the others' silence \
+                 (it was stopped, or its clock jumped): counting their silence from now"
+            );
+            awake_since = Instant::now();
+            seen.values_mut().for_each(|since| *since = awake_since);
+        }
         if !shared.raft().is_leader() {
             seen.clear();
             continue;
@@ -50,13 +64,25 @@ pub async fn run(shared: Arc<Shared>) {
         seen.retain(|id, _| members.contains(id));
         for id in &members {
             seen.entry(*id).or_insert_with(|| {
-                shared.net.liveness.since_heard(*id).and_then(|quiet| now.checked_sub(quiet)).unwrap_or(now)
+                let heard = shared.net.liveness.since_heard(*id).and_then(|quiet| now.checked_sub(quiet));
+                heard.unwrap_or(now).max(awake_since)
             });
         }
         if let Some(victim) = silent_member(&shared, &m, &seen) {
             evict(&shared, victim).await;
         }
     }
+}
+
+/// Whether this member was itself stopped between two looks: it slept
+/// `slept` waiting for a look due within `period`, more than half the
+/// eviction timeout too long. A leader frozen meanwhile (SIGSTOP, a VM paused, a
+/// long stall), or whose clock jumped ahead, would otherwise take every
+/// member's acks for that old, since nothing was heard while it did not
+/// run, and evict members that are fine (found by the group simulation's
+/// clock jumps). Only what they leave unanswered from now on counts.
+fn asleep_itself(slept: Duration, period: Duration, t: &crate::Timeouts) -> bool {
+    slept > period + eviction_after(t) / 2
 }
 
 /// The first member (other than us) to evict, with how long it was silent.
@@ -217,6 +243,15 @@ mod tests {
         // Silent on the network as well: gone after the suspect timeout.
         let gone = Quiet { heard: secs(6), ..busy };
         assert_eq!(first(&[gone]), Some((4, Duration::from_secs(6))));
+    }
+
+    #[test]
+    fn a_look_later_than_half_the_eviction_timeout_means_this_member_was_stopped() {
+        let (t, beat) = (galera(), Duration::from_secs(1));
+        assert!(!asleep_itself(beat, beat, &t), "on time");
+        assert!(!asleep_itself(Duration::from_millis(3500), beat, &t), "late by 2.5 s of 5 s: a busy runtime");
+        assert!(asleep_itself(Duration::from_millis(3501), beat, &t));
+        assert!(asleep_itself(Duration::from_secs(60), beat, &t), "a minute frozen");
     }
 
     #[test]

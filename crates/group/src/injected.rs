@@ -38,6 +38,10 @@ pub enum Defect {
     /// a checkpoint: the log after it is then not replayable from the
     /// member's disk, and a restart cannot resume it.
     ForgetsInstalledSnapshot,
+    /// A leader that was itself stopped, or whose clock jumped, counts the
+    /// time it did not run as its members' silence, and evicts members
+    /// that are fine (`evict::asleep_itself` not asked).
+    CountsItsOwnStallAsSilence,
 }
 
 #[cfg(feature = "negative-tests")]

@@ -60,6 +60,14 @@ fn the_checks_catch_a_member_that_forgets_an_installed_snapshot() {
     caught_within_bound(Defect::ForgetsInstalledSnapshot, follower_behind_the_purge);
 }
 
+/// With a leader that counts the time its own clock jumped as its members'
+/// silence, it evicts members that are fine, and what they forwarded is
+/// lost.
+#[test]
+fn the_checks_catch_a_leader_that_counts_its_own_stall_as_silence() {
+    caught_within_bound(Defect::CountsItsOwnStallAsSilence, sim_clocks::clock_jumps_under_load);
+}
+
 /// Runs `scenario` with `defect` put back, seed after seed, until one fails;
 /// the test fails if none of 1..=NEGATIVE_SEEDS does. Prints the seed.
 fn caught_within_bound(defect: Defect, scenario: Scenario) {
