@@ -24,8 +24,8 @@ const STALL_REPORT: Duration = Duration::from_secs(5);
 /// `STALL_REPORT`, says so in the log every `STALL_REPORT`: a stop that
 /// does not end must say where it waits (a clean stop under load once
 /// hung before the leave began, and its log said nothing). A note, not a
-/// warning: a member that is not primary waits up to `LEAVE_TIMEOUT` for
-/// its leave by design (MTR's galera_shutdown_nonprim fails on a warning).
+/// warning: a slow step is not by itself an error (MTR's
+/// galera_shutdown_nonprim fails on a warning).
 fn stalls_reported<R>(what: &str, step: impl FnOnce() -> R) -> R {
     watched(STALL_REPORT, step, |secs| log::info!("Clean stop: {what} has taken {secs} s so far"))
 }

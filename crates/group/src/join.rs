@@ -470,6 +470,9 @@ pub async fn leave(shared: &Shared) -> Result<(), String> {
     }
     info!("Member {me} ({}) leaving the group", shared.config.me.name);
     shared.net.set_leaving();
+    if !shared.is_primary() {
+        return leave_without_primary(shared).await;
+    }
     if m.current_leader == Some(me) {
         hand_over_leadership(shared, &voters).await;
     }
@@ -481,6 +484,25 @@ pub async fn leave(shared: &Shared) -> Result<(), String> {
         info!("Member {me}: a follower kept its forwarding connection open; leaving anyway");
     }
     left
+}
+
+/// The leave of a member out of the primary component: cut off, isolated
+/// (`gmcast.isolate`), or while a new leader is being elected. There may
+/// be no leader to let it go, and waiting for one held the server's stop
+/// for the whole leave timeout (10 s) only to give up. So one try, then it
+/// goes: the others remove it once they find it silent, as Galera's do a
+/// node that stopped while cut off. No hand-over either: a leader without
+/// its quorum has no successor it could hand over to.
+async fn leave_without_primary(shared: &Shared) -> Result<(), String> {
+    let asked = if shared.raft().is_leader() {
+        // Its own removal could not commit without the quorum it lost.
+        Err(AskError::Transient("this leader lost its quorum".into()))
+    } else {
+        on_leader(shared, &Request::Leave { member: shared.me }).await
+    };
+    asked.map_err(|e| {
+        format!("not primary, and no leader let this member go ({e}); the others remove it once they find it silent")
+    })
 }
 
 /// How long a leaving leader waits for its successor to take over.

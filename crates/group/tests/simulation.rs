@@ -18,6 +18,7 @@ mod sim_checks;
 mod sim_clocks;
 mod sim_disk;
 mod sim_leader_writes;
+mod sim_leave;
 #[cfg(feature = "negative-tests")]
 mod sim_negative;
 mod sim_net;
