@@ -137,9 +137,10 @@ impl Node {
     /// write-sets the server already had (MTR galera_var_cluster_address).
     fn current_position(&self) -> Gtid {
         let core = self.inner.core.lock();
-        match core.ended_in_step() {
-            true => Gtid { uuid: core.group_uuid(), seqno: self.inner.apply.last_left() },
-            false => self.inner.config.start_position,
+        if core.ended_in_step() {
+            Gtid { uuid: core.group_uuid(), seqno: self.inner.apply.last_left() }
+        } else {
+            self.inner.config.start_position
         }
     }
 

@@ -134,7 +134,7 @@ impl Fault {
 
 /// The node that orders: Tandem's `wsrep_group_leader`; node 1 on Galera
 /// (no leader), or when the status does not name one.
-pub fn leader(c: &Cluster, galera: bool) -> usize {
+fn leader(c: &Cluster, galera: bool) -> usize {
     if galera {
         return 1;
     }
@@ -153,7 +153,7 @@ fn all_synced(c: &mut Cluster) -> Result<()> {
 
 /// Every node started again as configured: Tandem re-forms by itself;
 /// Galera around its most advanced node, bootstrapped.
-pub fn restart_all(c: &mut Cluster, galera: bool) -> Result<()> {
+fn restart_all(c: &mut Cluster, galera: bool) -> Result<()> {
     if !galera {
         return (1..=c.len()).try_for_each(|i| c.start(i));
     }
