@@ -42,6 +42,7 @@ impl Node {
         let mut config = self.group_config(cluster_name, peers, bootstrap);
         config.resume_at = (start.seqno >= 0).then_some(start.seqno);
         config.history = (start.uuid != Uuid::NIL).then_some(start.uuid.0);
+        config.donors = donors.to_string();
         if bootstrap && start.seqno < 0 {
             // As Galera: bootstrapping data of no known position starts a new
             // history, and the old log describes nothing this node holds.
@@ -261,6 +262,7 @@ impl Node {
             read_lease: self.inner.hot.read_lease(),
             threads: opts.int("gcomm.threads").max(1) as usize,
             wires: None,
+            donors: String::new(),
         }
     }
 

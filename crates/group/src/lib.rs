@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod beat;
+mod catch_up;
 mod detector;
 pub mod entropy;
 mod evict;
@@ -149,6 +150,11 @@ pub struct GroupConfig {
     /// A network to run on instead of TCP, plaintext only: a simulation's
     /// (docs/simulation.md). `None` in production.
     pub wires: Option<Wires>,
+    /// `wsrep_sst_donor`: the members a restarting member catches its log
+    /// up from first (node names, in order; a trailing comma allows any
+    /// other; empty: any), when the leader no longer holds what it missed
+    /// (`catch_up`).
+    pub donors: String,
 }
 
 /// Whether a peer at this address may connect: the server's allowlist. It

@@ -31,6 +31,10 @@ pub const MAGIC: [u8; 4] = *b"TNDM";
 /// an earlier build would not, and so certify differently; 8: a read index
 /// request carries the asker's term; 9: forwarded payloads are answered
 /// only when not taken, and handed back when the member no longer leads).
+/// Requests added at the end since (`LogRange`, `ReadLog`) did not bump it:
+/// a member of an earlier build cannot decode them, closes that connection
+/// (logging it), and the asker counts it as holding nothing; every other
+/// message is unchanged, so a rolling upgrade still works.
 pub const PROTOCOL_VERSION: u32 = 9;
 /// Hard cap on one frame; a peer announcing more is dropped. A snapshot
 /// travels as one frame, and the engine's snapshot carries its
@@ -123,6 +127,15 @@ pub enum Request {
         member: MemberId,
         weight: u32,
     },
+    /// Which committed entries do you hold? Asked by a restarting member
+    /// that looks for a member to catch its log up from (`catch_up`).
+    LogRange,
+    /// Committed entries from index `from` on, about `max_bytes` of them
+    /// (at least one), for a restarting member's catch-up (`catch_up`).
+    ReadLog {
+        from: u64,
+        max_bytes: u64,
+    },
 }
 
 impl Request {
@@ -157,6 +170,8 @@ impl Request {
             Request::Keepalive => "a keepalive",
             Request::ReadIndex { .. } => "a read index request",
             Request::SetWeight { .. } => "a weight change",
+            Request::LogRange => "a log range request",
+            Request::ReadLog { .. } => "a log read",
         }
     }
 }
@@ -187,6 +202,23 @@ pub enum Response {
     /// none of them appended: the follower sends them to the next leader.
     Returned {
         payloads: Vec<AppPayload>,
+    },
+    /// What a member's log holds: from index `first` (none: empty) up to
+    /// `committed`, as far as it knows what is committed; `name`: its node
+    /// name (`wsrep_node_name`); `leads`: it is the leader.
+    LogRange {
+        name: String,
+        first: Option<u64>,
+        committed: Option<LogId>,
+        leads: bool,
+    },
+    /// Committed entries, encoded as the store writes them
+    /// (`store::encode_entry`), in index order from the one asked for; and
+    /// how far the member knows the log committed.
+    Entries {
+        #[serde(with = "byte_vecs")]
+        entries: Vec<Vec<u8>>,
+        committed: Option<LogId>,
     },
 }
 

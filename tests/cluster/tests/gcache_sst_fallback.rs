@@ -55,6 +55,8 @@ fn rejoin_falls_back_to_sst_when_the_group_log_was_purged() -> anyhow::Result<()
         format!("IST is not possible: local seqno {position} is older than the history the group still holds");
     assert!(log.contains(&fallback), "node {VICTIM}'s error log says why it needs SST ({fallback:?})");
     assert!(log.contains("falling back to a full state transfer (SST)"));
+    // No member could serve it either (`catch_up`): the log says who holds what.
+    assert!(log.contains("No member holds the group log after this member's last index"), "no member named");
     assert!(
         !has_no_sst_marker(c.node(VICTIM)),
         "node {VICTIM} got a full state transfer (its data directory was replaced)"

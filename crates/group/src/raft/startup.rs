@@ -231,6 +231,9 @@ async fn launch_raft(
     if opened.restored {
         net.set_former_group(opened.group.or(config.history));
     }
+    if opened.restored && !config.bootstrap {
+        crate::catch_up::from_any_member(&config, &net, &opened.log).await;
+    }
     let network = || Network::new(net.clone(), suspect / 2);
     let mut raft = start_raft(me, raft_config.clone(), network(), &opened.log, &sm).await?;
     if config.bootstrap {

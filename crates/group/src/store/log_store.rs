@@ -167,6 +167,57 @@ impl DurableLog {
         Ok(())
     }
 
+    /// What this log holds for a member catching up (`crate::catch_up`):
+    /// its first index, and how far this member knows the log committed.
+    pub fn committed_range(&self) -> (Option<u64>, Option<LogId>) {
+        let inner = self.read_inner();
+        let first = inner.log.first_index().or(inner.recent.front().map(|e| e.log_id.index));
+        (first, inner.committed.filter(|c| Some(*c) <= inner.last))
+    }
+
+    /// Committed entries from index `from` on, encoded as stored: about
+    /// `max_bytes` of them and at least one; none when `from` is purged or
+    /// not committed. Also how far the log is committed.
+    pub fn committed_entries(&self, from: u64, max_bytes: usize) -> Result<(Vec<Vec<u8>>, Option<LogId>), io::Error> {
+        const AT_MOST: u64 = 1024;
+        let (first, committed) = self.committed_range();
+        let held = first.is_some_and(|f| f <= from) && committed.is_some_and(|c| c.index >= from);
+        if !held {
+            return Ok((vec![], committed));
+        }
+        let end = committed.map_or(from, |c| c.index + 1).min(from + AT_MOST);
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for entry in blocking(|| self.entries(from, end))? {
+            if bytes >= max_bytes {
+                break;
+            }
+            let encoded = encode_entry(&entry);
+            bytes += encoded.len();
+            out.push(encoded);
+        }
+        Ok((out, committed))
+    }
+
+    /// Appends entries another member's log committed (`crate::catch_up`,
+    /// before openraft starts), fsynced, and records them as committed:
+    /// openraft then replays them into the replica at its start, as it
+    /// does this member's own committed log.
+    pub fn append_caught_up(&self, entries: Vec<Entry>) -> Result<(), io::Error> {
+        let Some(last) = entries.last().map(|e| e.log_id) else {
+            return Ok(());
+        };
+        self.append_now(entries)?;
+        let mut inner = self.write();
+        inner.log.sync().map_err(io_err)?;
+        if Some(last) > inner.committed {
+            inner.committed = Some(last);
+            let bytes = bincode::serialize(&inner.committed).map_err(io_err)?;
+            write_blob(&inner.disk, BLOB_COMMITTED, &bytes, true).map_err(io_err)?;
+        }
+        Ok(())
+    }
+
     fn entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, io::Error> {
         let inner = self.read_inner();
         let first_recent = inner.recent.front().map_or(u64::MAX, |e| e.log_id.index);

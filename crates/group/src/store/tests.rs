@@ -207,3 +207,35 @@ fn a_purged_log_without_a_checkpoint_voids_the_identity() {
     let again = open(&settings(Some(dir.path())), "c", ADDR, None).unwrap();
     assert!(!again.restored, "nothing could rebuild the state before index 41");
 }
+
+/// What a member catching up reads from another's log (`crate::catch_up`):
+/// committed entries only, bounded by bytes but at least one, nothing from
+/// a purged or uncommitted index; and what it appends comes back after a
+/// restart, committed, so that openraft replays it at start.
+#[test]
+fn a_catching_up_member_reads_committed_entries_and_keeps_what_it_appends() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let donor = open(&settings(None), "c", ADDR, None).unwrap();
+    let mut log = donor.log;
+    append(&mut log, 50);
+    let committed = |i| Some(LogId::new(openraft::impls::leader_id_adv::LeaderId { term: 1, node_id: 1 }, i));
+    rt.block_on(log.save_committed(committed(40))).unwrap();
+    assert_eq!(log.committed_range(), (Some(1), committed(40)));
+    let (all, said) = log.committed_entries(30, 1 << 20).unwrap();
+    assert_eq!((all.len(), said), (11, committed(40)), "30..=40: nothing past the commit");
+    let (one, _) = log.committed_entries(30, 1).unwrap();
+    assert_eq!(one.len(), 1, "at least one, however small the budget");
+    assert!(log.committed_entries(41, 1 << 20).unwrap().0.is_empty(), "41 is not committed");
+
+    let dir = tempfile::tempdir().unwrap();
+    let joiner = open(&settings(Some(dir.path())), "c", ADDR, None).unwrap();
+    let mut mine = joiner.log;
+    append(&mut mine, 30);
+    let fetched: Vec<_> = all[1..].iter().map(|b| decode_entry(b).unwrap()).collect();
+    mine.append_caught_up(fetched).unwrap();
+    drop(mine);
+    let again = open(&settings(Some(dir.path())), "c", ADDR, None).unwrap();
+    let mut mine = again.log;
+    assert_eq!(mine.vote_and_last().1, committed(40), "the caught-up entries came back");
+    assert_eq!(rt.block_on(mine.read_committed()).unwrap(), committed(40), "as committed");
+}

@@ -341,6 +341,8 @@ async fn dispatch(shared: &Shared, from: MemberId, req: Request) -> Option<Respo
         Request::Keepalive => Response::Done,
         Request::ReadIndex { term } => crate::read::handle_read_index(shared, from, term).await,
         Request::SetWeight { member, weight } => crate::weight::handle_set_weight(shared, member, weight).await,
+        Request::LogRange => crate::catch_up::handle_range(shared, from),
+        Request::ReadLog { from: index, max_bytes } => crate::catch_up::handle_read(shared, from, index, max_bytes),
     })
 }
 

@@ -236,6 +236,7 @@ pub fn config(name: &str, cluster: &str, bootstrap: bool, peers: Vec<String>) ->
         read_lease: Default::default(),
         threads: 1,
         wires: None,
+        donors: String::new(),
     }
 }
 
