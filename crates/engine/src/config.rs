@@ -220,7 +220,7 @@ pub(crate) fn log_settings(opts: &Options, data_dir: &Path) -> LogSettings {
         cache_bytes,
         segment_bytes,
         fsync: opts.bool("gcache.fsync"),
-        memory: None,
+        ..LogSettings::default()
     }
 }
 

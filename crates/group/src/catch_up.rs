@@ -46,9 +46,7 @@ use crate::{GroupConfig, MemberId};
 /// How long a peer may take to say what it holds.
 const RANGE_WAIT: Duration = Duration::from_secs(2);
 /// How long one batch may take to arrive.
-const BATCH_WAIT: Duration = Duration::from_secs(30);
-/// About how many bytes of entries one batch carries.
-const BATCH_BYTES: u64 = 4 << 20;
+const BATCH_WAIT: Duration = Duration::from_secs(10);
 /// How often a long catch-up logs its progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
@@ -83,7 +81,7 @@ pub async fn from_any_member(config: &GroupConfig, net: &NetCtx, log: &DurableLo
         say_why_none(&config.donors, &holders, last.index);
     }
     for holder in order {
-        match fetch_from(net, log, holder, last).await {
+        match fetch_from(net, log, holder, last, config.log.catch_up_batch_bytes).await {
             Ok(reached) => {
                 last = reached;
                 if holder.committed.is_some_and(|c| c.index <= last.index) {
@@ -172,9 +170,11 @@ async fn fetch_from(
     log: &DurableLog,
     holder: &Holder,
     mut last: LogId,
+    batch_bytes: u64,
 ) -> Result<LogId, (LogId, String)> {
     let (from, started) = (last.index, Instant::now());
-    let (mut entries, mut bytes, mut said) = (0u64, 0u64, Instant::now());
+    // When progress was last logged: at the first batch, then every PROGRESS_EVERY.
+    let (mut entries, mut bytes, mut said) = (0u64, 0u64, None::<Instant>);
     info!(
         "Catching up the group log from member {} ({}) at {}: from log index {} to {}",
         holder.member,
@@ -184,25 +184,32 @@ async fn fetch_from(
         holder.committed.map_or(0, |c| c.index)
     );
     loop {
-        let req = Request::ReadLog { from: last.index, max_bytes: BATCH_BYTES };
+        let req = Request::ReadLog { from: last.index, max_bytes: batch_bytes };
         let (batch, committed) = match net.call(&holder.addr, Some(holder.member), &req, BATCH_WAIT).await {
             Ok((_, Response::Entries { entries, committed })) => (entries, committed),
             Ok((_, other)) => return Err((last, format!("it answered {other:?}"))),
             Err(e) => return Err((last, e.to_string())),
         };
-        let batch_bytes: u64 = batch.iter().map(|b| b.len() as u64).sum();
+        let got: u64 = batch.iter().map(|b| b.len() as u64).sum();
         let appended = follow_on(last, &batch).map_err(|why| (last, why))?;
         let Some(reached) = appended.last().map(|e| e.log_id) else {
             break;
         };
+        debug!("Catch-up: appending log indexes {}-{} from member {}", last.index + 1, reached.index, holder.member);
         entries += appended.len() as u64;
-        bytes += batch_bytes;
+        bytes += got;
         crate::sync::blocking_section(|| log.append_caught_up(appended))
             .map_err(|e| (last, format!("this member's log could not take them: {e}")))?;
         last = reached;
-        if said.elapsed() >= PROGRESS_EVERY {
-            said = Instant::now();
-            info!("Catching up the group log: at log index {} of {}", last.index, committed.map_or(0, |c| c.index));
+        if said.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) {
+            said = Some(Instant::now());
+            info!(
+                "Catching up the group log from member {} ({}): at log index {} of {}",
+                holder.member,
+                holder.name,
+                last.index,
+                committed.map_or(0, |c| c.index)
+            );
         }
         if committed.is_none_or(|c| c.index <= last.index) {
             break;

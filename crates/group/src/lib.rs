@@ -71,6 +71,10 @@ pub struct LogSettings {
     /// simulation's, which it crashes as a kill -9 or a power loss would
     /// (docs/simulation.md). `None` in production.
     pub memory: Option<GivenDisk>,
+    /// About how many bytes of entries one batch of a restart's catch-up
+    /// from another member carries (`catch_up`; 4 MiB; a simulation makes
+    /// it small to kill a donor mid-way).
+    pub catch_up_batch_bytes: u64,
 }
 
 /// [`LogSettings::memory`]: the same directory for every start of a member
@@ -95,6 +99,7 @@ impl Default for LogSettings {
             segment_bytes: 16 << 20,
             fsync: false,
             memory: None,
+            catch_up_batch_bytes: 4 << 20,
         }
     }
 }

@@ -14,6 +14,7 @@
 #![cfg(tokio_unstable)]
 
 mod common;
+mod sim_catch_up;
 mod sim_checks;
 mod sim_clocks;
 mod sim_disk;
@@ -72,6 +73,12 @@ struct Seat {
     /// A log of 64 KiB (`gcache.size`) in segments of 8 KiB, its replica
     /// releasing all it applied: the log is purged under load.
     small_log: AtomicBool,
+    /// With `small_log`: releases no more from when it is set, so its log
+    /// keeps everything after (as a node frozen with
+    /// `gcache.freeze_purge_at_seqno`).
+    keeps_history: AtomicBool,
+    /// `LogSettings::catch_up_batch_bytes` at its next start (0: as set).
+    catch_up_batch: std::sync::atomic::AtomicU64,
     /// How many times the member started.
     starts: AtomicUsize,
     id: Mutex<Option<MemberId>>,
@@ -133,6 +140,23 @@ impl Seat {
     }
 }
 
+/// The member's configuration at this start, as its seat says.
+fn host_config(name: &str, seat: &Seat) -> GroupConfig {
+    let first_start = seat.starts.load(Ordering::SeqCst) == 0;
+    let mut config = sim_config(name, first_start && name == HOSTS[0]);
+    config.log.memory = Some(GivenDisk(seat.disk.lock().unwrap().clone()));
+    config.log.fsync = seat.fsync.load(Ordering::SeqCst);
+    match seat.catch_up_batch.load(Ordering::SeqCst) {
+        0 => {}
+        batch => config.log.catch_up_batch_bytes = batch,
+    }
+    if seat.small_log.load(Ordering::SeqCst) {
+        config.log.cache_bytes = 64 << 10;
+        config.log.segment_bytes = 8 << 10;
+    }
+    config
+}
+
 async fn run_host(
     name: &'static str,
     seat: Arc<Seat>,
@@ -141,15 +165,8 @@ async fn run_host(
 ) -> turmoil::Result {
     let rec = Recording::default();
     *seat.rec.lock().unwrap() = rec.clone();
-    let first_start = seat.starts.load(Ordering::SeqCst) == 0;
-    let mut config = sim_config(name, first_start && name == HOSTS[0]);
-    config.log.memory = Some(GivenDisk(seat.disk.lock().unwrap().clone()));
-    config.log.fsync = seat.fsync.load(Ordering::SeqCst);
     let small_log = seat.small_log.load(Ordering::SeqCst);
-    if small_log {
-        config.log.cache_bytes = 64 << 10;
-        config.log.segment_bytes = 8 << 10;
-    }
+    let config = host_config(name, &seat);
     let member =
         HostedMember::start(config, Box::new(Recorder(rec))).await.map_err(|e| format!("{name} did not start: {e}"))?;
     let member = Arc::new(member);
@@ -187,9 +204,11 @@ async fn run_host(
             let _ = member.promote(member.me()).await;
         }
         *seat.window.lock().unwrap() = member.core_window();
-        if small_log {
-            // A replica that is its own history holds all it applied.
-            member.release_upto(i64::MAX);
+        if small_log && !seat.keeps_history.load(Ordering::SeqCst) {
+            // A replica that is its own history holds all it applied (its
+            // position: `Recorder::position`); one that keeps its history
+            // releases no more from then on, as a frozen gcache.
+            member.release_upto(seat.rec().events().len() as i64);
         }
         if seat.leave.swap(false, Ordering::SeqCst) {
             let left = member.leave().await.map_err(|e| e.to_string());

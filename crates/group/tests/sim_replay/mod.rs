@@ -7,7 +7,7 @@ use super::*;
 fn a_seed_replays_the_same_run() {
     common::init_logging();
     let seed = seeds()[0];
-    let scenarios: [(&str, Scenario); 14] = [
+    let scenarios: [(&str, Scenario); 15] = [
         ("hand-over", hand_over_under_load),
         ("cut-off leader", leader_cut_off_under_load),
         ("killed follower", follower_killed_under_load),
@@ -22,6 +22,7 @@ fn a_seed_replays_the_same_run() {
         ("clock jumps", sim_clocks::clock_jumps_under_load),
         ("leader on a slow clock, cut off", sim_clocks::leader_cut_off_on_a_slow_clock),
         ("member cut off leaves", super::sim_leave::cut_off_member_leaves),
+        ("donor killed mid catch-up", super::sim_catch_up::donor_killed_mid_catch_up),
     ];
     for (name, scenario) in scenarios {
         let (first, second) = (scenario(seed), scenario(seed));
