@@ -220,6 +220,7 @@ pub(crate) fn log_settings(opts: &Options, data_dir: &Path) -> LogSettings {
         cache_bytes,
         segment_bytes,
         fsync: opts.bool("gcache.fsync"),
+        catch_up_batch_bytes: opts.size("ist.batch_size").max(1),
         ..LogSettings::default()
     }
 }

@@ -104,6 +104,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("health.donor_available", "no", Kind::Bool), // Tandem's: a donor/desynced node passes the checks
     ("health.lag_drain", "1000", Kind::Count), // Tandem's: write-sets behind at which the agent drains
     ("health.lag_drain_seconds", "0", Kind::Count), // Tandem's: seconds behind at which the agent drains (0: off)
+    ("ist.batch_size", "4M", Kind::Size), // Tandem's: log bytes a restarting member asks a donor for at a time
     ("ist.recv_addr", "", Kind::Str),
     ("ist.recv_bind", "", Kind::Str),
     ("pc.announce_timeout", "PT3S", Kind::Period),

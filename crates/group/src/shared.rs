@@ -58,6 +58,8 @@ pub struct Shared {
     pub submit_queued: std::sync::atomic::AtomicUsize,
     /// A follower's connection to its leader for submitted payloads.
     pub forwards: crate::forward::Forwarder,
+    /// The catch-ups this member serves from its log (`catch_up::donor`).
+    pub donations: crate::catch_up::Donations,
     /// As leader: the payloads handed to the Raft core and not yet answered.
     pub in_core: crate::in_core::Window,
     /// When this process started its Raft instance: a restored member

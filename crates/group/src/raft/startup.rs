@@ -263,6 +263,7 @@ async fn launch_raft(
         weight: std::sync::atomic::AtomicU32::new(config_weight),
         submit_queued: Default::default(),
         forwards: Default::default(),
+        donations: Default::default(),
         in_core: Default::default(),
         started: tokio::time::Instant::now(),
         handing_over: AtomicBool::new(false),

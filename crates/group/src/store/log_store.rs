@@ -175,9 +175,10 @@ impl DurableLog {
         (first, inner.committed.filter(|c| Some(*c) <= inner.last))
     }
 
-    /// Committed entries from index `from` on, encoded as stored: about
-    /// `max_bytes` of them and at least one; none when `from` is purged or
-    /// not committed. Also how far the log is committed.
+    /// Committed entries from index `from` on, encoded as stored: the one
+    /// at `from`, then at most `max_bytes` of those after it but at least
+    /// one; none when `from` is purged or not committed. Also how far the
+    /// log is committed.
     pub fn committed_entries(&self, from: u64, max_bytes: usize) -> Result<(Vec<Vec<u8>>, Option<LogId>), io::Error> {
         const AT_MOST: u64 = 1024;
         let (first, committed) = self.committed_range();
@@ -186,16 +187,16 @@ impl DurableLog {
             return Ok((vec![], committed));
         }
         let end = committed.map_or(from, |c| c.index + 1).min(from + AT_MOST);
-        let mut out = Vec::new();
-        let mut bytes = 0;
-        for entry in blocking(|| self.entries(from, end))? {
-            if bytes >= max_bytes {
-                break;
+        // The entry at `from` is the asker's own last one, sent back for its
+        // match check: outside the budget, so that a batch always holds one
+        // new entry when there is one, however small the budget.
+        let out = blocking(|| {
+            let mut out = self.encoded_entries(from, from + 1, usize::MAX)?;
+            if from + 1 < end {
+                out.extend(self.encoded_entries(from + 1, end, max_bytes)?);
             }
-            let encoded = encode_entry(&entry);
-            bytes += encoded.len();
-            out.push(encoded);
-        }
+            Ok::<_, io::Error>(out)
+        })?;
         Ok((out, committed))
     }
 
@@ -216,6 +217,35 @@ impl DurableLog {
             write_blob(&inner.disk, BLOB_COMMITTED, &bytes, true).map_err(io_err)?;
         }
         Ok(())
+    }
+
+    /// Entries start..end as stored, at most `max_bytes` of them but at
+    /// least one: those on disk go out as read, without a decode and an
+    /// encode each, and only the recent ones (not yet on disk) are encoded.
+    fn encoded_entries(&self, start: u64, end: u64, max_bytes: usize) -> Result<Vec<Vec<u8>>, io::Error> {
+        let inner = self.read_inner();
+        let first_recent = inner.recent.front().map_or(u64::MAX, |e| e.log_id.index);
+        let disk_end = end.min(first_recent);
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        if start < disk_end {
+            for (_, record) in inner.log.read_range(start, disk_end - 1, max_bytes).map_err(io_err)? {
+                bytes += record.len();
+                out.push(record);
+            }
+        }
+        let from = start.max(first_recent);
+        if from < end && out.len() as u64 == from - start {
+            for entry in inner.recent.iter().skip((from - first_recent) as usize).take((end - from) as usize) {
+                let encoded = encode_entry(entry);
+                if !out.is_empty() && bytes + encoded.len() > max_bytes {
+                    break;
+                }
+                bytes += encoded.len();
+                out.push(encoded);
+            }
+        }
+        Ok(out)
     }
 
     fn entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, io::Error> {

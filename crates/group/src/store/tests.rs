@@ -223,8 +223,13 @@ fn a_catching_up_member_reads_committed_entries_and_keeps_what_it_appends() {
     assert_eq!(log.committed_range(), (Some(1), committed(40)));
     let (all, said) = log.committed_entries(30, 1 << 20).unwrap();
     assert_eq!((all.len(), said), (11, committed(40)), "30..=40: nothing past the commit");
-    let (one, _) = log.committed_entries(30, 1).unwrap();
-    assert_eq!(one.len(), 1, "at least one, however small the budget");
+    let (two, _) = log.committed_entries(30, 1).unwrap();
+    assert_eq!(two.len(), 2, "the asker's own last entry and a new one, however small the budget");
+    assert_eq!(log.committed_entries(40, 1 << 20).unwrap().0.len(), 1, "nothing new past the commit");
+    let indexes: Vec<u64> = all.iter().map(|b| decode_entry(b).unwrap().log_id.index).collect();
+    assert_eq!(indexes, (30..=40).collect::<Vec<_>>(), "as stored, in order");
+    let three = all[1..4].iter().map(Vec::len).sum::<usize>();
+    assert_eq!(log.committed_entries(30, three).unwrap().0, all[..4], "no more than the budget after the first");
     assert!(log.committed_entries(41, 1 << 20).unwrap().0.is_empty(), "41 is not committed");
 
     let dir = tempfile::tempdir().unwrap();

@@ -141,7 +141,8 @@ impl Replica for Recorder {
 /// Keeps every warning and error so tests can check what was reported;
 /// prints everything when TANDEM_TEST_LOG is set (e.g. `info`, `debug`).
 struct CaptureLogger {
-    lines: Mutex<Vec<String>>,
+    /// Each line with the thread that logged it.
+    lines: Mutex<Vec<(std::thread::ThreadId, String)>>,
     print: Option<log::LevelFilter>,
     start: Instant,
 }
@@ -165,7 +166,8 @@ impl log::Log for CaptureLogger {
             }
         }
         if record.level() <= log::Level::Info {
-            self.lines.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            let thread = std::thread::current().id();
+            self.lines.lock().unwrap_or_else(|p| p.into_inner()).push((thread, line));
         }
     }
 
@@ -196,7 +198,19 @@ pub fn count_logged(parts: &[&str]) -> usize {
         return 0;
     };
     let lines = logger.lines.lock().unwrap_or_else(|p| p.into_inner());
-    lines.iter().filter(|l| parts.iter().all(|p| l.contains(p))).count()
+    lines.iter().filter(|(_, l)| parts.iter().all(|p| l.contains(p))).count()
+}
+
+/// How many lines this thread logged that contain all of `parts`: a
+/// simulation runs every host on its test's thread, so this counts one
+/// run's lines even while other tests of the binary run beside it.
+pub fn count_logged_here(parts: &[&str]) -> usize {
+    let Some(logger) = LOGGER.get() else {
+        return 0;
+    };
+    let here = std::thread::current().id();
+    let lines = logger.lines.lock().unwrap_or_else(|p| p.into_inner());
+    lines.iter().filter(|(t, l)| *t == here && parts.iter().all(|p| l.contains(p))).count()
 }
 
 // ---- cluster helpers -----------------------------------------------------

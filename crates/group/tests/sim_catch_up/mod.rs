@@ -1,7 +1,7 @@
 //! A restart that catches its log up from a member other than the leader
 //! (`catch_up`), with that member killed half-way.
 
-use super::common::count_logged;
+use super::common::count_logged_here;
 use super::*;
 
 /// Every log is purged under load (64 KiB each) but n2's, which releases
@@ -46,12 +46,12 @@ pub(super) fn donor_killed_mid_catch_up(seed: u64) -> Outcome {
 /// How many catch-ups from n2 appended a first batch (and later ones
 /// every 5 s: the progress line).
 fn appended() -> usize {
-    count_logged(&["Catching up the group log from member", "(n2): at log index"])
+    count_logged_here(&["Catching up the group log from member", "(n2): at log index"])
 }
 
 /// How many catch-ups from n2 stopped before their end.
 fn stopped_early() -> usize {
-    count_logged(&["Catching up from member", "(n2) stopped at log index"])
+    count_logged_here(&["Catching up from member", "(n2) stopped at log index"])
 }
 
 #[test]

@@ -26,8 +26,13 @@
 //! on from there with the next candidate, and without one, with what the
 //! leader can give (the state transfer the engine then asks for says why).
 //! A peer of an older build does not know the requests and counts as one
-//! that holds nothing.
+//! that holds nothing. The donor's side is `donor`.
 
+mod donor;
+
+pub use donor::{handle_range, handle_read, Donations};
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -36,10 +41,9 @@ use futures_util::future::join_all;
 use log::{debug, info, warn};
 
 use crate::raft::types::{Entry, LogId};
-use crate::shared::Shared;
 use crate::store::decode_entry;
 use crate::store::log_store::DurableLog;
-use crate::transport::NetCtx;
+use crate::transport::{CallError, NetCtx};
 use crate::wire::{Request, Response};
 use crate::{GroupConfig, MemberId};
 
@@ -70,12 +74,15 @@ impl Holder {
 }
 
 /// Catches this member's log up from a member that holds what follows it,
-/// if one other than the leader does. Returns the log's last entry after.
-pub async fn from_any_member(config: &GroupConfig, net: &NetCtx, log: &DurableLog) -> Option<LogId> {
-    let mut last = log.vote_and_last().1?;
+/// if one other than the leader does; Raft brings the rest.
+pub async fn from_any_member(config: &GroupConfig, net: &Arc<NetCtx>, log: &DurableLog) {
+    let Some(mut last) = log.vote_and_last().1 else {
+        return;
+    };
     let peers = crate::join::configured_peers(config, "");
     let asked = join_all(peers.iter().map(|addr| ask_range(net, addr))).await;
     let holders: Vec<Holder> = asked.into_iter().flatten().collect();
+    say_which_named_lack(&config.donors, &holders, last.index);
     let order = candidates(&config.donors, &holders, last.index);
     if order.is_empty() {
         say_why_none(&config.donors, &holders, last.index);
@@ -97,7 +104,6 @@ pub async fn from_any_member(config: &GroupConfig, net: &NetCtx, log: &DurableLo
             }
         }
     }
-    Some(last)
 }
 
 /// Who to fetch from, best first: the members `spec` names
@@ -122,6 +128,26 @@ pub fn candidates<'a>(spec: &str, holders: &'a [Holder], last: u64) -> Vec<&'a H
         out.push(h);
     }
     out
+}
+
+/// The members `wsrep_sst_donor` names that cannot serve: each is said,
+/// with why, as the catch-up goes on with the next candidate.
+fn say_which_named_lack(spec: &str, holders: &[Holder], last: u64) {
+    for name in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let why = match holders.iter().find(|h| h.name == name) {
+            None => "did not say what it holds (down, unknown, or of an earlier build)".to_string(),
+            Some(h) if h.covers(last) => continue,
+            Some(h) => format!(
+                "holds committed log indexes {}-{} only",
+                h.first.map_or_else(|| "none".into(), |f| f.to_string()),
+                h.committed.map_or(0, |c| c.index)
+            ),
+        };
+        info!(
+            "wsrep_sst_donor names {name}, which {why}; this member needs log index {last} and what follows: \
+             going on with the next candidate"
+        );
+    }
 }
 
 /// Why nothing is fetched: nothing newer was committed, or the leader holds
@@ -166,7 +192,7 @@ async fn ask_range(net: &NetCtx, addr: &str) -> Option<Holder> {
 /// Fetches from `holder` what follows `last`, appending batch by batch.
 /// Returns how far the log got, with why it stopped early if it did.
 async fn fetch_from(
-    net: &NetCtx,
+    net: &Arc<NetCtx>,
     log: &DurableLog,
     holder: &Holder,
     mut last: LogId,
@@ -183,18 +209,18 @@ async fn fetch_from(
         from + 1,
         holder.committed.map_or(0, |c| c.index)
     );
-    loop {
-        let req = Request::ReadLog { from: last.index, max_bytes: batch_bytes };
-        let (batch, committed) = match net.call(&holder.addr, Some(holder.member), &req, BATCH_WAIT).await {
-            Ok((_, Response::Entries { entries, committed })) => (entries, committed),
-            Ok((_, other)) => return Err((last, format!("it answered {other:?}"))),
-            Err(e) => return Err((last, e.to_string())),
-        };
-        let got: u64 = batch.iter().map(|b| b.len() as u64).sum();
+    let mut next = Some(ReadAhead::ask(net, holder, last.index, batch_bytes));
+    while let Some(asked) = next.take() {
+        let (batch, committed) = asked.batch().await.map_err(|why| (last, why))?;
+        // The first entry is this member's own last one, sent back for the match check.
+        let got: u64 = batch.iter().skip(1).map(|b| b.len() as u64).sum();
         let appended = follow_on(last, &batch).map_err(|why| (last, why))?;
         let Some(reached) = appended.last().map(|e| e.log_id) else {
             break;
         };
+        if committed.is_some_and(|c| c.index > reached.index) {
+            next = Some(ReadAhead::ask(net, holder, reached.index, batch_bytes));
+        }
         debug!("Catch-up: appending log indexes {}-{} from member {}", last.index + 1, reached.index, holder.member);
         entries += appended.len() as u64;
         bytes += got;
@@ -211,9 +237,6 @@ async fn fetch_from(
                 committed.map_or(0, |c| c.index)
             );
         }
-        if committed.is_none_or(|c| c.index <= last.index) {
-            break;
-        }
     }
     info!(
         "Caught up the group log from member {} ({}): log indexes {}-{}, {entries} entries, {bytes} bytes in {:.1?}",
@@ -224,6 +247,35 @@ async fn fetch_from(
         started.elapsed()
     );
     Ok(last)
+}
+
+/// A batch asked for before the one before it is appended: the donor
+/// reads and sends it while this member fsyncs that one. Dropped (the
+/// catch-up stopped), it cancels the read.
+struct ReadAhead(tokio::task::JoinHandle<Result<(MemberId, Response), CallError>>);
+
+impl ReadAhead {
+    fn ask(net: &Arc<NetCtx>, holder: &Holder, from: u64, max_bytes: u64) -> ReadAhead {
+        let (net, addr, member) = (net.clone(), holder.addr.clone(), holder.member);
+        let req = Request::ReadLog { from, max_bytes };
+        ReadAhead(tokio::spawn(async move { net.call(&addr, Some(member), &req, BATCH_WAIT).await }))
+    }
+
+    /// The entries (encoded) and how far the donor's log is committed.
+    async fn batch(mut self) -> Result<(Vec<Vec<u8>>, Option<LogId>), String> {
+        match (&mut self.0).await {
+            Ok(Ok((_, Response::Entries { entries, committed }))) => Ok((entries, committed)),
+            Ok(Ok((_, other))) => Err(format!("it answered {other:?}")),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("the read ended: {e}")),
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The entries of `batch` that follow `last`, checked: the first must be
@@ -247,28 +299,6 @@ fn follow_on(last: LogId, batch: &[Vec<u8>]) -> Result<Vec<Entry>, String> {
         }
     }
     Ok(rest)
-}
-
-/// Donor side of `Request::LogRange`.
-pub fn handle_range(shared: &Shared, from: MemberId) -> Response {
-    let (first, committed) = shared.log.committed_range();
-    info!(
-        "Member {from} asks which log entries this member holds: {}-{} (a member catching up at its start)",
-        first.unwrap_or(0),
-        committed.map_or(0, |c| c.index)
-    );
-    Response::LogRange { name: shared.config.me.name.clone(), first, committed, leads: shared.raft().is_leader() }
-}
-
-/// Donor side of `Request::ReadLog`.
-pub fn handle_read(shared: &Shared, from_member: MemberId, from: u64, max_bytes: u64) -> Response {
-    match shared.log.committed_entries(from, max_bytes.min(crate::wire::BULK_FRAME_BYTES as u64) as usize) {
-        Ok((entries, committed)) => {
-            debug!("Sending {} log entries from index {from} to member {from_member} (catch-up)", entries.len());
-            Response::Entries { entries, committed }
-        }
-        Err(e) => Response::Failed { reason: format!("cannot read the log from index {from}: {e}") },
-    }
 }
 
 #[cfg(test)]
