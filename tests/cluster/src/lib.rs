@@ -6,11 +6,14 @@
 //! a deadline a DBA relies on (for example "writable again within 10 s").
 
 pub mod bank;
+pub mod ist;
 pub mod la_faults;
 pub mod la_matrix;
 pub mod list_append;
 pub mod netns;
 pub mod restart;
+
+pub use ist::{ist_received, ist_status, ist_was_received, IstStatus};
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -244,50 +247,19 @@ pub fn status_i64(node: &Node, var: &str) -> Result<i64> {
     text.parse().with_context(|| format!("{var} on {} is {text:?}", node.name))
 }
 
-/// What a node's error log says of its last IST, once all of it was
-/// applied: the local seqno it resumed at ("Resuming at local seqno N") and
-/// the last seqno received (Galera's "IST received: uuid:seqno"), logged
-/// after it.
-pub fn ist_received(node: &Node) -> Option<(i64, i64)> {
-    let log = error_log(node);
-    let lines: Vec<&str> = log.lines().collect();
-    let at = lines.iter().rposition(|l| l.contains("Resuming at local seqno "))?;
-    let resumed = lines[at].split("Resuming at local seqno ").nth(1)?.split(':').next()?.trim().parse().ok()?;
-    let last =
-        lines[at..].iter().find_map(|l| l.split("IST received: ").nth(1)?.rsplit(':').next()?.trim().parse().ok())?;
-    Some((resumed, last))
+/// `SET GLOBAL wsrep_provider_options='option'` on `node`.
+pub fn set_provider_option(node: &Node, option: &str) -> Result<()> {
+    sql(node, &format!("SET GLOBAL wsrep_provider_options='{option}'")).map(drop).map_err(anyhow::Error::msg)
 }
 
-/// `wsrep_ist_receive_status` (PXC's "100% complete, received seqno 306 of 6-306").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IstStatus {
-    pub percent: i64,
-    pub received: i64,
-    pub first: i64,
-    pub last: i64,
-}
-
-/// None when the node is receiving no IST (the variable is empty, as in PXC,
-/// before and after one).
-pub fn ist_status(node: &Node) -> Result<Option<IstStatus>> {
-    let out = sql(node, "SHOW GLOBAL STATUS LIKE 'wsrep_ist_receive_status'").map_err(anyhow::Error::msg)?;
-    let text = out.split('\t').nth(1).unwrap_or_default().trim().to_string();
-    if text.is_empty() {
-        return Ok(None);
-    }
-    parse_ist_status(&text).map(Some).with_context(|| format!("wsrep_ist_receive_status on {} is {text:?}", node.name))
-}
-
-fn parse_ist_status(text: &str) -> Option<IstStatus> {
-    let (percent, rest) = text.split_once("% complete, received seqno ")?;
-    let (received, range) = rest.split_once(" of ")?;
-    let (first, last) = range.split_once('-')?;
-    Some(IstStatus {
-        percent: percent.trim().parse().ok()?,
-        received: received.trim().parse().ok()?,
-        first: first.trim().parse().ok()?,
-        last: last.trim().parse().ok()?,
-    })
+/// Adds `key=value` to the `[mysqld]` section of `node`'s options file,
+/// read at its next start.
+pub fn add_server_option(node: &Node, key: &str, value: &str) -> Result<()> {
+    let cnf = std::fs::read_to_string(&node.cnf)?;
+    let with = cnf.replacen("[mysqld]\n", &format!("[mysqld]\n{key}={value}\n"), 1);
+    anyhow::ensure!(with != cnf, "no [mysqld] section in {}", node.cnf.display());
+    std::fs::write(&node.cnf, with)?;
+    Ok(())
 }
 
 /// Inserts rows `first..first+count` of `writer` into `table` (columns
@@ -484,12 +456,5 @@ mod tests {
             "ERROR 1213 (40001)"
         );
         assert_eq!(error_kind("ERROR 2013 (HY000): Lost connection to server"), "ERROR 2013 (HY000)");
-    }
-
-    #[test]
-    fn ist_status_parsing() {
-        let s = parse_ist_status("100% complete, received seqno 306 of 6-306").unwrap();
-        assert_eq!(s, IstStatus { percent: 100, received: 306, first: 6, last: 306 });
-        assert_eq!(parse_ist_status("garbage"), None);
     }
 }

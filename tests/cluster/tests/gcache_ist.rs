@@ -6,7 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use tandem::cluster::Cluster;
 use tandem_cluster_tests::*;
 
 const TABLE: &str = "ist.rows";
@@ -58,7 +57,7 @@ fn rejoin_by_ist(crash: bool) -> anyhow::Result<()> {
         assert_eq!(position, before, "a clean stop keeps InnoDB at the last committed seqno");
     }
     assert!(group_last - position >= GAP as i64, "the gap {position}..{group_last} holds the {GAP} write-sets");
-    ist_was_received(&c, ist, position, group_last)?;
+    ist_was_received(&c, VICTIM, ist, position, group_last)?;
     for i in [1, 2] {
         let downto = status_i64(c.node(i), "wsrep_local_cached_downto")?;
         println!("node {i}: wsrep_local_cached_downto {downto}");
@@ -84,33 +83,4 @@ fn rejoin_after_clean_stop_is_ist_not_sst() -> anyhow::Result<()> {
 #[test]
 fn rejoin_after_kill_9_is_ist_not_sst() -> anyhow::Result<()> {
     rejoin_by_ist(true)
-}
-
-/// The IST is done: the status is empty, as in PXC; the log (Galera's lines
-/// too) and the metrics say what was received, from right after the node's
-/// own data at `position` to the group's last seqno at least.
-fn ist_was_received(c: &Cluster, ist: Option<IstStatus>, position: i64, group_last: i64) -> anyhow::Result<()> {
-    assert_eq!(ist, None, "wsrep_ist_receive_status is empty once the IST is done");
-    let (resumed, last) = ist_received(c.node(VICTIM)).expect("\"IST received\" in the log");
-    assert_eq!(resumed, position, "the IST starts right after the node's own data");
-    assert!(last >= group_last, "the IST reaches the group's last seqno {group_last}: {last}");
-    let log = error_log(c.node(VICTIM));
-    for line in [format!("WSREP: Receiving IST: {} writesets, seqnos {}-{last}", last - position, position + 1)]
-        .into_iter()
-        .chain([" -> JOINED (TO: ".into(), "WSREP: Shifting JOINED -> SYNCED (TO: ".into()])
-    {
-        assert!(log.contains(&line), "Galera's line {line:?} in node {VICTIM}'s log:\n{}", tail(&log));
-    }
-    let metrics = c.node(VICTIM).health_addr().ok_or_else(|| anyhow::anyhow!("no health port"))?;
-    let (_, page) = tandem::cluster::endpoints::http_get(metrics, "/metrics")?;
-    let sample = |name: &str| page.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok());
-    for (series, expected) in [
-        ("tandem_ist_first_seqno", (position + 1) as f64),
-        ("tandem_ist_last_seqno", last as f64),
-        ("tandem_ist_remaining_write_sets", 0.0),
-        ("tandem_ist_progress_ratio", 1.0),
-    ] {
-        assert_eq!(sample(series), Some(expected), "{series} on node {VICTIM}'s /metrics:\n{page}");
-    }
-    Ok(())
 }

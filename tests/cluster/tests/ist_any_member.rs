@@ -20,20 +20,6 @@ const AWAY: usize = 2;
 /// The frozen node, the donor.
 const DONOR: usize = 3;
 
-fn set_provider_option(node: &tandem::cluster::Node, option: &str) -> anyhow::Result<()> {
-    sql(node, &format!("SET GLOBAL wsrep_provider_options='{option}'")).map(drop).map_err(anyhow::Error::msg)
-}
-
-/// Adds `key=value` to the `[mysqld]` section of `node`'s options file,
-/// read at its next start.
-fn add_server_option(node: &tandem::cluster::Node, key: &str, value: &str) -> anyhow::Result<()> {
-    let cnf = std::fs::read_to_string(&node.cnf)?;
-    let with = cnf.replacen("[mysqld]\n", &format!("[mysqld]\n{key}={value}\n"), 1);
-    anyhow::ensure!(with != cnf, "no [mysqld] section in {}", node.cnf.display());
-    std::fs::write(&node.cnf, with)?;
-    Ok(())
-}
-
 /// How the donor keeps the history the returning node needs.
 #[derive(Clone, Copy, PartialEq)]
 enum Keeps {
@@ -98,7 +84,7 @@ fn rejoin_from_a_follower(keeps: Keeps) -> anyhow::Result<()> {
          {DONOR} from {donor_downto}; start to Synced {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    caught_up_by_ist(&c, position)?;
+    caught_up_by_ist(&c, position, group_last)?;
 
     if keeps == Keeps::Frozen {
         set_provider_option(c.node(DONOR), "gcache.freeze_purge_at_seqno=-1")?;
@@ -112,14 +98,15 @@ fn rejoin_from_a_follower(keeps: Keeps) -> anyhow::Result<()> {
 
 /// The returning node came back by IST from the donor: its data directory
 /// kept the marker a state transfer deletes, its server resumed where it
-/// stopped, the IST status is empty again, and both logs say who served.
-fn caught_up_by_ist(c: &tandem::cluster::Cluster, position: i64) -> anyhow::Result<()> {
+/// stopped, it received the whole gap as an IST (Galera's lines, the
+/// metrics) and the IST status is empty again, and both logs say who served.
+fn caught_up_by_ist(c: &tandem::cluster::Cluster, position: i64, group_last: i64) -> anyhow::Result<()> {
     assert!(
         has_no_sst_marker(c.node(AWAY)),
         "node {AWAY} ran a full state transfer (the marker in its data directory is gone) instead of IST"
     );
     assert_eq!(recovered_seqno(c.node(AWAY))?, position, "the server came back where it stopped");
-    assert_eq!(ist_status(c.node(AWAY))?, None, "wsrep_ist_receive_status is empty once the IST is done");
+    ist_was_received(c, AWAY, ist_status(c.node(AWAY))?, position, group_last)?;
     let log = error_log(c.node(AWAY));
     let line = log.lines().find(|l| l.contains("Caught up the group log from member ")).map(str::to_string);
     let line = line.ok_or_else(|| anyhow::anyhow!("node {AWAY} did not catch up from a member:\n{}", tail(&log)))?;
@@ -127,5 +114,9 @@ fn caught_up_by_ist(c: &tandem::cluster::Cluster, position: i64) -> anyhow::Resu
     println!("{line}");
     let donor_log = error_log(c.node(DONOR));
     assert!(donor_log.contains("asks which log entries this member holds"), "node {DONOR} was not asked");
+    let served = donor_log.lines().find(|l| l.contains("Served the group log to member "));
+    let served =
+        served.ok_or_else(|| anyhow::anyhow!("node {DONOR} did not log the end of its IST:\n{}", tail(&donor_log)))?;
+    println!("{served}");
     Ok(())
 }
