@@ -131,7 +131,7 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
         [("gcache.size".to_string(), "128M".to_string())],
         "the same gcache for both providers"
     );
-    let variants = [RejoinVariant::Stop, RejoinVariant::Kill, RejoinVariant::Downtime];
+    let variants = [RejoinVariant::Stop, RejoinVariant::FromNode1, RejoinVariant::Kill, RejoinVariant::Downtime];
     assert_eq!(rejoin.runs.len(), 2 * variants.len(), "{rejoin:?}");
     for run in &rejoin.runs {
         assert_eq!(run.error, None, "{run:?}");
@@ -152,15 +152,22 @@ fn quick_bench_rejoins_a_node_and_shrinks_to_one() -> anyhow::Result<()> {
     single_node_measured(&results, &[ProviderKind::Tandem, ProviderKind::Galera, ProviderKind::Standalone], 1);
 
     let md = std::fs::read_to_string(&doc)?;
-    for label in ["clean stop", "kill -9", "downtime"] {
-        assert!(md.contains(&format!("| {label} | ")) && md.contains("| IST / IST |"), "{label} row in\n{md}");
-    }
+    rejoin_rows_shown(&md);
     assert!(md.contains("## 1-node cluster against standalone MariaDB"), "{md}");
     assert!(md.contains("RSS anon + file per node (MiB)"), "{md}");
     tls_cell_measured(&results, &md, &tmp.path().join("w"))?;
     causal_cell_measured(&results, &md);
     fc_cell_measured(&results, &md);
     no_server_left(tmp.path())
+}
+
+/// The report has a row for each rejoin variant, both by IST, and
+/// Tandem's follower/leader ratio.
+fn rejoin_rows_shown(md: &str) {
+    for label in ["clean stop", "clean stop, donor node 1", "kill -9", "downtime"] {
+        assert!(md.contains(&format!("| {label} | ")) && md.contains("| IST / IST |"), "{label} row in\n{md}");
+    }
+    assert!(md.contains("takes no longer than IST from the leader: Tandem "), "follower/leader line in\n{md}");
 }
 
 /// `--fc-cell`: the slow-node scenario ran on both providers, the writers

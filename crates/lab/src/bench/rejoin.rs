@@ -54,7 +54,7 @@ pub struct Plan {
 
 impl Plan {
     pub fn variants(&self) -> Vec<RejoinVariant> {
-        let mut v = vec![RejoinVariant::Stop, RejoinVariant::Kill];
+        let mut v = vec![RejoinVariant::Stop, RejoinVariant::FromNode1, RejoinVariant::Kill];
         if self.downtime_s > 0 {
             v.push(RejoinVariant::Downtime);
         }
@@ -177,7 +177,7 @@ fn once(
     let log = cluster.node(n).error_log.clone();
     match variant {
         RejoinVariant::Kill => cluster.kill(n)?,
-        RejoinVariant::Stop | RejoinVariant::Downtime => cluster.stop(n)?,
+        RejoinVariant::Stop | RejoinVariant::FromNode1 | RejoinVariant::Downtime => cluster.stop(n)?,
     }
     // What the node logs from here on is its restart.
     let offset = transfer::log_len(&log);
@@ -205,10 +205,14 @@ fn once(
     runner::drain(kind, cluster)?;
     let (after, bytes_after) = position(&writer)?;
 
+    let named = (variant == RejoinVariant::FromNode1).then(|| NamedDonor::set(cluster, n, 1)).transpose()?;
     let started = Instant::now();
-    cluster.start(n)?;
-    wait_synced(cluster, n, sync_limit)?;
+    let restarted = cluster.start(n).and_then(|()| wait_synced(cluster, n, sync_limit));
     let synced_s = started.elapsed().as_secs_f64();
+    if let Some(named) = named {
+        named.restore()?;
+    }
+    restarted?;
     let excerpt = transfer::log_since(&log, offset).with_context(|| format!("reading {}", log.display()))?;
     let decision = transfer::decide(kind, &excerpt);
     // Everyone caught up before the next run; not part of the figure.
@@ -225,6 +229,31 @@ fn once(
         synced_s,
         error: None,
     })
+}
+
+/// `wsrep_sst_donor` naming another node, in a node's options file for
+/// its next start; `restore` puts the file back as it was.
+struct NamedDonor {
+    cnf: std::path::PathBuf,
+    was: String,
+}
+
+impl NamedDonor {
+    fn set(cluster: &Cluster, node: usize, donor: usize) -> Result<NamedDonor> {
+        let cnf = cluster.node(node).cnf.clone();
+        let was = std::fs::read_to_string(&cnf).with_context(|| format!("reading {}", cnf.display()))?;
+        let line = format!("[mysqld]\nwsrep_sst_donor={}\n", cluster.node(donor).name);
+        let with = was.replacen("[mysqld]\n", &line, 1);
+        if with == was {
+            bail!("no [mysqld] section in {}", cnf.display());
+        }
+        std::fs::write(&cnf, with).with_context(|| format!("writing {}", cnf.display()))?;
+        Ok(NamedDonor { cnf, was })
+    }
+
+    fn restore(self) -> Result<()> {
+        std::fs::write(&self.cnf, &self.was).with_context(|| format!("restoring {}", self.cnf.display()))
+    }
 }
 
 /// The size of the sysbench tables on a node (what an SST copies, besides the system tables).
@@ -323,8 +352,8 @@ mod tests {
 
     #[test]
     fn variants_and_order() {
-        assert_eq!(plan(0, 1).variants(), [Stop, Kill]);
-        assert_eq!(plan(5, 1).variants(), [Stop, Kill, Downtime]);
+        assert_eq!(plan(0, 1).variants(), [Stop, FromNode1, Kill]);
+        assert_eq!(plan(5, 1).variants(), [Stop, FromNode1, Kill, Downtime]);
         let runs = plan(5, 2).runs(&[Tandem, Galera, Standalone]);
         assert_eq!(
             runs,
@@ -333,17 +362,21 @@ mod tests {
                 (Stop, 0, Galera),
                 (Stop, 1, Galera),
                 (Stop, 1, Tandem),
-                (Kill, 0, Galera),
+                (FromNode1, 0, Galera),
+                (FromNode1, 0, Tandem),
+                (FromNode1, 1, Tandem),
+                (FromNode1, 1, Galera),
                 (Kill, 0, Tandem),
-                (Kill, 1, Tandem),
+                (Kill, 0, Galera),
                 (Kill, 1, Galera),
-                (Downtime, 0, Tandem),
+                (Kill, 1, Tandem),
                 (Downtime, 0, Galera),
-                (Downtime, 1, Galera),
+                (Downtime, 0, Tandem),
                 (Downtime, 1, Tandem),
+                (Downtime, 1, Galera),
             ]
         );
-        assert_eq!(plan(0, 3).runs(&[Galera]).len(), 6);
+        assert_eq!(plan(0, 3).runs(&[Galera]).len(), 9);
     }
 
     #[test]

@@ -12,6 +12,10 @@ use tandem::cluster::ProviderKind;
 pub enum RejoinVariant {
     /// SIGTERM (a clean shutdown), then a fixed number of write-sets.
     Stop,
+    /// The same, restarted with `wsrep_sst_donor` naming node 1: Tandem's
+    /// leader, so the IST comes from the leader's Raft where `Stop`'s comes
+    /// from a follower's log (issue 48's comparison).
+    FromNode1,
     /// SIGKILL, then the same number of write-sets.
     Kill,
     /// SIGTERM, then a steady load for a fixed time.
@@ -22,6 +26,7 @@ impl RejoinVariant {
     pub fn label(self) -> &'static str {
         match self {
             RejoinVariant::Stop => "clean stop",
+            RejoinVariant::FromNode1 => "clean stop, donor node 1",
             RejoinVariant::Kill => "kill -9",
             RejoinVariant::Downtime => "downtime",
         }

@@ -29,12 +29,7 @@ pub(super) fn rejoin_section(out: &mut String, r: &Results, j: &Rejoin) {
         tables = r.settings.tables,
         rows = r.settings.table_size,
     );
-    let _ = writeln!(
-        out,
-        "* **clean stop**: SIGTERM, then {w} write-sets (sysbench `--events={w}`: one transaction, one write-set each).\n\
-         * **kill -9**: SIGKILL, then the same.",
-        w = j.writes
-    );
+    variant_bullets(out, j);
     if j.downtime_s > 0 {
         let _ = writeln!(
             out,
@@ -99,6 +94,25 @@ pub(super) fn rejoin_section(out: &mut String, r: &Results, j: &Rejoin) {
     targets_note(out, r, j);
 }
 
+/// What the write-set variants are (the donor-node-1 one when it ran).
+fn variant_bullets(out: &mut String, j: &Rejoin) {
+    let _ = writeln!(
+        out,
+        "* **clean stop**: SIGTERM, then {w} write-sets (sysbench `--events={w}`: one transaction, one write-set each).\n\
+         * **kill -9**: SIGKILL, then the same.",
+        w = j.writes
+    );
+    if j.variants().contains(&RejoinVariant::FromNode1) {
+        let _ = writeln!(
+            out,
+            "* **clean stop, donor node 1**: the same as a clean stop, restarted with `wsrep_sst_donor` naming node 1.\n  \
+             Galera then takes its IST from node 1. On Tandem node 1 is the leader, so no catch-up is fetched and\n  \
+             the leader's Raft sends the log; after a plain clean stop, Tandem first catches its log up from a\n  \
+             follower, node 2 (docs/durability.md, \"IST from any member\")."
+        );
+    }
+}
+
 /// The issue's targets next to this run's figures, reported, not asserted.
 fn targets_note(out: &mut String, r: &Results, j: &Rejoin) {
     let _ = writeln!(out, "The issue's targets (reported here, never asserted):\n");
@@ -112,6 +126,22 @@ fn targets_note(out: &mut String, r: &Results, j: &Rejoin) {
         "* IST of 100000 `oltp_write_only` write-sets in at most 0.5x Galera's time: this run wrote {} per\n  \
          restart; T/G {measured}.",
         j.writes
+    );
+    let from_leader = match (
+        j.summary(ProviderKind::Tandem, RejoinVariant::Stop),
+        j.summary(ProviderKind::Tandem, RejoinVariant::FromNode1),
+    ) {
+        (Some(follower), Some(leader)) if leader.synced_s > 0.0 => format!(
+            "Tandem {:.1} s from a follower (clean stop), {:.1} s from the leader (donor node 1): {:.2}x",
+            follower.synced_s,
+            leader.synced_s,
+            follower.synced_s / leader.synced_s
+        ),
+        _ => "not run".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "* IST from a member other than the leader takes no longer than IST from the leader: {from_leader}."
     );
     let downtime = j
         .summary(ProviderKind::Tandem, RejoinVariant::Downtime)
