@@ -13,7 +13,7 @@ pub mod list_append;
 pub mod netns;
 pub mod restart;
 
-pub use ist::{ist_received, ist_status, ist_was_received, IstStatus};
+pub use ist::{ist_received, ist_status, ist_was_received, ist_went_on_from, IstStatus};
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -250,16 +250,6 @@ pub fn status_i64(node: &Node, var: &str) -> Result<i64> {
 /// `SET GLOBAL wsrep_provider_options='option'` on `node`.
 pub fn set_provider_option(node: &Node, option: &str) -> Result<()> {
     sql(node, &format!("SET GLOBAL wsrep_provider_options='{option}'")).map(drop).map_err(anyhow::Error::msg)
-}
-
-/// Adds `key=value` to the `[mysqld]` section of `node`'s options file,
-/// read at its next start.
-pub fn add_server_option(node: &Node, key: &str, value: &str) -> Result<()> {
-    let cnf = std::fs::read_to_string(&node.cnf)?;
-    let with = cnf.replacen("[mysqld]\n", &format!("[mysqld]\n{key}={value}\n"), 1);
-    anyhow::ensure!(with != cnf, "no [mysqld] section in {}", node.cnf.display());
-    std::fs::write(&node.cnf, with)?;
-    Ok(())
 }
 
 /// Inserts rows `first..first+count` of `writer` into `table` (columns

@@ -73,11 +73,12 @@ fn rejoin_from_a_follower(keeps: Keeps) -> anyhow::Result<()> {
     let donor_downto = status_i64(c.node(DONOR), "wsrep_local_cached_downto")?;
     assert!(donor_downto <= position + 1, "node {DONOR} caches from {donor_downto}, past {}", position + 1);
 
+    let mut how = tandem::cluster::Start::default();
     if keeps == Keeps::Frozen {
-        add_server_option(c.node(AWAY), "wsrep_sst_donor", &c.node(DONOR).name)?;
+        how.server_options.push(("wsrep_sst_donor".to_string(), c.node(DONOR).name.clone()));
     }
     let started = Instant::now();
-    c.start(AWAY)?;
+    c.start_with(AWAY, &how)?;
     c.wait_synced(AWAY, Duration::from_secs(300))?;
     println!(
         "node {AWAY} at seqno {position}, group at {group_last}; the leader caches from {leader_downto}, node \

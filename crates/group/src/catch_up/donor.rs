@@ -23,7 +23,7 @@ pub struct Donations {
 }
 
 /// One member's catch-up from this log, as far as it went.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct Donation {
     /// The first index sent (the one after the joiner's last entry).
     first: u64,
@@ -70,7 +70,7 @@ impl Donations {
     /// the last one ended starts a new catch-up.
     fn sent(&self, member: MemberId, from: u64, sent_to: u64, bytes: u64, committed: u64) {
         let now = Instant::now();
-        let mut by_member = self.by_member.lock().unwrap_or_else(|p| p.into_inner());
+        let mut by_member = crate::sync::lock(&self.by_member);
         let going_on = by_member.get(&member).is_some_and(|d| d.next == from);
         if !going_on {
             info!(

@@ -235,7 +235,10 @@ impl DurableLog {
             }
         }
         let from = start.max(first_recent);
-        if from < end && out.len() as u64 == from - start {
+        // The budget ran out on disk when fewer records came back than asked
+        // for: the recent ones would leave a gap, so they wait for the next batch.
+        let disk_read_whole = out.len() as u64 == from - start;
+        if from < end && disk_read_whole {
             for entry in inner.recent.iter().skip((from - first_recent) as usize).take((end - from) as usize) {
                 let encoded = encode_entry(entry);
                 if !out.is_empty() && bytes + encoded.len() > max_bytes {

@@ -205,13 +205,13 @@ fn once(
     runner::drain(kind, cluster)?;
     let (after, bytes_after) = position(&writer)?;
 
-    let named = (variant == RejoinVariant::FromNode1).then(|| NamedDonor::set(cluster, n, 1)).transpose()?;
+    // Naming a donor is for this start only: the next round's restart asks anyone.
+    let donor =
+        (variant == RejoinVariant::FromNode1).then(|| ("wsrep_sst_donor".to_string(), cluster.node(1).name.clone()));
+    let how = tandem::cluster::Start { server_options: donor.into_iter().collect(), ..Default::default() };
     let started = Instant::now();
-    let restarted = cluster.start(n).and_then(|()| wait_synced(cluster, n, sync_limit));
+    let restarted = cluster.start_with(n, &how).and_then(|()| wait_synced(cluster, n, sync_limit));
     let synced_s = started.elapsed().as_secs_f64();
-    if let Some(named) = named {
-        named.restore()?;
-    }
     restarted?;
     let excerpt = transfer::log_since(&log, offset).with_context(|| format!("reading {}", log.display()))?;
     let decision = transfer::decide(kind, &excerpt);
@@ -229,31 +229,6 @@ fn once(
         synced_s,
         error: None,
     })
-}
-
-/// `wsrep_sst_donor` naming another node, in a node's options file for
-/// its next start; `restore` puts the file back as it was.
-struct NamedDonor {
-    cnf: std::path::PathBuf,
-    was: String,
-}
-
-impl NamedDonor {
-    fn set(cluster: &Cluster, node: usize, donor: usize) -> Result<NamedDonor> {
-        let cnf = cluster.node(node).cnf.clone();
-        let was = std::fs::read_to_string(&cnf).with_context(|| format!("reading {}", cnf.display()))?;
-        let line = format!("[mysqld]\nwsrep_sst_donor={}\n", cluster.node(donor).name);
-        let with = was.replacen("[mysqld]\n", &line, 1);
-        if with == was {
-            bail!("no [mysqld] section in {}", cnf.display());
-        }
-        std::fs::write(&cnf, with).with_context(|| format!("writing {}", cnf.display()))?;
-        Ok(NamedDonor { cnf, was })
-    }
-
-    fn restore(self) -> Result<()> {
-        std::fs::write(&self.cnf, &self.was).with_context(|| format!("restoring {}", self.cnf.display()))
-    }
 }
 
 /// The size of the sysbench tables on a node (what an SST copies, besides the system tables).

@@ -105,6 +105,9 @@ pub struct Start {
     pub env: Vec<(String, String)>,
     /// `wsrep_provider_options` items added for this start only.
     pub provider_options: Vec<(String, String)>,
+    /// Server options (`--key=value`) for this start only, such as
+    /// `wsrep_sst_donor`; the options file is left as it is.
+    pub server_options: Vec<(String, String)>,
 }
 
 /// A recorded cluster. One made by `up` stops the processes it started when
@@ -337,6 +340,7 @@ impl Cluster {
             state.provider_options.extend(how.provider_options.iter().cloned());
             args.push(format!("--wsrep_provider_options={}", config::provider_options(&state, &node)));
         }
+        args.extend(how.server_options.iter().map(|(key, value)| format!("--{key}={value}")));
         if replicated && !how.skip_recovery {
             if let Some(position) = recover_position(&mariadbd, &node)? {
                 args.push(format!("--wsrep_start_position={position}"));
