@@ -14,7 +14,7 @@ TANDEM := target/release/tandem
 LAB := target/release/tandem-lab
 DEMO_DIR ?= .tandem/demo
 
-.PHONY: deps build package lint demo demo-down test test-unit test-sim test-cluster test-package test-partitions consistency test-mtr mtr bench bench-quick clean
+.PHONY: deps build package lint demo demo-down test test-unit test-sim test-cluster test-package test-partitions test-wan consistency test-mtr mtr bench bench-quick clean
 
 # Install the Debian packages we need (only the missing ones). The
 # distribution's own mariadb service may run beside: our clusters use their
@@ -106,6 +106,12 @@ test-package: build
 # machine allows namespaces (.ci/run).
 test-partitions: build
 	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test partitions --test consistency -- --ignored --test-threads=1 --skip list_append_matrix
+
+# The WAN emulator's self-tests: sites in network namespaces joined by
+# `tandem wan emulate`, probed (round trip, loss, rate, order; needs root).
+# Not part of `test`: CI runs it where the machine allows namespaces (.ci/run).
+test-wan: build
+	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test wan_emulator -- --ignored --test-threads=1
 
 # The list-append matrix (docs/consistency.md): every fault, flush setting
 # and isolation of tests/cluster/src/la_matrix.rs on Tandem and on Galera,

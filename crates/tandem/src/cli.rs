@@ -54,6 +54,9 @@ enum Command {
     /// One node of a real cluster
     #[command(subcommand)]
     Node(node::NodeCommand),
+    /// A WAN emulator between sites of a test cluster, and a probe of it
+    #[command(subcommand)]
+    Wan(tandem_wan::cli::WanCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -266,6 +269,10 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Cluster(ClusterCommand::Bootstrap(args)) => bootstrap(args),
         Command::Arbitrator(args) => crate::arbitrator::run(args),
         Command::Node(args) => node::run(args),
+        Command::Wan(args) => {
+            crate::arbitrator::logger::install(None)?;
+            tandem_wan::cli::run(args)
+        }
         Command::Sst(args) => match crate::sst::run(args) {
             0 => Ok(()),
             status => anyhow::bail!("the state transfer failed (status {status}; the reason is logged above)"),
