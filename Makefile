@@ -108,10 +108,12 @@ test-partitions: build
 	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test partitions --test consistency -- --ignored --test-threads=1 --skip list_append_matrix
 
 # The WAN emulator's self-tests: sites in network namespaces joined by
-# `tandem wan emulate`, probed (round trip, loss, rate, order; needs root).
+# `tandem wan emulate`, probed (round trip, loss, rate, order); then a
+# 2+1 cluster 50 ms apart through a cut, a heal and a lossy link, with
+# the bank ledger (needs root; 70 s).
 # Not part of `test`: CI runs it where the machine allows namespaces (.ci/run).
 test-wan: build
-	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test wan_emulator -- --ignored --test-threads=1
+	TANDEM_PROVIDER=$(CURDIR)/$(PROVIDER) $(CARGO) test --release -p tandem-cluster-tests --test wan_emulator --test wan_sites -- --ignored --test-threads=1
 
 # The list-append matrix (docs/consistency.md): every fault, flush setting
 # and isolation of tests/cluster/src/la_matrix.rs on Tandem and on Galera,
