@@ -2,25 +2,46 @@
 //!
 //! Every openraft RPC becomes one [`Request`] frame. Transport failures map to
 //! openraft errors so that it backs off from dead peers (`Unreachable`) and
-//! retries at once after a broken connection (`Network`).
+//! retries at once after a broken connection (`Network`). Appends to a
+//! follower are pipelined on one link ([`crate::transport::pipeline`]):
+//! the next batch, or a newer commit index, goes out without waiting for
+//! the answer to the one before.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::StreamAppendResult;
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest, TransferLeaderResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::EntryPayload;
+use openraft::{EntryPayload, OptionalSend};
+use tokio::sync::mpsc;
 
 use super::types::{Entry, GroupTypes, LogId, Snapshot, Vote};
+use crate::transport::pipeline::PipelinedFrame;
 use crate::transport::{CallError, NetCtx};
-use crate::wire::{Request, Response, APPEND_BUDGET_BYTES};
+use crate::wire::{self, Request, Response, APPEND_BUDGET_BYTES};
 use crate::{MemberId, MemberInfo};
 
 type RpcError = RPCError<GroupTypes>;
+
+/// Requests waiting for the link, and answers waiting for openraft, per
+/// follower. What is written and not yet answered is bounded by the link
+/// itself (the peer reads a request only after answering the one before,
+/// so TCP's buffers fill and the writes wait), not by this.
+const PIPELINE_DEPTH: usize = 16;
+
+/// The log range a request covers (`prev`, and its last entry or `prev`),
+/// and where `fit_to_budget` cut it, if it did.
+struct Sent {
+    prev: Option<LogId>,
+    last: Option<LogId>,
+    cut: Option<LogId>,
+}
 
 pub struct Network {
     net: Arc<NetCtx>,
@@ -60,6 +81,64 @@ impl PeerClient {
             Err(CallError::Lost(e)) => Err(RPCError::Network(NetworkError::from_string(e))),
             Err(e) => Err(unreachable(e)),
         }
+    }
+}
+
+/// Encodes openraft's requests into `frames`, each recorded in `sent` first.
+/// Ends after a request `fit_to_budget` cut: the next one would start past
+/// what the follower got, and openraft starts a new stream from the partial
+/// success instead.
+async fn feed<S>(mut input: S, frames: mpsc::Sender<PipelinedFrame>, sent: mpsc::UnboundedSender<Sent>)
+where
+    S: futures_util::Stream<Item = AppendEntriesRequest<GroupTypes>> + Unpin,
+{
+    use futures_util::StreamExt;
+    while let Some(mut rpc) = input.next().await {
+        let prev = rpc.prev_log_id;
+        let last = rpc.entries.last().map(|e| e.log_id).or(prev);
+        let cut = fit_to_budget(&mut rpc);
+        let frame = wire::encode_request(&Request::AppendEntries(rpc)).map_err(|e| e.to_string());
+        let failed = frame.is_err();
+        if sent.send(Sent { prev, last, cut }).is_err() || frames.send(frame).await.is_err() || failed || cut.is_some()
+        {
+            return;
+        }
+    }
+}
+
+/// One answer as openraft's stream wants it, and whether the stream ends
+/// with it (an error, a conflict, a higher vote, a partial success).
+fn stream_result(
+    answer: Result<Response, CallError>,
+    request: Sent,
+) -> (Result<StreamAppendResult<GroupTypes>, RpcError>, bool) {
+    match answer {
+        Ok(Response::AppendEntries(resp)) => {
+            let resp = match (resp, request.cut) {
+                (AppendEntriesResponse::Success, Some(cut)) => AppendEntriesResponse::PartialSuccess(Some(cut)),
+                (resp, _) => resp,
+            };
+            let partial = match &resp {
+                AppendEntriesResponse::PartialSuccess(upto) => Some(*upto),
+                _ => None,
+            };
+            let result = resp.into_stream_result(request.prev, request.last);
+            let ended = result.is_err() || partial.is_some_and(|p| p != request.last);
+            (Ok(result), ended)
+        }
+        Ok(Response::Failed { reason }) => (Err(unreachable(reason)), true),
+        Ok(_) => (Err(unexpected("append-entries")), true),
+        Err(CallError::Lost(e)) => (Err(RPCError::Network(NetworkError::from_string(e))), true),
+        Err(e) => (Err(unreachable(e)), true),
+    }
+}
+
+/// Ends the pipeline's task when openraft drops the stream of answers.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -115,6 +194,40 @@ impl RaftNetworkV2<GroupTypes> for PeerClient {
             Response::AppendEntries(resp) => Ok(resp),
             _ => Err(unexpected("append-entries")),
         }
+    }
+
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<BoxStream<'s, Result<StreamAppendResult<GroupTypes>, RpcError>>, RpcError>>
+    where
+        S: futures_util::Stream<Item = AppendEntriesRequest<GroupTypes>> + OptionalSend + Unpin + 'static,
+    {
+        let (net, addr, target) = (self.net.clone(), self.addr.clone(), self.target);
+        let timeout = option.hard_ttl().max(self.rpc_floor);
+        Box::pin(async move {
+            let (frames, frames_rx) = mpsc::channel(PIPELINE_DEPTH);
+            let (answers_tx, answers) = mpsc::channel(PIPELINE_DEPTH);
+            let (sent_tx, sent) = mpsc::unbounded_channel();
+            let task = tokio::spawn(async move {
+                let pipeline = net.pipeline(&addr, target, frames_rx, answers_tx, timeout);
+                tokio::join!(feed(input, frames, sent_tx), pipeline);
+            });
+            let state = (answers, sent, AbortOnDrop(task), false);
+            let results = futures_util::stream::unfold(state, |(mut answers, mut sent, task, ended)| async move {
+                if ended {
+                    return None;
+                }
+                let answer = answers.recv().await?;
+                // Every answer is to a request `feed` recorded first.
+                let request = sent.recv().await?;
+                let (result, ended) = stream_result(answer, request);
+                Some((result, (answers, sent, task, ended)))
+            });
+            let results: BoxStream<'s, _> = Box::pin(results);
+            Ok(results)
+        })
     }
 
     async fn vote(
@@ -207,5 +320,41 @@ mod tests {
         let mut rpc = request(vec![entry(1, 50 << 20)]);
         assert_eq!(fit_to_budget(&mut rpc), None);
         assert_eq!(rpc.entries.len(), 1);
+    }
+
+    fn log_id(index: u64) -> LogId {
+        LogId::new(openraft::impls::leader_id_adv::LeaderId { term: 1, node_id: 1 }, index)
+    }
+
+    fn sent(prev: u64, last: u64, cut: Option<u64>) -> Sent {
+        Sent { prev: Some(log_id(prev)), last: Some(log_id(last)), cut: cut.map(log_id) }
+    }
+
+    #[test]
+    fn answers_go_on_until_one_ends_the_pipeline() {
+        // A whole batch taken: its last entry is matched, and the next follows.
+        let (result, ended) =
+            stream_result(Ok(Response::AppendEntries(AppendEntriesResponse::Success)), sent(4, 9, None));
+        assert_eq!(result.expect("no error").expect("taken"), Some(log_id(9)));
+        assert!(!ended);
+        // A batch cut to the frame budget: matched up to the cut, and the
+        // stream ends (the next request would start past it).
+        let (result, ended) =
+            stream_result(Ok(Response::AppendEntries(AppendEntriesResponse::Success)), sent(4, 9, Some(6)));
+        assert_eq!(result.expect("no error").expect("taken"), Some(log_id(6)));
+        assert!(ended);
+        // A conflict at the request's start ends it, for openraft to probe back.
+        let (result, ended) =
+            stream_result(Ok(Response::AppendEntries(AppendEntriesResponse::Conflict)), sent(4, 9, None));
+        assert!(matches!(result, Ok(Err(openraft::raft::StreamAppendError::Conflict(c))) if c == log_id(4)));
+        assert!(ended);
+        // A peer that cannot take it, or a link that broke: openraft backs
+        // off from the first and retries the second at once.
+        let (result, ended) = stream_result(Ok(Response::Failed { reason: "stopping".into() }), sent(4, 9, None));
+        assert!(matches!(result, Err(RPCError::Unreachable(_))) && ended);
+        let (result, ended) = stream_result(Err(CallError::Lost("reset".into())), sent(4, 9, None));
+        assert!(matches!(result, Err(RPCError::Network(_))) && ended);
+        let (result, ended) = stream_result(Ok(Response::Done), sent(4, 9, None));
+        assert!(matches!(result, Err(RPCError::Unreachable(_))) && ended);
     }
 }

@@ -1,12 +1,14 @@
 //! TCP transport between members: the dialing side and a small connection
 //! pool. The listening side is in [`server`].
 //!
-//! One request is in flight per connection; concurrency comes from having
+//! One request is in flight per connection, but for [`pipeline`]'s
+//! (openraft's appends to a follower); concurrency comes from having
 //! several connections (openraft opens one client per replication stream, and
 //! our own requests take pooled connections).
 
 pub(crate) mod ciphers;
 pub mod handshake;
+pub mod pipeline;
 mod refusals;
 pub mod server;
 mod source;
