@@ -25,6 +25,9 @@ enum Command {
     Bench(Box<crate::bench::BenchArgs>),
     /// MariaDB's galera MTR suites with Galera and with Tandem; writes docs/compatibility.md
     Mtr(Box<crate::mtr::MtrArgs>),
+    /// Tandem and Galera with their nodes in two sites a round trip apart
+    /// (the WAN emulator; root); writes docs/benchmarks-wan.md
+    Wan(Box<crate::wan::WanArgs>),
 }
 
 /// Entry point for `main`: errors become one readable message and exit code 1.
@@ -38,6 +41,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(args) => crate::bench::run(*args),
         Command::Mtr(args) => crate::mtr::run(*args),
+        Command::Wan(args) => crate::wan::run(*args),
     }
 }
 

@@ -23,7 +23,7 @@ pub mod rejoin;
 pub mod rejoin_results;
 pub mod report;
 pub mod results;
-mod runner;
+pub(crate) mod runner;
 pub mod single_node;
 pub mod sst_cell;
 pub mod stream_cell;

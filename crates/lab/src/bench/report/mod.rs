@@ -73,6 +73,10 @@ fn header(out: &mut String, r: &Results) {
         r.elapsed_s / 60.0
     );
     let _ = writeln!(out, "```sh\n{}\n```\n", r.command);
+    let _ = writeln!(
+        out,
+        "With the nodes in sites apart (the WAN emulator): [benchmarks-wan.md](benchmarks-wan.md), `tandem-lab wan`.\n"
+    );
     let _ = writeln!(out, "| | |\n|---|---|");
     let _ = writeln!(
         out,
