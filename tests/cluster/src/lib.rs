@@ -12,6 +12,7 @@ pub mod la_matrix;
 pub mod list_append;
 pub mod netns;
 pub mod restart;
+pub mod rounds;
 pub mod wan;
 
 pub use ist::{ist_received, ist_status, ist_was_received, ist_went_on_from, IstStatus};

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use tandem_cluster_tests::bank::{self, Bank, Ledger};
 use tandem_cluster_tests::netns::Net;
+use tandem_cluster_tests::rounds;
 use tandem_cluster_tests::*;
 
-const NOT_READY: &str = "WSREP has not yet prepared node for application use";
 /// Long enough for a loaded 2-core machine to notice, elect and catch up.
 const SETTLE: Duration = Duration::from_secs(120);
 
@@ -66,27 +66,6 @@ impl Partitioned {
         Ok(bank)
     }
 
-    /// Node `i` is out of the primary component and refuses statements.
-    /// Returns when it was first seen refusing.
-    fn refuses(&self, i: usize) -> Result<Instant> {
-        let node = self.c.node(i).clone();
-        wait_for(&format!("node {i} to leave the primary component"), SETTLE, || {
-            Ok(status(&node, "wsrep_cluster_status")? != "Primary")
-        })?;
-        let mut refused_at = None;
-        wait_for(&format!("node {i} to refuse statements"), SETTLE, || {
-            let at = Instant::now();
-            match sql(&node, "SELECT COUNT(*) FROM bank.account") {
-                Err(e) if e.contains(NOT_READY) => {
-                    refused_at = Some(at);
-                    Ok(true)
-                }
-                _ => Ok(false),
-            }
-        })?;
-        Ok(refused_at.expect("set when the wait succeeded"))
-    }
-
     /// The majority's tellers get transfers acknowledged while cut off from the rest.
     fn serves(&self, bank: &Bank, majority: &[usize]) -> Result<()> {
         for &i in majority {
@@ -100,27 +79,12 @@ impl Partitioned {
     /// synced, and serving.
     fn heal(&mut self, bank: &Bank) -> Result<()> {
         self.net.heal()?;
-        let n = self.c.len();
-        for i in 1..=n {
-            self.c.wait_synced(i, SETTLE)?;
-            let node = self.c.node(i).clone();
-            wait_for(&format!("node {i} in a primary component of {n}"), SETTLE, || {
-                Ok(status(&node, "wsrep_cluster_status")? == "Primary"
-                    && status_i64(&node, "wsrep_cluster_size")? == n as i64)
-            })?;
-        }
-        for i in 1..=n {
-            bank.wait_acks(i, 3, SETTLE)?;
-        }
-        Ok(())
+        rounds::whole_again(&mut self.c.cluster, bank, SETTLE)
     }
 
     /// Stops the round's tellers and checks every node against all rounds.
     fn close(&mut self, name: &str, bank: Bank) -> Result<()> {
-        let round = bank.stop();
-        let (acked, doubtful) = (round.acked.len(), round.doubtful.len());
-        self.ledger.add(round);
-        self.ledger.verify(&self.c).with_context(|| format!("after the {name}"))?;
+        let (acked, doubtful) = rounds::close(&mut self.ledger, &self.c, name, bank)?;
         let committed = self.ledger.doubtful_committed(self.c.node(1))?;
         eprintln!(
             "partitions: {name}: {acked} transfers acknowledged, {doubtful} in doubt; all rounds: {} acknowledged, \
@@ -142,7 +106,7 @@ impl Partitioned {
         cut(&self.net)?;
         let majority: Vec<usize> = self.all().into_iter().filter(|i| !minority.contains(i)).collect();
         let refused: Vec<(usize, Instant)> =
-            minority.iter().map(|&i| Ok((i, self.refuses(i)?))).collect::<Result<_>>()?;
+            minority.iter().map(|&i| Ok((i, rounds::refuses(&self.c, i, SETTLE)?))).collect::<Result<_>>()?;
         self.serves(&bank, &majority)?;
         for (i, at) in &refused {
             ensure!(bank.acks_since(*i, *at) == 0, "{name}: node {i} acknowledged transfers while refusing");

@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use tandem_cluster_tests::bank::{self, Bank, Ledger};
+use tandem_cluster_tests::rounds;
 use tandem_cluster_tests::wan::{hosts, tandem_binary};
 use tandem_cluster_tests::*;
 use tandem_wan::layout::Layout;
 
-const NOT_READY: &str = "WSREP has not yet prepared node for application use";
 /// Long enough for a loaded 2-core machine to notice, elect and catch up
 /// across the emulated WAN.
 const SETTLE: Duration = Duration::from_secs(180);
@@ -70,40 +70,8 @@ impl Sites {
         Ok(bank)
     }
 
-    /// Node `i` is out of the primary component and refuses statements;
-    /// returns when it was first seen refusing.
-    fn refuses(&self, i: usize) -> Result<Instant> {
-        let node = self.c.node(i).clone();
-        let mut refused_at = None;
-        wait_for(&format!("node {i} to refuse statements"), SETTLE, || {
-            let at = Instant::now();
-            let refused = matches!(sql(&node, "SELECT COUNT(*) FROM bank.account"), Err(e) if e.contains(NOT_READY));
-            refused_at = refused.then_some(at);
-            Ok(refused)
-        })?;
-        Ok(refused_at.expect("set when the wait succeeded"))
-    }
-
-    /// Every node back in one primary component of three, synced, serving.
-    fn whole(&mut self, bank: &Bank) -> Result<()> {
-        for i in 1..=3 {
-            self.c.wait_synced(i, SETTLE)?;
-            let node = self.c.node(i).clone();
-            wait_for(&format!("node {i} in a primary component of 3"), SETTLE, || {
-                Ok(status(&node, "wsrep_cluster_status")? == "Primary" && status_i64(&node, "wsrep_cluster_size")? == 3)
-            })?;
-        }
-        for i in 1..=3 {
-            bank.wait_acks(i, 3, SETTLE)?;
-        }
-        Ok(())
-    }
-
     fn close(&mut self, name: &str, bank: Bank) -> Result<()> {
-        let round = bank.stop();
-        let (acked, doubtful) = (round.acked.len(), round.doubtful.len());
-        self.ledger.add(round);
-        self.ledger.verify(&self.c).with_context(|| format!("after the {name}"))?;
+        let (acked, doubtful) = rounds::close(&mut self.ledger, &self.c, name, bank)?;
         eprintln!("wan sites: {name}: {acked} transfers acknowledged, {doubtful} in doubt");
         Ok(())
     }
@@ -140,14 +108,14 @@ fn two_sites_apart_lose_nothing_through_a_cut_a_heal_and_a_lossy_link() -> Resul
     // Site 2 cut off: node 3 must refuse, nodes 1 and 2 serve.
     let bank = s.open_bank()?;
     s.links(&[&format!("{LINK},loss=100%")])?;
-    let refused = s.refuses(3)?;
+    let refused = rounds::refuses(&s.c, 3, SETTLE)?;
     for i in [1, 2] {
         bank.wait_acks(i, 10, SETTLE)?;
         ensure!(status(s.c.node(i), "wsrep_cluster_status")? == "Primary", "node {i} is not primary");
     }
     ensure!(bank.acks_since(3, refused) == 0, "node 3 acknowledged transfers while cut off");
     s.links(&[LINK])?;
-    s.whole(&bank).context("healing the cut")?;
+    rounds::whole_again(&mut s.c.cluster, &bank, SETTLE).context("healing the cut")?;
     s.close("remote site cut off", bank)?;
 
     // 2% lost each way for a while: everyone keeps serving.
@@ -159,6 +127,6 @@ fn two_sites_apart_lose_nothing_through_a_cut_a_heal_and_a_lossy_link() -> Resul
         ensure!(bank.acks_since(i, lossy) > 0, "node {i} served nothing over a link losing 2%");
     }
     s.links(&[LINK])?;
-    s.whole(&bank).context("after the lossy link")?;
+    rounds::whole_again(&mut s.c.cluster, &bank, SETTLE).context("after the lossy link")?;
     s.close("lossy link", bank)
 }
