@@ -113,6 +113,13 @@ pub fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> Result
 
 pub const SQL_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// `count` ports for a helper beside a cluster (a proxy, a scraper, an
+/// arbitrator): free now, and none that one of `nodes` may bind later.
+pub fn spare_ports<'a>(nodes: impl IntoIterator<Item = &'a Node>, count: usize) -> Result<Vec<u16>> {
+    let reserved: Vec<u16> = nodes.into_iter().flat_map(Node::reserved_ports).collect();
+    tandem::cluster::ports::spare(count, &reserved)
+}
+
 /// Runs SQL on a node given only its record (usable from other threads while
 /// the cluster is being restarted). Returns the client's error text on failure.
 pub fn sql(node: &Node, query: &str) -> Result<String, String> {

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use tandem::cluster::state::Node;
-use tandem::cluster::{certs, ports};
+use tandem::cluster::certs;
 use tandem_cluster_tests::*;
 
 const TABLE: &str = "arb.t";
@@ -32,14 +32,7 @@ impl Arbitrator {
         let peers: Vec<String> = data_nodes.iter().map(|n| format!("127.0.0.1:{}", n.base_port)).collect();
         // Free now, and none of the data nodes' ports (their SST and IST
         // ports listen only while a transfer runs).
-        let used: Vec<u16> = data_nodes
-            .iter()
-            .flat_map(|n| [n.sql_port, n.base_port, n.base_port + 1, n.sst_port])
-            .chain(data_nodes.iter().filter_map(|n| n.health_port).flat_map(|p| [p, p + 1]))
-            .collect();
-        let port = std::iter::repeat_with(ports::random_port)
-            .find(|p| !used.contains(p) && ports::is_free(*p))
-            .expect("a free port");
+        let port = tandem_cluster_tests::spare_ports(data_nodes.iter().copied(), 1)?[0];
         let log = workdir.join("arbitrator.log");
         certs::reissue(cluster_dir, "arb")?;
         let tls = format!(

@@ -43,14 +43,8 @@ impl Drop for Haproxy {
     }
 }
 
-fn free_port() -> Result<u16> {
-    let port = tandem::cluster::ports::allocate(1)?[0].sql;
-    Ok(port)
-}
-
 fn start_haproxy(dir: &Path, nodes: &[Node]) -> Result<Haproxy> {
-    let port = free_port()?;
-    let writer_port = free_port()?;
+    let [port, writer_port] = tandem_cluster_tests::spare_ports(nodes, 2)?[..] else { unreachable!("two ports asked") };
     let stats = dir.join("haproxy.sock");
     let mut config = format!(
         "global\n  stats socket {} mode 600 level admin\n\

@@ -212,7 +212,7 @@ impl Drop for Prometheus {
 }
 
 fn start_prometheus(dir: &std::path::Path, nodes: &[Node]) -> Result<Prometheus> {
-    let port = tandem::cluster::ports::allocate(1)?[0].sql;
+    let port = tandem_cluster_tests::spare_ports(nodes, 1)?[0];
     let targets: Vec<String> =
         nodes.iter().map(|n| Ok(format!("'{}'", n.health_addr().context("no health port")?))).collect::<Result<_>>()?;
     let config = format!(

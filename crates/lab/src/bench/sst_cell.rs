@@ -217,7 +217,8 @@ fn raw_copy(cluster: &Cluster, logs: &Path) -> Result<SstRun> {
     let list = logs.join("sst-raw-copy.list");
     let names: Vec<&str> = sent.dirs.iter().chain(&sent.files).map(|e| e.path.as_str()).collect();
     std::fs::write(&list, names.join("\n") + "\n")?;
-    let port = tandem::cluster::ports::random_port();
+    let reserved: Vec<u16> = cluster.nodes().iter().flat_map(tandem::cluster::Node::reserved_ports).collect();
+    let port = tandem::cluster::ports::spare(1, &reserved)?[0];
     let shell = |script: String| {
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(script).stdout(Stdio::null()).stderr(Stdio::piped());

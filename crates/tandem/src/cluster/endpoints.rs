@@ -20,6 +20,13 @@ impl Node {
     pub fn agent_addr(&self) -> Option<SocketAddr> {
         self.health_port.map(|p| SocketAddr::from(([127, 0, 0, 1], p + 1)))
     }
+
+    /// Every port the node was given: its SST and IST (`base + 1`) ports
+    /// listen only during a transfer, so a free one may still be taken.
+    pub fn reserved_ports(&self) -> Vec<u16> {
+        let health = self.health_port.map(|p| [p, p + 1]).into_iter().flatten();
+        [self.sql_port, self.base_port, self.base_port + 1, self.sst_port].into_iter().chain(health).collect()
+    }
 }
 
 /// `GET path` over HTTP/1.1: the status code and the body.

@@ -66,6 +66,29 @@ pub fn allocate_with(
     Ok(out)
 }
 
+/// `count` distinct ports for helpers beside a cluster: free now, and none of
+/// `reserved` (its nodes' `reserved_ports`, free only while no transfer runs).
+pub fn spare(count: usize, reserved: &[u16]) -> Result<Vec<u16>> {
+    spare_with(count, reserved, random_port, is_free)
+}
+
+fn spare_with(
+    count: usize,
+    reserved: &[u16],
+    mut draw: impl FnMut() -> u16,
+    is_free: impl Fn(u16) -> bool,
+) -> Result<Vec<u16>> {
+    let mut out: Vec<u16> = Vec::with_capacity(count);
+    for _ in 0..count {
+        let port = std::iter::repeat_with(&mut draw)
+            .take(MAX_ATTEMPTS)
+            .find(|p| !reserved.contains(p) && !out.contains(p) && is_free(*p));
+        let Some(port) = port else { bail!("could not find a spare TCP port in {PORT_MIN}..{PORT_MAX} on 127.0.0.1") };
+        out.push(port);
+    }
+    Ok(out)
+}
+
 /// A port in [PORT_MIN, PORT_MAX); std's randomly keyed hasher avoids a rand dependency.
 pub fn random_port() -> u16 {
     let mut hasher = RandomState::new().build_hasher();
@@ -123,5 +146,15 @@ mod tests {
     #[test]
     fn exhausted_range_is_an_error() {
         assert!(allocate_with(1, || 25000, |_| false).is_err());
+    }
+
+    #[test]
+    fn spare_ports_avoid_the_reserved_ones_and_each_other() {
+        // 23001 is a node's SST port: free now, but reserved.
+        let mut it = [23001, 23002, 23002, 23001, 23003].into_iter();
+        let ports = spare_with(2, &[23001], || it.next().unwrap_or(23001), |_| true).unwrap();
+        assert_eq!(ports, vec![23002, 23003]);
+        assert!(spare_with(1, &[23001], || 23001, |_| true).is_err(), "only a reserved port to draw");
+        assert!(spare_with(1, &[], || 23004, |_| false).is_err(), "nothing free");
     }
 }
