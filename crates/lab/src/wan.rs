@@ -236,8 +236,7 @@ fn join(values: &[u32]) -> String {
 }
 
 fn today() -> String {
-    let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%d"]).output();
-    out.map_or_else(|_| "?".into(), |o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    tandem::time_fmt::utc_date(crate::mtr::host::now_unix())
 }
 
 #[cfg(test)]

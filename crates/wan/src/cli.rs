@@ -41,8 +41,8 @@ pub struct EmulateArgs {
     /// Seeds the loss and jitter draws (the same seed draws the same)
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Seconds between the log lines of what each link did
-    #[arg(long, default_value_t = 10)]
+    /// Seconds between the log lines of what each link did (1 or more)
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     report_every: u64,
 }
 
@@ -58,8 +58,8 @@ pub struct ProbeArgs {
     /// The echo's UDP address
     #[arg(long)]
     to: SocketAddr,
-    /// Datagrams to send
-    #[arg(long, default_value_t = 200)]
+    /// Datagrams to send (1 or more)
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     count: u64,
     /// Time between two datagrams (such as 5ms)
     #[arg(long, default_value = "5ms", value_parser = crate::spec::duration)]
@@ -98,6 +98,35 @@ fn emulate(args: EmulateArgs) -> Result<()> {
         device: args.device,
         topology,
         seed: args.seed,
-        report_every: Duration::from_secs(args.report_every.max(1)),
+        report_every: Duration::from_secs(args.report_every),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: WanCommand,
+    }
+
+    fn parse(args: &[&str]) -> Result<WanCommand, clap::Error> {
+        Cli::try_parse_from(std::iter::once("wan").chain(args.iter().copied())).map(|c| c.command)
+    }
+
+    #[test]
+    fn zero_report_interval_and_zero_probes_are_refused() {
+        let site = ["emulate", "--site", "a=10.0.1.0/24", "--site", "b=10.0.2.0/24"];
+        let err = parse(&[&site[..], &["--report-every", "0"]].concat()).unwrap_err().to_string();
+        assert!(err.contains("--report-every") && err.contains("0"), "{err}");
+        let Ok(WanCommand::Emulate(args)) = parse(&[&site[..], &["--report-every", "3"]].concat()) else {
+            panic!("a 3 s interval is taken")
+        };
+        assert_eq!(args.report_every, 3);
+        let err = parse(&["probe", "--to", "127.0.0.1:7077", "--count", "0"]).unwrap_err().to_string();
+        assert!(err.contains("--count"), "{err}");
+    }
 }

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 
+use crate::netns::{delete, ip_in, number_then, run, sysctl};
+
 /// Every namespace a layout makes starts with this, then the owner's PID.
 const PREFIX: &str = "tdw";
 /// The routing table that leads into the emulator.
@@ -51,7 +53,7 @@ impl Layout {
     pub fn new(sizes: &[usize]) -> Result<Layout> {
         ensure!(sizes.len() >= 2 && sizes.iter().all(|&n| n >= 1), "two sites or more, each with a node or more");
         ensure!(sizes.iter().sum::<usize>() < 254 && sizes.len() < 255, "too many nodes or sites");
-        remove_stale();
+        crate::netns::remove_stale(owner_pid);
         let site_of: Vec<usize> = sizes.iter().enumerate().flat_map(|(s, &n)| std::iter::repeat_n(s + 1, n)).collect();
         // Nothing made yet: a failure half way drops (removes) what was made.
         static MADE: AtomicUsize = AtomicUsize::new(0);
@@ -167,24 +169,9 @@ impl Drop for Layout {
         self.stop_emulator();
         // Deleting a namespace deletes its end of each veth pair, and so the pair.
         for i in 1..=self.site_of.len() {
-            let _ = run("ip", &["netns", "del", &self.namespace(i)]);
+            let _ = delete(&self.namespace(i));
         }
-        let _ = run("ip", &["netns", "del", &self.router()]);
-    }
-}
-
-/// Namespaces of ours whose process is gone (a run killed before its drop).
-fn remove_stale() {
-    let Ok(list) = run("ip", &["netns", "list"]) else {
-        return;
-    };
-    for line in list.lines() {
-        let name = line.split_whitespace().next().unwrap_or_default();
-        if let Some(pid) = owner_pid(name) {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = run("ip", &["netns", "del", name]);
-            }
-        }
+        let _ = delete(&self.router());
     }
 }
 
@@ -195,31 +182,6 @@ fn owner_pid(name: &str) -> Option<u32> {
     let (_, rest) = number_then(rest.strip_prefix('l')?)?;
     let ours = rest == "r" || rest.strip_prefix('n').and_then(number_then).is_some_and(|(_, end)| end.is_empty());
     ours.then_some(pid).and_then(|p| u32::try_from(p).ok())
-}
-
-/// The digits `text` starts with, and what follows.
-fn number_then(text: &str) -> Option<(u64, &str)> {
-    let end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    Some((text[..end].parse().ok()?, &text[end..]))
-}
-
-fn sysctl(ns: &str, setting: &str) -> Result<()> {
-    run("ip", &["netns", "exec", ns, "sysctl", "-qw", setting]).map(drop)
-}
-
-fn ip_in(ns: &str, args: &[&str]) -> Result<()> {
-    let mut all = vec!["-n", ns];
-    all.extend_from_slice(args);
-    run("ip", &all).map(drop)
-}
-
-/// Runs a command; its output, or its own words when it fails.
-fn run(program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program).args(args).output().with_context(|| format!("running {program}"))?;
-    if !out.status.success() {
-        bail!("{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //! - [`topology`]: sites by subnet, links between them, and which link a packet takes;
 //! - [`emulate`]: the TUN device and the threads that read and release packets;
 //! - [`layout`]: the namespaces, bridges and routes of sites on one machine;
+//! - [`netns`]: commands in namespaces of ours, and the removal of stale ones;
 //! - [`probe`]: a UDP echo and a prober measuring round trips, loss and reordering,
 //!   with which the emulator is tested and users check their own settings.
 
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod emulate;
 pub mod layout;
 pub mod link;
+pub mod netns;
 pub mod probe;
 pub mod spec;
 pub mod topology;

@@ -185,12 +185,12 @@ mod tests {
 
     #[test]
     fn a_tally_counts_loss_reordering_and_duplicates() {
-        // (number, sent, came) in ms.
-        let answers = [(0, 0, 10), (2, 2, 14), (1, 1, 31), (2, 2, 40), (4, 4, 15), (9, 9, 10)]
+        // (number, sent, came) in ms, in the order they came, as a probe sees them.
+        let answers = [(0, 0, 10), (9, 9, 12), (2, 2, 14), (4, 4, 15), (1, 1, 31), (2, 2, 40)]
             .map(|(number, sent, came)| Answer { number, sent: ms(sent), came: ms(came) });
         let t = Tally::from_answers(5, &answers);
         assert_eq!(t.received(), 4, "the duplicate of 2 and the unsent 9 are ignored");
-        assert_eq!(t.reordered, 1, "1 came after 2");
+        assert_eq!(t.reordered, 1, "1 came after 2 and 4");
         assert!((t.loss() - 0.2).abs() < 1e-9, "3 never came back");
         assert_eq!(t.percentile(0.0), Some(ms(10)));
         assert_eq!(t.percentile(0.5), Some(ms(12)));
@@ -198,8 +198,9 @@ mod tests {
         assert_eq!(
             t.line(),
             "sent=5 received=4 loss_pct=20.00 reordered=1 rtt_min_ms=10.000 rtt_p50_ms=12.000 rtt_p95_ms=30.000 \
-             rtt_max_ms=30.000 span_ms=5.000"
+             rtt_max_ms=30.000 span_ms=21.000"
         );
+        assert_eq!(t.span, ms(21), "from the first answer counted (0) to the last (1), not the duplicate");
         let none = Tally::from_answers(3, &[]);
         assert_eq!(none.percentile(0.5), None);
         assert!(none.line().contains("loss_pct=100.00") && none.line().contains("rtt_p50_ms=-"));

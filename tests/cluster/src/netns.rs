@@ -12,6 +12,7 @@
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use tandem_wan::netns::{delete, ip_in, nft_in, number_then, run};
 
 /// Every namespace we make starts with this, then our PID.
 const PREFIX: &str = "tdm";
@@ -28,7 +29,7 @@ impl Net {
     /// with the command's own words when the machine does not allow it
     /// (no privilege, no `ip` or `nft`, a kernel without nftables).
     pub fn new(nodes: usize) -> Result<Net> {
-        remove_stale();
+        tandem_wan::netns::remove_stale(owner_pid);
         // Counts the nodes made so far: a failure half way drops what was made.
         let mut net = Net { tag: format!("{PREFIX}{}", std::process::id()), nodes: 0 };
         run("ip", &["netns", "add", &net.switch()])?;
@@ -153,57 +154,17 @@ impl Drop for Net {
     fn drop(&mut self) {
         // Deleting a namespace deletes its end of each veth pair, and so the pair.
         for i in 1..=self.nodes {
-            let _ = run("ip", &["netns", "del", &self.namespace(i)]);
+            let _ = delete(&self.namespace(i));
         }
-        let _ = run("ip", &["netns", "del", &self.switch()]);
-    }
-}
-
-/// Namespaces of ours whose process is gone (a run killed before its drop).
-fn remove_stale() {
-    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or_default();
-        if let Some(pid) = owner_pid(name) {
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = run("ip", &["netns", "del", name]);
-            }
-        }
+        let _ = delete(&self.switch());
     }
 }
 
 /// The PID in a name we made (`tdm<pid>sw`, `tdm<pid>n<i>`).
 fn owner_pid(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    let suffix = &rest[digits.len()..];
-    let ours = suffix == "sw"
-        || suffix.strip_prefix('n').is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-    if ours {
-        digits.parse().ok()
-    } else {
-        None
-    }
-}
-
-fn ip_in(ns: &str, args: &[&str]) -> Result<()> {
-    let mut all = vec!["-n", ns];
-    all.extend_from_slice(args);
-    run("ip", &all)
-}
-
-fn nft_in(ns: &str, command: &str) -> Result<()> {
-    run("ip", &["netns", "exec", ns, "nft", command])
-}
-
-fn run(program: &str, args: &[&str]) -> Result<()> {
-    let out = Command::new(program).args(args).output().with_context(|| format!("running {program}"))?;
-    if !out.status.success() {
-        bail!("{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
+    let (pid, rest) = number_then(name.strip_prefix(PREFIX)?)?;
+    let ours = rest == "sw" || rest.strip_prefix('n').and_then(number_then).is_some_and(|(_, end)| end.is_empty());
+    ours.then_some(pid).and_then(|p| u32::try_from(p).ok())
 }
 
 #[cfg(test)]
