@@ -88,7 +88,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("gcs.max_throttle", "0.25", Kind::Float),
     ("gcs.recv_q_hard_limit", "9223372036854775807", Kind::Count),
     ("gcs.recv_q_soft_limit", "0.25", Kind::Fraction),
-    ("gcs.send_window", "-1", Kind::Int), // Tandem's: write-sets a member may be behind in receiving (-1: 4 x gcs.fc_limit, 0: off)
+    ("gcs.send_window", "-1", Kind::Int), // Tandem's: write-sets a member may be behind in receiving, beyond its round trip (-1: 4 x gcs.fc_limit, 0: off)
     ("gcs.stateless", "no", Kind::Bool),
     ("gcs.sync_donor", "no", Kind::Bool),
     ("gcs.vote_policy", "0", Kind::Count), // consistency voting: successes that win outright

@@ -28,6 +28,7 @@ mod on_caller;
 mod partition;
 mod raft;
 mod read;
+mod round_trips;
 pub mod send_window;
 mod shared;
 mod store;

@@ -62,6 +62,9 @@ pub struct Shared {
     pub donations: crate::catch_up::Donations,
     /// As leader: the payloads handed to the Raft core and not yet answered.
     pub in_core: crate::in_core::Window,
+    /// As leader: when its log reached which index (the send window's
+    /// measure of what is in flight to each voter).
+    pub appended: std::sync::Mutex<crate::send_window::Appended>,
     /// When this process started its Raft instance: a restored member
     /// grants no vote for a while after it ([`crate::read::votes_withheld`]).
     pub started: tokio::time::Instant,

@@ -326,21 +326,36 @@ fn must_hold(shared: &Shared) -> bool {
         return false;
     }
     let live = shared.config.timeouts.heartbeat * 2;
-    shared.with_metrics(|m| send_window::must_hold(followers(m, shared.me), window, live))
+    shared.with_metrics(|m| {
+        let now = Instant::now();
+        let mut appended = crate::sync::lock(&shared.appended);
+        appended.note(now, last_index(m));
+        let in_flight = |id| shared.net.round_trips.of(id).map_or(0, |rtt| appended.in_flight(now, rtt, last_index(m)));
+        send_window::must_hold(followers(m, shared.me, in_flight), window, live)
+    })
+}
+
+fn last_index(m: &crate::raft::types::Metrics) -> u64 {
+    m.last_log_index.unwrap_or(0)
 }
 
 /// How often a hold re-judges when no acknowledgement comes.
 const HOLD_RECHECK: Duration = Duration::from_millis(5);
 
-/// The other voters, as the leader sees them (none unless leader).
-fn followers(m: &crate::raft::types::Metrics, me: crate::MemberId) -> impl Iterator<Item = send_window::Follower> + '_ {
-    let last = m.last_log_index.unwrap_or(0);
+/// The other voters, as the leader sees them (none unless leader), with
+/// what `in_flight` says is on its way to each.
+fn followers<'m>(
+    m: &'m crate::raft::types::Metrics,
+    me: crate::MemberId,
+    in_flight: impl Fn(crate::MemberId) -> u64 + 'm,
+) -> impl Iterator<Item = send_window::Follower> + 'm {
+    let last = last_index(m);
     let seen = m.replication.as_ref().zip(m.heartbeat.as_ref());
     m.membership_config.membership().voter_ids().filter(move |id| *id != me).filter_map(move |id| {
         let (replication, heartbeat) = seen?;
         let acked = replication.get(&id).and_then(|l| l.as_ref()).map_or(0, |l| l.index);
         let heard = heartbeat.get(&id).and_then(|t| t.as_ref()).map(|t| t.elapsed());
-        Some(send_window::Follower { behind: last.saturating_sub(acked), heard })
+        Some(send_window::Follower { behind: last.saturating_sub(acked), in_flight: in_flight(id), heard })
     })
 }
 

@@ -265,6 +265,7 @@ async fn launch_raft(
         forwards: Default::default(),
         donations: Default::default(),
         in_core: Default::default(),
+        appended: Default::default(),
         started: tokio::time::Instant::now(),
         handing_over: AtomicBool::new(false),
     });

@@ -159,6 +159,8 @@ pub struct NetCtx {
     /// Per address: the links open to it, idle or in use.
     open: Mutex<BTreeMap<String, Arc<AtomicUsize>>>,
     pub liveness: Liveness,
+    /// Round trips of pipelined appends, per peer (the leader's send window).
+    pub round_trips: crate::round_trips::RoundTrips,
     connect_timeout: Duration,
     pub tls: TlsMode,
     refusals: refusals::Refusals,
@@ -193,6 +195,7 @@ impl NetCtx {
             pool: Mutex::new(BTreeMap::new()),
             open: Mutex::new(BTreeMap::new()),
             liveness: Liveness::default(),
+            round_trips: Default::default(),
             connect_timeout,
             tls,
             refusals: refusals::Refusals::default(),

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::{CallError, Conn, NetCtx};
 use crate::wire::{self, Response};
@@ -55,15 +56,19 @@ impl NetCtx {
         };
         let Conn { stream, peer, group, open, epoch } = conn;
         let (mut reader, mut writer) = tokio::io::split(stream);
-        // One token per request written: the reader reads that many answers.
-        let (written, mut to_read) = mpsc::unbounded_channel::<Result<(), String>>();
+        // One token per request written, with when it was: the reader reads
+        // that many answers, and times each one (`round_trips`).
+        let (written, mut to_read) = mpsc::unbounded_channel::<Result<Instant, String>>();
         let write = async {
             while let Some(frame) = frames.recv().await {
                 // `gmcast.isolate` cuts a link in use too: nothing more goes out on it.
                 let isolated = self.isolated() || epoch != self.isolations.load(Ordering::Acquire);
                 let sent = match frame {
                     _ if isolated => Err("this member is isolated (gmcast.isolate)".to_string()),
-                    Ok(frame) => writer.write_all(&frame).await.and(writer.flush().await).map_err(|e| e.to_string()),
+                    Ok(frame) => {
+                        let wrote = writer.write_all(&frame).await.and(writer.flush().await);
+                        wrote.map(|()| Instant::now()).map_err(|e| e.to_string())
+                    }
                     Err(e) => Err(e),
                 };
                 let failed = sent.is_err();
@@ -78,11 +83,7 @@ impl NetCtx {
             while let Some(sent) = to_read.recv().await {
                 let answer = match sent {
                     Err(e) => Err(CallError::Unreachable(e)),
-                    Ok(()) => match tokio::time::timeout(timeout, wire::read_frame::<_, Response>(&mut reader)).await {
-                        Ok(Ok(resp)) => Ok(resp),
-                        Ok(Err(e)) => Err(CallError::Lost(format!("{addr}: {e}"))),
-                        Err(_) => Err(CallError::Lost(format!("{addr}: no answer within {timeout:?}"))),
-                    },
+                    Ok(at) => self.read_answer(&mut reader, addr, peer, at, timeout).await,
                 };
                 let ok = answer.is_ok();
                 if matches!(&answer, Ok(resp) if !matches!(resp, Response::Failed { .. })) {
@@ -98,6 +99,25 @@ impl NetCtx {
         if wrote_all && read_all {
             let stream = reader.unsplit(writer);
             self.checkin(addr, Conn { stream, peer, group, open, epoch });
+        }
+    }
+
+    /// The answer to a request written at `at`, timed (`round_trips`).
+    async fn read_answer<R: tokio::io::AsyncRead + Unpin>(
+        &self,
+        reader: &mut R,
+        addr: &str,
+        peer: MemberId,
+        at: Instant,
+        timeout: Duration,
+    ) -> Result<Response, CallError> {
+        match tokio::time::timeout(timeout, wire::read_frame::<_, Response>(reader)).await {
+            Ok(Ok(resp)) => {
+                self.round_trips.record(peer, at.elapsed());
+                Ok(resp)
+            }
+            Ok(Err(e)) => Err(CallError::Lost(format!("{addr}: {e}"))),
+            Err(_) => Err(CallError::Lost(format!("{addr}: no answer within {timeout:?}"))),
         }
     }
 }
