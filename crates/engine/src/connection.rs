@@ -249,6 +249,8 @@ impl Node {
                 incoming: self.inner.config.incoming.clone(),
                 app: vec![],
                 weight: crate::options::parse_weight(opts.get("pc.weight")).unwrap_or(1),
+                segment: crate::options::parse_segment(opts.get("gmcast.segment")).unwrap_or(0),
+                leader_segment: crate::options::parse_leader_segment(opts.get("pc.leader_segment")).flatten(),
             },
             timeouts,
             log,

@@ -13,8 +13,7 @@ fn info(n: u8) -> MemberInfo {
         name: format!("node{n}"),
         group_addr: String::new(),
         incoming: String::new(),
-        app: vec![],
-        weight: 1,
+        ..MemberInfo::default()
     }
 }
 

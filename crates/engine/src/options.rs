@@ -31,6 +31,10 @@ enum Kind {
     Isolation,
     /// `pc.weight`: 0 to 255, as in Galera.
     Weight,
+    /// `gmcast.segment`: 0 to 255, as in Galera.
+    Segment,
+    /// `pc.leader_segment`: a segment, or -1 for none.
+    LeaderSegment,
     /// A thread count, 1 to [`MAX_THREADS`].
     Threads,
 }
@@ -96,7 +100,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("gmcast.mcast_addr", "", Kind::Str),
     ("gmcast.mcast_ttl", "1", Kind::Int),
     ("gmcast.peer_timeout", "PT3S", Kind::Period),
-    ("gmcast.segment", "0", Kind::Int),
+    ("gmcast.segment", "0", Kind::Segment), // the site (docs/operations.md, "Sites apart")
     ("gmcast.time_wait", "PT5S", Kind::Period),
     ("gmcast.version", "0", Kind::Int),
     ("health.address", "", Kind::Str), // Tandem's: HTTP health check and /metrics (host:port)
@@ -111,6 +115,7 @@ const KNOWN: &[(&str, &str, Kind)] = &[
     ("pc.checksum", "false", Kind::Bool),
     ("pc.ignore_quorum", "false", Kind::Bool),
     ("pc.ignore_sb", "false", Kind::Bool),
+    ("pc.leader_segment", "-1", Kind::LeaderSegment), // Tandem's: the segment the leader is kept in (-1: the heaviest)
     ("pc.linger", "PT20S", Kind::Period),
     ("pc.npvo", "false", Kind::Bool),
     ("pc.recovery", "true", Kind::Bool),
@@ -163,6 +168,9 @@ const STARTUP_ONLY: &[&str] = &[
     // The listeners open at init.
     "health.address",
     "health.agent_address",
+    // A member's site travels in its membership entry, given when it joins.
+    "gmcast.segment",
+    "pc.leader_segment",
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -394,6 +402,8 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
         Kind::UnknownPosition => matches!(value.to_ascii_lowercase().as_str(), "refuse" | "sst"),
         Kind::Isolation => matches!(value.trim(), "0" | "1" | "2"),
         Kind::Weight => parse_weight(value).is_some(),
+        Kind::Segment => parse_segment(value).is_some(),
+        Kind::LeaderSegment => parse_leader_segment(value).is_some(),
         Kind::Threads => value.trim().parse::<i64>().is_ok_and(|n| (1..=MAX_THREADS).contains(&n)),
     };
     if ok {
@@ -402,6 +412,8 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
         let why = match kind {
             Kind::Isolation => "expected 0, 1 or 2".into(),
             Kind::Weight => "expected a weight from 0 to 255".into(),
+            Kind::Segment => "expected a segment from 0 to 255".into(),
+            Kind::LeaderSegment => "expected a segment from 0 to 255, or -1 (the segment with the most weight)".into(),
             Kind::Threads => format!("expected a number of threads from 1 to {MAX_THREADS}"),
             _ => format!("expected {kind:?}").to_lowercase(),
         };
@@ -412,6 +424,19 @@ fn check(key: &str, value: &str, kind: Kind) -> Result<(), OptionError> {
 /// `pc.weight`.
 pub fn parse_weight(v: &str) -> Option<u32> {
     v.trim().parse::<u32>().ok().filter(|w| *w <= 255)
+}
+
+/// `gmcast.segment`.
+pub fn parse_segment(v: &str) -> Option<u8> {
+    v.trim().parse::<u8>().ok()
+}
+
+/// `pc.leader_segment`: Some(None) for -1.
+pub fn parse_leader_segment(v: &str) -> Option<Option<u8>> {
+    match v.trim() {
+        "-1" => Some(None),
+        other => parse_segment(other).map(Some),
+    }
 }
 
 pub fn parse_bool(v: &str) -> Option<bool> {
@@ -512,6 +537,17 @@ mod tests {
         assert_eq!(o.set("gmcast.isolate=1"), Ok(vec![OptionAction::Isolate(Isolation::Isolated)]));
         assert_eq!(o.set("gmcast.isolate = 2"), Ok(vec![OptionAction::Isolate(Isolation::Terminated)]));
         assert_eq!(o.set("gmcast.isolate=0"), Ok(vec![OptionAction::Isolate(Isolation::Off)]));
+        for (value, ok) in [("0", true), ("255", true), ("256", false), ("-1", false), ("one", false)] {
+            assert_eq!(o.set(&format!("gmcast.segment={value}")).is_ok(), ok, "gmcast.segment={value}");
+        }
+        for (value, ok) in [("-1", true), ("0", true), ("7", true), ("256", false), ("-2", false)] {
+            assert_eq!(o.set(&format!("pc.leader_segment={value}")).is_ok(), ok, "pc.leader_segment={value}");
+        }
+        assert_eq!(parse_leader_segment("-1"), Some(None));
+        assert_eq!(parse_leader_segment(" 2 "), Some(Some(2)));
+        let mut running = Options::default();
+        let err = running.set_at_runtime("gmcast.segment=1").unwrap_err().to_string();
+        assert!(err.contains("read only at startup"), "{err}");
         assert_eq!(o.set("pc.weight=3"), Ok(vec![OptionAction::Weight(3)]));
         assert_eq!(o.set("pc.weight = 0"), Ok(vec![OptionAction::Weight(0)]));
         assert!(o.get("pc.weight").trim() == "0", "the value shown is the one set");

@@ -46,6 +46,11 @@ impl Node {
         [s.commit_latency.snapshot(), s.apply_latency.snapshot()]
     }
 
+    /// `wsrep_gmcast_segment`: this node's site, as its options give it.
+    fn segment(&self) -> u8 {
+        crate::options::parse_segment(self.inner.options.lock().get("gmcast.segment")).unwrap_or(0)
+    }
+
     /// `wsrep_cluster_weight` while primary: what the members weigh.
     fn cluster_weight(&self) -> Option<u64> {
         self.group()?.cluster_weight()
@@ -133,7 +138,7 @@ impl Node {
             ("evs_repl_latency", Str("0/0/0/0/0".into())),
             ("evs_state", Str(if primary { "OPERATIONAL" } else { "GATHER" }.into())),
             ("gcomm_uuid", Str(self.node_id().to_string())),
-            ("gmcast_segment", Int(0)),
+            ("gmcast_segment", Int(self.segment() as i64)),
             // Not Galera's: PXC's IST progress, and what the cache holds.
             ("ist_receive_status", Str(ist.map(|r| IstProgress::new(r, last_committed).text()).unwrap_or_default())),
             ("gcache_pool_size", Int(cache.bytes as i64)),

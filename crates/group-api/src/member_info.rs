@@ -1,7 +1,10 @@
 //! A member's self-description, and how it travels: the fields of the
-//! first builds, then the weight (`pc.weight`) appended to `app` only when
-//! it is not 1, so that logs, snapshots and peers from before weights
-//! existed read unchanged, and read what this build writes.
+//! first builds, then, appended to `app` only when they differ from the
+//! defaults, its site (`gmcast.segment`, `pc.leader_segment`) and its weight
+//! (`pc.weight`). Logs, snapshots and peers from before either existed read
+//! unchanged, and read what this build writes: the weight's trailer comes
+//! last, where builds that know weights only look for it, and the site's
+//! stays in their `app`, which they carry on unchanged.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +15,22 @@ pub const MAX_WEIGHT: u32 = 255;
 /// then this mark. Logs, snapshots and peers from before weights existed
 /// carry no mark and read as weight 1.
 const WEIGHT_MARK: [u8; 8] = *b"\xf7tndmWGT";
+
+/// Ends `app` (before a weight) when the member is not in segment 0 or
+/// states a leader segment: segment, 1 if a leader segment follows, the
+/// leader segment (or 0), a zero byte, then this mark.
+const SITE_MARK: [u8; 8] = *b"\xf7tndmSEG";
+
+/// Strips a trailer of `N` bytes and `mark` off the end of `app`, if there.
+fn take_trailer<const N: usize>(app: &mut Vec<u8>, mark: &[u8; 8]) -> Option<[u8; N]> {
+    if app.len() < N + mark.len() || !app.ends_with(mark) {
+        return None;
+    }
+    let at = app.len() - N - mark.len();
+    let bytes = app[at..at + N].try_into().expect("N bytes");
+    app.truncate(at);
+    Some(bytes)
+}
 
 /// How a [`MemberInfo`] is encoded: its fields before weights existed.
 #[derive(Serialize, Deserialize)]
@@ -26,6 +45,11 @@ pub(crate) struct MemberInfoWire {
 impl From<MemberInfo> for MemberInfoWire {
     fn from(info: MemberInfo) -> Self {
         let mut app = info.app;
+        if info.segment != 0 || info.leader_segment.is_some() {
+            let pin = info.leader_segment.unwrap_or(0);
+            app.extend_from_slice(&[info.segment, u8::from(info.leader_segment.is_some()), pin, 0]);
+            app.extend_from_slice(&SITE_MARK);
+        }
         if info.weight != 1 {
             app.extend_from_slice(&info.weight.to_le_bytes());
             app.extend_from_slice(&WEIGHT_MARK);
@@ -37,12 +61,10 @@ impl From<MemberInfo> for MemberInfoWire {
 impl From<MemberInfoWire> for MemberInfo {
     fn from(wire: MemberInfoWire) -> Self {
         let mut app = wire.app;
-        let mut weight = 1;
-        if app.len() >= 12 && app.ends_with(&WEIGHT_MARK) {
-            let at = app.len() - 12;
-            weight = u32::from_le_bytes(app[at..at + 4].try_into().expect("four bytes"));
-            app.truncate(at);
-        }
+        let weight = take_trailer::<4>(&mut app, &WEIGHT_MARK).map_or(1, u32::from_le_bytes);
+        let site = take_trailer::<4>(&mut app, &SITE_MARK);
+        let (segment, leader_segment) =
+            site.map_or((0, None), |[segment, pinned, pin, _]| (segment, (pinned == 1).then_some(pin)));
         MemberInfo {
             uuid: wire.uuid,
             name: wire.name,
@@ -50,6 +72,8 @@ impl From<MemberInfoWire> for MemberInfo {
             incoming: wire.incoming,
             app,
             weight,
+            segment,
+            leader_segment,
         }
     }
 }
@@ -76,6 +100,11 @@ pub struct MemberInfo {
     pub app: Vec<u8>,
     /// `pc.weight`: what this member counts for in the quorum (0 to 255).
     pub weight: u32,
+    /// `gmcast.segment`: the site this member is in (0 to 255).
+    pub segment: u8,
+    /// `pc.leader_segment`: the site this member asks the leader to be
+    /// kept in; None: where most of the voting weight is.
+    pub leader_segment: Option<u8>,
 }
 
 impl Default for MemberInfo {
@@ -87,6 +116,8 @@ impl Default for MemberInfo {
             incoming: String::new(),
             app: vec![],
             weight: 1,
+            segment: 0,
+            leader_segment: None,
         }
     }
 }
@@ -103,6 +134,40 @@ mod tests {
             incoming: "127.0.0.1:3306".into(),
             app: app.to_vec(),
             weight,
+            ..MemberInfo::default()
+        }
+    }
+
+    /// A build that knows weights and not sites.
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    #[serde(from = "MemberInfoWire")]
+    struct WeightsOnly {
+        app: Vec<u8>,
+        weight: u32,
+    }
+
+    impl From<MemberInfoWire> for WeightsOnly {
+        fn from(wire: MemberInfoWire) -> Self {
+            let mut app = wire.app;
+            let weight = take_trailer::<4>(&mut app, &WEIGHT_MARK).map_or(1, u32::from_le_bytes);
+            WeightsOnly { app, weight }
+        }
+    }
+
+    #[test]
+    fn sites_round_trip_and_builds_before_them_keep_their_weight() {
+        for weight in [1, 3] {
+            for (segment, leader_segment) in [(0, None), (1, None), (0, Some(0)), (2, Some(1)), (255, Some(255))] {
+                let i = MemberInfo { segment, leader_segment, ..info(b"app", weight) };
+                let bytes = bincode::serialize(&i).unwrap();
+                assert_eq!(bincode::deserialize::<MemberInfo>(&bytes).unwrap(), i);
+                let old: WeightsOnly = bincode::deserialize(&bytes).unwrap();
+                assert_eq!(old.weight, weight, "a build before sites reads the weight");
+                assert!(old.app.starts_with(b"app"), "and its app data first");
+                if (segment, leader_segment) == (0, None) {
+                    assert_eq!(old.app, b"app", "the defaults add nothing");
+                }
+            }
         }
     }
 

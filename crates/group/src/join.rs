@@ -126,7 +126,7 @@ pub(crate) enum Change {
     AddLearner(MemberId, MemberInfo),
     Promote(MemberId),
     Remove(MemberId),
-    /// What a member tells about itself, changed (`pc.weight`).
+    /// What a member tells about itself, changed (`pc.weight`, its site).
     SetInfo(MemberId, MemberInfo),
 }
 
@@ -135,11 +135,20 @@ pub async fn handle_join(shared: &Shared, member: MemberId, info: MemberInfo) ->
         return shared.not_leader();
     }
     let m = shared.metrics();
-    if m.membership_config.membership().get_node(&member).is_some() {
+    if let Some(known) = m.membership_config.membership().get_node(&member) {
         // A retried join, or a member back with its durable identity that
         // the group never removed: it is in (the application learns of its
-        // new incarnation through the ordered stream).
-        return Response::Done;
+        // new incarnation through the ordered stream). Only its site may
+        // have changed with its restart (`gmcast.segment` is read at start).
+        if (known.segment, known.leader_segment) == (info.segment, info.leader_segment) {
+            return Response::Done;
+        }
+        info!(
+            "Member {member} ({}) is now in segment {} (leader segment {:?})",
+            info.name, info.segment, info.leader_segment
+        );
+        let known = MemberInfo { segment: info.segment, leader_segment: info.leader_segment, ..known.clone() };
+        return change_membership(shared, Change::SetInfo(member, known)).await;
     }
     info!("Member {member} ({}) at {} asks to join", info.name, info.group_addr);
     // A member listening where the joiner now listens is its previous
@@ -532,26 +541,37 @@ async fn hand_over_leadership(shared: &Shared, voters: &[MemberId]) {
     let Some(successor) = voters.iter().filter(|v| **v != me).max_by_key(|v| matched(v)).copied() else {
         return;
     };
-    // Before the others hear of it: the successor is elected with votes
-    // that ignore this leader's lease. And from now on nothing more goes
-    // into the core, which drops what it is given during a transfer:
-    // payloads are handed back or queued for the successor instead.
+    if transfer_leadership(shared, successor, HAND_OVER_WAIT).await {
+        info!("Member {me} handed the leadership over to {successor}");
+    } else {
+        info!("Member {me}: no successor took the leadership over within {HAND_OVER_WAIT:?}; leaving anyway");
+    }
+}
+
+/// Hands this leader's leadership to `successor`, trying for up to `wait`;
+/// whether another member leads now. Sets `Shared::handing_over` for good:
+/// the Raft core, once asked, drops what it is given until its leadership
+/// ends, so whoever goes on as a member clears it only after that (see
+/// `placement`). Before the others hear of it: the successor is elected
+/// with votes that ignore this leader's lease. And from now on nothing more
+/// goes into the core: payloads are handed back or queued for the successor.
+pub(crate) async fn transfer_leadership(shared: &Shared, successor: MemberId, wait: Duration) -> bool {
+    let me = shared.me;
     shared.handing_over.store(true, std::sync::atomic::Ordering::SeqCst);
     shared.in_core.wait_for_appenders(APPENDERS_WAIT).await;
-    let deadline = Instant::now() + HAND_OVER_WAIT;
+    let deadline = Instant::now() + wait;
     while Instant::now() < deadline {
         until_caught_up(shared, successor, deadline).await;
         if let Err(e) = shared.raft().trigger().transfer_leader(successor).await {
             warn!("Could not hand the leadership over to {successor}: {e}");
-            return;
+            return false;
         }
         let try_ends = (Instant::now() + TRANSFER_TRY).min(deadline);
         if until_metrics(shared, try_ends, |m| m.current_leader.is_some_and(|l| l != me)).await {
-            info!("Member {me} handed the leadership over to {successor}");
-            return;
+            return true;
         }
     }
-    info!("Member {me}: no successor took the leadership over within {HAND_OVER_WAIT:?}; leaving anyway");
+    false
 }
 
 /// Waits, until `deadline` at most, for `successor` to hold every entry in
@@ -566,7 +586,11 @@ async fn until_caught_up(shared: &Shared, successor: MemberId, deadline: Instant
 
 /// Waits until `holds` is true of openraft's metrics, or `until` passes;
 /// whether it held. Woken by each change of the metrics, not by polling.
-async fn until_metrics(shared: &Shared, until: Instant, holds: impl Fn(&crate::raft::types::Metrics) -> bool) -> bool {
+pub(crate) async fn until_metrics(
+    shared: &Shared,
+    until: Instant,
+    holds: impl Fn(&crate::raft::types::Metrics) -> bool,
+) -> bool {
     use openraft::async_runtime::WatchReceiver;
     let mut metrics = shared.raft().metrics();
     loop {

@@ -26,6 +26,7 @@ mod mesh;
 mod moved_on;
 mod on_caller;
 mod partition;
+mod placement;
 mod raft;
 mod read;
 mod round_trips;

@@ -110,8 +110,13 @@ fn on_layout(args: &WanArgs, bench: &Bench, tandem: &Path, kind: ProviderKind, r
     let mut layout = Layout::new(&SITES)?;
     let name = format!("{kind}-{rtt}ms");
     layout.emulate(tandem, &[format!("s1-s2:rtt={rtt}ms")], 1, &bench.logs.join(format!("{name}-emulator.log")))?;
-    let hosts: Vec<Host> =
-        (1..=layout.nodes()).map(|i| Host { address: layout.address(i), netns: Some(layout.namespace(i)) }).collect();
+    let hosts: Vec<Host> = (1..=layout.nodes())
+        .map(|i| Host {
+            address: layout.address(i),
+            netns: Some(layout.namespace(i)),
+            segment: u8::try_from(layout.site(i)).ok(),
+        })
+        .collect();
     let provider_path = match kind {
         ProviderKind::Galera => &args.galera_path,
         _ => &args.tandem_path,

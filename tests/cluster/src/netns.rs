@@ -56,7 +56,7 @@ impl Net {
     /// The hosts to give `ClusterSpec::hosts`, in node order.
     pub fn hosts(&self) -> Vec<tandem::cluster::Host> {
         (1..=self.nodes)
-            .map(|i| tandem::cluster::Host { address: Net::address(i), netns: Some(self.namespace(i)) })
+            .map(|i| tandem::cluster::Host { address: Net::address(i), netns: Some(self.namespace(i)), segment: None })
             .collect()
     }
 

@@ -22,7 +22,11 @@ pub fn tandem_binary() -> Result<PathBuf> {
 /// The cluster's hosts on the layout: each node's address and namespace.
 pub fn hosts(layout: &Layout) -> Vec<tandem::cluster::Host> {
     (1..=layout.nodes())
-        .map(|i| tandem::cluster::Host { address: layout.address(i), netns: Some(layout.namespace(i)) })
+        .map(|i| tandem::cluster::Host {
+            address: layout.address(i),
+            netns: Some(layout.namespace(i)),
+            segment: u8::try_from(layout.site(i)).ok(),
+        })
         .collect()
 }
 

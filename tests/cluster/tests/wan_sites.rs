@@ -79,9 +79,9 @@ impl Sites {
     /// The mean time of `n` autocommit statements on node `i`, in ms.
     fn commit_ms(&self, i: usize, n: u32) -> Result<f64> {
         let table = format!("bank.timing{i}");
-        sql(self.c.node(i), &format!("CREATE TABLE IF NOT EXISTS {table} (id INT PRIMARY KEY)"))
+        sql(self.c.node(i), &format!("CREATE TABLE IF NOT EXISTS {table} (id INT AUTO_INCREMENT PRIMARY KEY)"))
             .map_err(anyhow::Error::msg)?;
-        let statements: String = (0..n).map(|k| format!("INSERT INTO {table} VALUES ({k});")).collect();
+        let statements: String = (0..n).map(|_| format!("INSERT INTO {table} () VALUES ();")).collect();
         let start = Instant::now();
         sql(self.c.node(i), &statements).map_err(anyhow::Error::msg)?;
         Ok(start.elapsed().as_secs_f64() * 1e3 / f64::from(n))
@@ -89,6 +89,31 @@ impl Sites {
 
     fn leader(&self) -> Result<String> {
         status(self.c.node(1), "wsrep_group_leader")
+    }
+
+    /// The leader's node, as a serving node `asked` sees it.
+    fn leader_node(&self, asked: usize) -> Result<Option<usize>> {
+        let name = status(self.c.node(asked), "wsrep_group_leader")?;
+        Ok(name.strip_prefix("node").and_then(|n| n.parse().ok()))
+    }
+
+    /// Waits until node `asked` sees a leader in `site`, none of `dead`;
+    /// that leader.
+    fn leader_in(&self, site: usize, asked: usize, dead: &[usize], what: &str) -> Result<usize> {
+        let mut found = None;
+        wait_for(what, SETTLE, || {
+            found = self.leader_node(asked)?.filter(|l| self.layout.site(*l) == site && !dead.contains(l));
+            Ok(found.is_some())
+        })?;
+        found.context("no leader")
+    }
+
+    /// Node `i` stopped and started again, with `provider_options` for this start.
+    fn restart(&mut self, i: usize, provider_options: &[(&str, &str)]) -> Result<()> {
+        self.c.stop(i)?;
+        let options = provider_options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        self.c.start_with(i, &tandem::cluster::Start { provider_options: options, ..Default::default() })?;
+        self.c.wait_synced(i, SETTLE)
     }
 }
 
@@ -129,4 +154,59 @@ fn two_sites_apart_lose_nothing_through_a_cut_a_heal_and_a_lossy_link() -> Resul
     s.links(&[LINK])?;
     rounds::whole_again(&mut s.c.cluster, &bank, SETTLE).context("after the lossy link")?;
     s.close("lossy link", bank)
+}
+
+/// Leader placement (issue 47): the leader is kept in site 1, which holds
+/// two of the three votes. A pin (`pc.leader_segment=2`, node 3 restarted
+/// with it) moves it to site 2. That leader killed, site 1 elects one of
+/// its own and goes on committing; node 3 back, still pinned, takes the
+/// leadership again once it has caught up. Its site cut off, it refuses and
+/// site 1 goes on; healed, it leads again. Restarted without the pin, it
+/// hands the leadership back to site 1. Bank tellers run throughout.
+#[test]
+#[ignore = "root, network namespaces and a TUN device: make test-wan"]
+fn the_leader_is_kept_in_the_heavier_site_or_where_it_is_pinned() -> Result<()> {
+    const PIN: (&str, &str) = ("pc.leader_segment", "2");
+    let mut s = Sites::new()?;
+    s.leader_in(1, 1, &[], "a leader in site 1")?;
+    let bank = s.open_bank()?;
+    let home = s.commit_ms(1, 20)?;
+
+    s.restart(3, &[PIN])?;
+    s.leader_in(2, 1, &[], "the leader in site 2, where node 3 pins it")?;
+    let away = s.commit_ms(1, 20)?;
+    eprintln!("wan sites: an insert on node 1 took {home:.1} ms with the leader in site 1, {away:.1} ms in site 2");
+
+    // The pinned leader killed: site 1 holds the quorum and elects its own.
+    let killed = Instant::now();
+    s.c.kill(3)?;
+    let next = s.leader_in(1, 1, &[3], "a leader in site 1 after the failover")?;
+    eprintln!("wan sites: node {next} leads {:.1} s after node 3 was killed", killed.elapsed().as_secs_f64());
+    for i in [1, 2] {
+        bank.wait_acks(i, 10, SETTLE)?;
+    }
+
+    // Back, still pinned: the leadership returns to its site once it caught up.
+    let how = tandem::cluster::Start { provider_options: vec![(PIN.0.into(), PIN.1.into())], ..Default::default() };
+    s.c.start_with(3, &how)?;
+    s.c.wait_synced(3, SETTLE)?;
+    s.leader_in(2, 1, &[], "the leader back in site 2 once node 3 is")?;
+
+    // The pinned leader's site cut off: the old leader, alone, refuses; site
+    // 1 elects its own and serves. Healed, the leadership goes back.
+    s.links(&[&format!("{LINK},loss=100%")])?;
+    let refused = rounds::refuses(&s.c, 3, SETTLE)?;
+    s.leader_in(1, 1, &[3], "a leader in site 1 while site 2 is cut off")?;
+    for i in [1, 2] {
+        bank.wait_acks(i, 10, SETTLE)?;
+    }
+    ensure!(bank.acks_since(3, refused) == 0, "node 3 acknowledged transfers while cut off");
+    s.links(&[LINK])?;
+    rounds::whole_again(&mut s.c.cluster, &bank, SETTLE).context("healing the cut")?;
+    s.leader_in(2, 1, &[], "the leader back in site 2 once healed")?;
+
+    s.restart(3, &[])?;
+    s.leader_in(1, 1, &[], "the leader back in site 1 once unpinned")?;
+    rounds::whole_again(&mut s.c.cluster, &bank, SETTLE).context("after the placements")?;
+    s.close("leader placement", bank)
 }

@@ -450,6 +450,7 @@ fn spawn_tasks(shared: &Arc<Shared>, listener: GroupListener, queue_rx: mpsc::Re
     tokio::spawn(evict::run(shared.clone()));
     tokio::spawn(crate::mesh::run(shared.clone()));
     tokio::spawn(crate::weight::watch(shared.clone()));
+    tokio::spawn(crate::placement::watch(shared.clone()));
     tokio::spawn(crate::store::purger::run(shared.clone()));
     if !shared.config.bootstrap {
         tokio::spawn(join::join_loop(shared.clone(), local_addr.clone()));

@@ -94,6 +94,9 @@ pub fn cluster_address(state: &ClusterState) -> String {
 /// user's items (a repeated key replaces ours).
 pub fn provider_options(state: &ClusterState, node: &Node) -> String {
     let mut items = vec![("base_port".to_string(), node.base_port.to_string())];
+    if let Some(segment) = node.segment {
+        items.push(("gmcast.segment".to_string(), segment.to_string()));
+    }
     if let Some(port) = node.health_port {
         items.push(("health.address".to_string(), format!("127.0.0.1:{port}")));
         items.push(("health.agent_address".to_string(), format!("127.0.0.1:{}", port + 1)));

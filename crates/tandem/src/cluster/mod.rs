@@ -72,6 +72,8 @@ pub struct ClusterSpec {
 pub struct Host {
     pub address: String,
     pub netns: Option<String>,
+    /// Its site (`gmcast.segment`), for clusters whose hosts are in sites.
+    pub segment: Option<u8>,
 }
 
 impl ClusterSpec {
@@ -469,6 +471,7 @@ fn new_state(spec: &ClusterSpec, dir: PathBuf, provider_path: PathBuf, ports: &[
             health_port: (spec.provider == ProviderKind::Tandem).then_some(p.health),
             host: host.map_or_else(state::loopback, |h| h.address.clone()),
             netns: host.and_then(|h| h.netns.clone()),
+            segment: host.and_then(|h| h.segment),
             datadir: nd.join("data"),
             socket: nd.join("mysql.sock"),
             cnf: nd.join("my.cnf"),

@@ -65,6 +65,9 @@ pub struct Node {
     /// the caller's own. Made and removed by whoever made the cluster.
     #[serde(default)]
     pub netns: Option<String>,
+    /// Its site, given to the provider as `gmcast.segment`; None: left out.
+    #[serde(default)]
+    pub segment: Option<u8>,
     pub dir: PathBuf,
     pub datadir: PathBuf,
     pub socket: PathBuf,
@@ -175,6 +178,7 @@ pub(crate) fn sample_state(dir: &Path, nodes: usize) -> ClusterState {
             health_port: None,
             host: loopback(),
             netns: None,
+            segment: None,
             datadir: nd.join("data"),
             socket: nd.join("mysql.sock"),
             cnf: nd.join("my.cnf"),
