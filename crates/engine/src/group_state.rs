@@ -69,6 +69,11 @@ pub struct GroupState {
     /// Galera's configuration changes (`inherited.rs`). Encoded last.
     #[serde(skip)]
     pub inherited_last_write: Option<Seqno>,
+    /// Each member's site (`gmcast.segment`) where it is not 0, sorted:
+    /// donors are chosen in the joiner's site first. Encoded after the
+    /// inherited history.
+    #[serde(skip)]
+    pub segments: Vec<(Uuid, u8)>,
 }
 
 /// A primary configuration change, as ordered.
@@ -191,6 +196,8 @@ impl GroupState {
             .map(|info| Uuid(info.uuid))
             .collect();
         self.arbitrators.sort();
+        self.segments = m.members.values().filter(|i| i.segment != 0).map(|i| (Uuid(i.uuid), i.segment)).collect();
+        self.segments.sort();
         let same =
             members.iter().map(|m| (m.uuid, m.incarnation)).eq(self.members.iter().map(|m| (m.uuid, m.incarnation)));
         self.members = members;
@@ -476,19 +483,31 @@ impl GroupState {
     }
 
     /// `wsrep_sst_donor`: a comma list of node names in preference order; a
-    /// trailing comma allows any other synced node; empty means any.
+    /// trailing comma allows any other synced node; empty means any. Of
+    /// any other, one in the joiner's site (`gmcast.segment`) first: a
+    /// transfer from across a WAN takes its round trips and its bandwidth.
+    /// With every member in one site this is the first synced member, as
+    /// before sites existed, so members of both builds choose alike.
     fn choose_donor(&self, joiner: Uuid, spec: &str) -> Option<Uuid> {
         let synced =
             |m: &&Member| m.uuid != joiner && m.state == MemberState::Synced && !self.arbitrators.contains(&m.uuid);
         let names: Vec<&str> = spec.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
         let by_name = names.iter().find_map(|name| self.members.iter().filter(synced).find(|m| m.name == *name));
         let any_allowed = names.is_empty() || spec.trim_end().ends_with(',');
-        by_name.or_else(|| if any_allowed { self.members.iter().find(synced) } else { None }).map(|m| m.uuid)
+        let site = self.segment_of(joiner);
+        // The first of the least: the first synced member of the joiner's site.
+        let any = || self.members.iter().filter(synced).min_by_key(|m| self.segment_of(m.uuid) != site);
+        by_name.or_else(|| if any_allowed { any() } else { None }).map(|m| m.uuid)
+    }
+
+    /// A member's site; 0 unless its membership entry said otherwise.
+    pub fn segment_of(&self, member: Uuid) -> u8 {
+        self.segments.iter().find(|(u, _)| *u == member).map_or(0, |(_, s)| *s)
     }
 
     /// The state, then the sections added since, each after the last: the
     /// paused set, the arbitrators, the ballots, the certifier's lock
-    /// epochs. A build that knows fewer sections reads those and ignores
+    /// epochs, the inherited history, the members' sites. A build that knows fewer sections reads those and ignores
     /// the bytes after them.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = bincode::serialize(self).expect("encode group state");
@@ -497,6 +516,7 @@ impl GroupState {
         bincode::serialize_into(&mut out, &self.ballots).expect("encode ballots");
         bincode::serialize_into(&mut out, &self.cert.epochs).expect("encode lock epochs");
         bincode::serialize_into(&mut out, &self.inherited_last_write).expect("encode inherited history");
+        bincode::serialize_into(&mut out, &self.segments).expect("encode segments");
         out
     }
 
@@ -521,8 +541,12 @@ impl GroupState {
                 .map_err(|e| format!("corrupt group snapshot (lock epochs): {e}"))?;
         }
         if !rest.is_empty() {
-            state.inherited_last_write =
-                bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (inherited history): {e}"))?;
+            state.inherited_last_write = bincode::deserialize_from(&mut rest)
+                .map_err(|e| format!("corrupt group snapshot (inherited history): {e}"))?;
+        }
+        if !rest.is_empty() {
+            state.segments =
+                bincode::deserialize(rest).map_err(|e| format!("corrupt group snapshot (segments): {e}"))?;
         }
         // What the state's own code keeps must hold in what a peer sent too.
         state.check_invariants().map_err(|why| format!("inconsistent group snapshot: {why}"))?;

@@ -111,6 +111,50 @@ fn a_founder_on_galera_data_passes_on_its_last_write() {
     assert_eq!(other.inherited_last_write, None);
 }
 
+/// Members 1 to 4; 1 and 2 in site 0, 3 and 4 in site 1; `joiner` joins last.
+fn two_sites(joiner: u8) -> GroupState {
+    let mut s = GroupState::default();
+    let mut m = membership(&[1]);
+    for n in [1, 2, 3, 4].into_iter().filter(|&n| n != joiner).chain([joiner]) {
+        let mut i = info(n);
+        i.segment = u8::from(n >= 3);
+        m.voters.push(u64::from(n));
+        m.members.insert(u64::from(n), i);
+        s.apply(Ordered::Membership(m.clone()));
+        if n != joiner {
+            s.set_state(Uuid([n; 16]), MemberState::Synced);
+        }
+    }
+    s
+}
+
+#[test]
+fn a_donor_is_chosen_in_the_joiners_site_first() {
+    let req = |donors: &str| Body::StateRequest { donors: donors.into(), request: b"mariabackup\0addr".to_vec() };
+    let donor = |s: &mut GroupState, joiner: u8, donors: &str| match s
+        .apply(Ordered::Message { origin: u64::from(joiner), payload: &msg(joiner, req(donors)) })
+    {
+        Outcome::StateRequest { donor, .. } => donor,
+        other => panic!("{other:?}"),
+    };
+    let mut s = two_sites(4);
+    assert_eq!(s.segment_of(Uuid([4; 16])), 1);
+    assert_eq!(donor(&mut s.clone(), 4, ""), Some(Uuid([3; 16])), "node 3 shares node 4's site");
+    assert_eq!(donor(&mut s.clone(), 4, "node1"), Some(Uuid([1; 16])), "a named donor comes first");
+    assert_eq!(donor(&mut s.clone(), 4, "node9,"), Some(Uuid([3; 16])), "then the joiner's site");
+    s.set_state(Uuid([3; 16]), MemberState::Donor);
+    assert_eq!(donor(&mut s, 4, ""), Some(Uuid([1; 16])), "its site busy: another site");
+    let mut s = two_sites(2);
+    assert_eq!(donor(&mut s, 2, ""), Some(Uuid([1; 16])), "site 0 is the default site");
+    // Encoded with the state, and checked when decoded.
+    let s = two_sites(4);
+    let back = GroupState::decode(&s.encode()).unwrap();
+    assert_eq!(back.segments, vec![(Uuid([3; 16]), 1), (Uuid([4; 16]), 1)]);
+    let mut bad = s.clone();
+    bad.segments.push((Uuid([9; 16]), 1));
+    assert!(GroupState::decode(&bad.encode()).unwrap_err().contains("site kept for no member"));
+}
+
 #[test]
 fn joiner_gets_a_synced_donor_honouring_the_donor_list() {
     let mut s = GroupState::default();

@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use tandem::cluster::state::Node;
 use tandem::cluster::certs;
+use tandem::cluster::state::Node;
 use tandem_cluster_tests::*;
 
 const TABLE: &str = "arb.t";

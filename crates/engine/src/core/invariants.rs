@@ -151,6 +151,8 @@ impl GroupState {
         check(self.paused_by.iter().all(|&u| is_member(u)), || "a member that left holds a pause".into())?;
         check(self.arbitrators.windows(2).all(|w| w[0] < w[1]), || "arbitrators out of order".into())?;
         check(self.arbitrators.iter().all(|&u| is_member(u)), || "an arbitrator that is not a member".into())?;
+        check(self.segments.windows(2).all(|w| w[0].0 < w[1].0), || "sites out of order".into())?;
+        check(self.segments.iter().all(|&(u, s)| is_member(u) && s != 0), || "a site kept for no member".into())?;
         let (purged, barrier) = (self.cert.purged_upto(), self.cert.last_barrier());
         check(purged <= seqno, || format!("the index is purged up to {purged}, above the seqno {seqno}"))?;
         check(barrier <= seqno, || format!("a barrier at {barrier}, above the seqno {seqno}"))?;
