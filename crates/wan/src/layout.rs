@@ -76,6 +76,14 @@ impl Layout {
         self.site_of[i - 1]
     }
 
+    /// Bytes routed from one site to another so far: what the kernel sent
+    /// into the emulator's device (lost packets included, each packet once).
+    pub fn wan_bytes(&self) -> Result<u64> {
+        let counter = format!("/sys/class/net/{DEVICE}/statistics/tx_bytes");
+        let text = run("ip", &["netns", "exec", &self.router(), "cat", &counter])?;
+        text.trim().parse().with_context(|| format!("reading {counter} in {}: {text:?}", self.router()))
+    }
+
     /// Node `i`'s address.
     pub fn address(&self, i: usize) -> String {
         format!("10.78.{}.{i}", self.site(i))
